@@ -1,0 +1,76 @@
+"""blast_radius: cap pod deletions per workload and cluster-wide per window.
+
+Like NHC's `maxUnhealthy`: if many pods look stuck at once, the cause is more
+likely the cluster (a registry, a driver, our own policy) than the pods, and
+deleting them all turns a slow start into an outage. Per workload the cap is
+min(max_pods, max_percent of its replicas); the percentage is rounded down, as
+Kubernetes scales a percentage `maxUnhealthy` (round down), but never below one
+so a one- or two-replica model can still be healed, one pod per window.
+`max_percent: 0` means no deletions. With replicas unknown, one per window.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from remediator.guard.config import BlastRadiusConfig
+from remediator.guard.stage import PASS, Verdict, fmt_s, suppress
+from remediator.guard.state import BlastRadiusState, GuardState
+from remediator.policy.decision import Decision
+
+
+def workload_key(decision: Decision) -> str:
+    """The owning workload, or the bare pod itself when it has no owner on record."""
+    return decision.workload or f"{decision.namespace}/Pod/{decision.target}"
+
+
+def percent_cap(max_percent: float, replicas: int | None) -> int:
+    """Deletions max_percent of `replicas` allows: rounded down, at least 1 unless 0 %."""
+    if max_percent == 0:
+        return 0
+    if replicas is None or replicas < 0:
+        return 1  # unknown size: the least that still heals
+    return max(1, math.floor(replicas * max_percent / 100))
+
+
+def workload_cap(config: BlastRadiusConfig, replicas: int | None) -> int:
+    return min(config.max_pods, percent_cap(config.max_percent, replicas))
+
+
+@dataclass(frozen=True, slots=True)
+class BlastRadius:
+    name: ClassVar[str] = "blast_radius"
+    config: BlastRadiusConfig = BlastRadiusConfig()
+
+    def check(self, decision: Decision, now: float, state: GuardState) -> Verdict:
+        if decision.action != "delete-pod":
+            return PASS
+        recent = self._recent(state, now)
+        window = fmt_s(self.config.window_s)
+        key = workload_key(decision)
+        cap = workload_cap(self.config, decision.replicas)
+        mine = sum(1 for k, _ in recent if k == key)
+        if mine >= cap:
+            size = "unknown" if decision.replicas is None else str(decision.replicas)
+            return suppress(
+                f"blast radius: {mine} pod deletion(s) in {key} in the last {window}; "
+                f"cap {cap} (max_pods {self.config.max_pods}, "
+                f"{self.config.max_percent:g}% of {size} replicas)"
+            )
+        if len(recent) >= self.config.max_pods_cluster:
+            return suppress(
+                f"blast radius: {len(recent)} pod deletion(s) cluster-wide in the last {window}; "
+                f"cap {self.config.max_pods_cluster} (max_pods_cluster)"
+            )
+        return PASS
+
+    def record(self, decision: Decision, now: float, state: GuardState) -> GuardState:
+        if decision.action != "delete-pod":
+            return state
+        kept = (*self._recent(state, now), (workload_key(decision), now))
+        return replace(state, blast_radius=BlastRadiusState(kept))
+
+    def _recent(self, state: GuardState, now: float) -> tuple[tuple[str, float], ...]:
+        return tuple(d for d in state.blast_radius.deletions if now - d[1] < self.config.window_s)
