@@ -1,0 +1,173 @@
+"""Raw bytes → normalised input records. The one entry point of the core for data.
+
+Understands, at any nesting a real pipeline produces:
+  - Kubernetes watch events {"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": {...}}
+  - bare objects and Lists (PodList, EventList, ...) as `kubectl get -o json` prints them
+  - Alertmanager webhook payloads (version 4)
+  - CloudEvents 1.0 in structured JSON whose data is any of the above, including Argo Events'
+    envelopes ({"header", "body"} from a webhook source, {"type": ADD|UPDATE|DELETE, "body"}
+    from a resource source)
+  - remediator's own observations: {"kind": "FirstToken"...} and {"kind": "GpuMemoryVerdict"...}
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import orjson
+
+from remediator.inputs.alerts import alerts_seen
+from remediator.inputs.events import pod_event
+from remediator.inputs.pods import pod_seen
+from remediator.inputs.records import JSON, FirstToken, GpuVerdict, Input, InputError, WatchType
+from remediator.inputs.timefmt import parse_time, parse_time_or_none
+from remediator.inputs.workloads import WORKLOAD_KINDS, workload_seen
+
+_WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
+_ARGO_RESOURCE_TYPES: dict[str, WatchType] = {
+    "ADD": "ADDED",
+    "UPDATE": "MODIFIED",
+    "DELETE": "DELETED",
+}
+_MAX_DEPTH = 4
+
+
+def decode(raw: bytes | str) -> list[Input]:
+    """Decode one JSON document. Raises InputError, with a reason, on anything unknown."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc}") from None
+    return normalize(doc)
+
+
+def normalize(doc: Any, depth: int = 0) -> list[Input]:
+    if depth > _MAX_DEPTH:
+        raise InputError("envelopes nested too deep")
+    if not isinstance(doc, dict):
+        raise InputError(f"expected a JSON object, got {type(doc).__name__}")
+    try:
+        return _normalize(doc, depth)
+    except InputError:
+        raise
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:
+        # A field of the wrong type deep inside an object: bad input, not our bug.
+        raise InputError(f"malformed {doc.get('kind') or 'input'}: {exc!r}") from None
+
+
+def _normalize(doc: JSON, depth: int) -> list[Input]:
+    if "specversion" in doc:
+        return _cloudevent(doc, depth)
+    wtype = doc.get("type")
+    if "object" in doc and isinstance(wtype, str):
+        if wtype in ("BOOKMARK", "ERROR"):
+            return []  # progress markers and relist requests are the watch source's business
+        if wtype not in _WATCH_TYPES:
+            raise InputError(f"unknown watch event type {wtype!r}")
+        return _object(cast(WatchType, wtype), doc["object"], None)
+    if "alerts" in doc and "version" in doc:
+        return list(alerts_seen(doc))
+    kind = doc.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
+        item_kind = kind[: -len("List")]
+        out: list[Input] = []
+        for item in doc["items"]:
+            out.extend(_object("ADDED", item, item_kind))
+        return out
+    if kind == "FirstToken":
+        return [_first_token(doc)]
+    if kind == "GpuMemoryVerdict":
+        return [_gpu_verdict(doc)]
+    return _object("ADDED", doc, None)
+
+
+def _object(watch: WatchType, obj: Any, kind_hint: str | None) -> list[Input]:
+    if not isinstance(obj, dict):
+        raise InputError("watch event object is not a JSON object")
+    kind = obj.get("kind") or kind_hint or _infer_kind(obj)
+    if kind == "Pod":
+        return [pod_seen(watch, obj)]
+    if kind == "Event":
+        ev = pod_event(watch, obj)
+        return [ev] if ev is not None else []
+    if kind in WORKLOAD_KINDS:
+        return [workload_seen(watch, kind, obj)]
+    raise InputError(f"unknown kind {kind!r}")
+
+
+def _infer_kind(obj: JSON) -> str | None:
+    """List items and some watch streams omit `kind`; Events and Pods are recognisable."""
+    if "involvedObject" in obj or "regarding" in obj:
+        return "Event"
+    if "containers" in (obj.get("spec") or {}):
+        return "Pod"
+    return None
+
+
+def _cloudevent(doc: JSON, depth: int) -> list[Input]:
+    for attr in ("id", "source", "type"):
+        if not isinstance(doc.get(attr), str) or not doc[attr]:
+            raise InputError(f"CloudEvent without required attribute {attr!r}")
+    if doc.get("specversion") != "1.0":
+        raise InputError(f"CloudEvent specversion {doc.get('specversion')!r}; only 1.0 is known")
+    if "data_base64" in doc:
+        raise InputError("CloudEvent with binary data_base64; send JSON data")
+    data = doc.get("data")
+    if isinstance(data, (str, bytes)):
+        try:
+            data = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise InputError(f"CloudEvent data is not JSON: {exc}") from None
+    etype = doc["type"]
+    if isinstance(data, dict):
+        if etype.endswith("first-token") and "kind" not in data:
+            data = {"kind": "FirstToken", "time": doc.get("time"), **data}
+        elif etype.endswith("gpu-verdict") and "kind" not in data:
+            data = {"kind": "GpuMemoryVerdict", "time": doc.get("time"), **data}
+        data = _argo_events_body(data)
+    return normalize(data, depth + 1)
+
+
+def _argo_events_body(data: JSON) -> Any:
+    """Unwrap Argo Events' payload envelopes; anything else passes unchanged."""
+    if "body" not in data:
+        return data
+    body = data["body"]
+    if isinstance(body, str):
+        try:
+            body = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise InputError(f"Argo Events body is not JSON: {exc}") from None
+    rtype = data.get("type")
+    if isinstance(rtype, str) and rtype in _ARGO_RESOURCE_TYPES:
+        return {"type": _ARGO_RESOURCE_TYPES[rtype], "object": body}
+    return body
+
+
+def _first_token(doc: JSON) -> FirstToken:
+    ns, pod, when = doc.get("namespace"), doc.get("pod"), doc.get("time")
+    if not isinstance(ns, str) or not isinstance(pod, str) or not ns or not pod:
+        raise InputError("FirstToken without namespace and pod")
+    if not isinstance(when, str):
+        raise InputError("FirstToken without time")
+    uid = doc.get("uid")
+    return FirstToken(ns, pod, uid if isinstance(uid, str) and uid else None, parse_time(when))
+
+
+def _gpu_verdict(doc: JSON) -> GpuVerdict:
+    node, stable = doc.get("node"), doc.get("stable")
+    if not isinstance(node, str) or not node or not isinstance(stable, bool):
+        raise InputError("GpuMemoryVerdict without node and boolean stable")
+    incident = doc.get("incident")
+    return GpuVerdict(
+        node=node,
+        stable=stable,
+        detail=str(doc.get("detail") or ""),
+        incident=incident if isinstance(incident, str) else None,
+        at=parse_time_or_none(doc.get("time")),
+    )
+
+
+def input_time(item: Input) -> float | None:
+    """The input's own timestamp: what the replay clock advances to."""
+    return item.at

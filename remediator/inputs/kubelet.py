@@ -1,0 +1,73 @@
+"""What the kubelet's image and container event messages say, in every form since 1.19.
+
+Forms handled (kubelet `images/image_manager.go` and `kuberuntime_container.go` history):
+  Successfully pulled image "x" in 49.657983991s
+  Successfully pulled image "x" in 1.629s (1.629s including waiting)
+  Successfully pulled image "x" in 13.996s (13.996s including waiting). Image size: 116976307 bytes.
+  Successfully pulled image "x" in 2m1.5s (2m3s including waiting)
+  Successfully pulled image "x"                                  (before 1.20: no duration)
+  Container image "x" already present on machine
+  Created container x | Created container: x | Container created
+  Started container x | Started container: x
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from remediator.inputs.timefmt import parse_go_duration
+
+_DUR = r"((?:\d+(?:\.\d*)?(?:ns|us|µs|μs|ms|s|m|h))+)"
+_PULLED_IN = re.compile(r"\bin " + _DUR + r"(?: \(" + _DUR + r" including waiting\))?")
+_IMAGE_SIZE = re.compile(r"Image size: (\d+) bytes")
+_IMAGE_NAME = re.compile(r'[Ii]mage "([^"]+)"')
+_CONTAINER_NAME = re.compile(r"(?:Created|Started) container:? (\S+)")
+
+
+@dataclass(frozen=True, slots=True)
+class PullInfo:
+    image: str | None
+    seconds: float | None  # the pull itself
+    including_waiting: float | None  # pull plus time queued behind other pulls
+    size_bytes: int | None
+    already_present: bool
+
+    @property
+    def reported(self) -> float | None:
+        """The figure to use for the phase: the waiting-inclusive one when present."""
+        return self.including_waiting if self.including_waiting is not None else self.seconds
+
+
+def parse_pulled(message: str) -> PullInfo:
+    """Parse the message of a `Pulled` event. Never raises: unknown text → all None."""
+    name = _IMAGE_NAME.search(message)
+    image = name.group(1) if name else None
+    if "already present on machine" in message:
+        return PullInfo(image, None, None, None, True)
+    seconds = waiting = None
+    m = _PULLED_IN.search(message)
+    if m:
+        try:
+            seconds = parse_go_duration(m.group(1))
+            waiting = parse_go_duration(m.group(2)) if m.group(2) else None
+        except ValueError:
+            seconds = waiting = None
+    size = _IMAGE_SIZE.search(message)
+    return PullInfo(image, seconds, waiting, int(size.group(1)) if size else None, False)
+
+
+def container_from_message(message: str) -> str | None:
+    """The container named in a Created/Started message, if it names one."""
+    m = _CONTAINER_NAME.search(message)
+    return m.group(1) if m else None
+
+
+def container_from_field_path(field_path: str | None) -> str | None:
+    """`spec.containers{vllm}` / `spec.initContainers{prepull}` → the container name."""
+    if not field_path:
+        return None
+    start = field_path.find("{")
+    if start < 0 or not field_path.endswith("}"):
+        return None
+    return field_path[start + 1 : -1] or None

@@ -1,0 +1,120 @@
+"""The small typed records every raw input is normalised into.
+
+A record keeps references into the decoded JSON where copying would cost time on the
+hot path (labels, the pod spec), and is otherwise flat: strings, floats, ints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+WatchType = Literal["ADDED", "MODIFIED", "DELETED"]
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PodSeen:
+    """A Pod as a watch event (or a list item) shows it."""
+
+    watch: WatchType
+    uid: str
+    namespace: str
+    name: str
+    created: float | None
+    node: str | None
+    phase: str | None  # Pending | Running | Succeeded | Failed | Unknown
+    scheduled: float | None  # PodScheduled=True lastTransitionTime
+    unschedulable: str | None  # PodScheduled=False message (e.g. Insufficient nvidia.com/gpu)
+    ready: float | None  # Ready=True lastTransitionTime
+    started: float | None  # main container state.running.startedAt
+    restarts: int
+    waiting_reason: str | None  # main container state.waiting.reason (ImagePullBackOff, ...)
+    deleting: bool  # deletionTimestamp set
+    labels: JSON
+    spec: JSON  # referenced, parsed once per pod by the timeline (see inputs.pods.spec_info)
+    owner: str | None  # "Kind/name" of the controller
+    at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class PodEvent:
+    """A core/v1 or events.k8s.io/v1 Event whose subject is a Pod."""
+
+    watch: WatchType
+    key: str  # the Event's own namespace/name: a `count` bump re-sends the same key
+    pod_uid: str | None
+    namespace: str
+    pod: str
+    reason: str
+    message: str
+    container: str | None
+    first: float | None
+    last: float | None
+    count: int
+    at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSeen:
+    """A Deployment, StatefulSet or DaemonSet."""
+
+    watch: WatchType
+    kind: str
+    uid: str
+    namespace: str
+    name: str
+    generation: int
+    observed_generation: int
+    replicas: int | None  # desired (spec.replicas; DaemonSet: desiredNumberScheduled)
+    ready_replicas: int
+    updated_replicas: int
+    images: tuple[str, ...]  # pod template images, init containers first
+    model: str | None
+    labels: JSON
+    template_labels: JSON
+    at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class AlertSeen:
+    """One alert of an Alertmanager webhook (version 4)."""
+
+    status: Literal["firing", "resolved"]
+    alertname: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    starts_at: float | None
+    ends_at: float | None
+    fingerprint: str
+    group_key: str
+    at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class FirstToken:
+    """The engine answered its first request (from a probe, a log line or a sidecar)."""
+
+    namespace: str
+    pod: str
+    uid: str | None
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class GpuVerdict:
+    """The outcome of a GPU memory verification on one node."""
+
+    node: str
+    stable: bool
+    detail: str
+    incident: str | None
+    at: float | None
+
+
+Input = PodSeen | PodEvent | WorkloadSeen | AlertSeen | FirstToken | GpuVerdict
+
+
+class InputError(ValueError):
+    """Bad input from outside (the cluster, Alertmanager, a file): the line is skipped,
+    never guessed at. Our own bugs raise anything else."""

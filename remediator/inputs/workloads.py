@@ -1,0 +1,55 @@
+"""Deployments, StatefulSets and DaemonSets: what their pod template runs."""
+
+from __future__ import annotations
+
+from remediator.inputs.pods import spec_info
+from remediator.inputs.records import JSON, InputError, WatchType, WorkloadSeen
+from remediator.inputs.timefmt import parse_time_or_none
+
+WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
+
+
+def workload_seen(watch: WatchType, kind: str, obj: JSON) -> WorkloadSeen:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not meta.get("name") or not meta.get("namespace"):
+        raise InputError(f"{kind} without metadata.name/namespace")
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    template = spec.get("template") or {}
+    tspec = template.get("spec") or {}
+    tlabels = (template.get("metadata") or {}).get("labels") or {}
+    images = tuple(
+        str(c.get("image"))
+        for c in (tspec.get("initContainers") or []) + (tspec.get("containers") or [])
+        if c.get("image")
+    )
+    if kind == "DaemonSet":
+        replicas = status.get("desiredNumberScheduled")
+        ready = status.get("numberReady") or 0
+        updated = status.get("updatedNumberScheduled") or 0
+    else:
+        replicas = spec.get("replicas", 1)
+        ready = status.get("readyReplicas") or 0
+        updated = status.get("updatedReplicas") or 0
+    latest = parse_time_or_none(meta.get("creationTimestamp"))
+    for cond in status.get("conditions") or ():
+        t = parse_time_or_none(cond.get("lastUpdateTime") or cond.get("lastTransitionTime"))
+        if t is not None and (latest is None or t > latest):
+            latest = t
+    return WorkloadSeen(
+        watch=watch,
+        kind=kind,
+        uid=str(meta.get("uid") or ""),
+        namespace=meta["namespace"],
+        name=meta["name"],
+        generation=int(meta.get("generation") or 0),
+        observed_generation=int(status.get("observedGeneration") or 0),
+        replicas=int(replicas) if replicas is not None else None,
+        ready_replicas=int(ready),
+        updated_replicas=int(updated),
+        images=images,
+        model=spec_info(tspec, tlabels).model,
+        labels=meta.get("labels") or {},
+        template_labels=tlabels,
+        at=latest,
+    )

@@ -1,0 +1,190 @@
+"""Applies inputs to pod timelines: inputs + now → changes. No I/O, no clock of its own."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from remediator.inputs.kubelet import parse_pulled
+from remediator.inputs.pods import spec_info
+from remediator.inputs.records import FirstToken, Input, PodEvent, PodSeen
+from remediator.timeline.model import PodTimeline
+
+_SCHEDULED_TO = " to "
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """A timeline moved from one state to another (or was first seen)."""
+
+    timeline: PodTimeline
+    before: str | None
+    after: str
+    at: float
+
+
+class Tracker:
+    """All pod timelines, by UID. A pod recreated under the same name is a new timeline;
+    events that arrive before their pod start the timeline and the pod fills it in."""
+
+    def __init__(self) -> None:
+        self.by_uid: dict[str, PodTimeline] = {}
+        self._by_name: dict[tuple[str, str], str] = {}
+        self.in_state: dict[tuple[str, str], int] = {}  # (namespace, state) → pods
+
+    def __len__(self) -> int:
+        return len(self.by_uid)
+
+    def __iter__(self) -> Iterator[PodTimeline]:
+        return iter(self.by_uid.values())
+
+    def get(self, uid: str) -> PodTimeline | None:
+        return self.by_uid.get(uid)
+
+    def current(self, namespace: str, name: str) -> PodTimeline | None:
+        """The newest pod of that name (the one a name-only alert means)."""
+        uid = self._by_name.get((namespace, name))
+        return self.by_uid.get(uid) if uid is not None else None
+
+    def apply(self, item: Input, now: float) -> StateChange | None:
+        if isinstance(item, PodSeen):
+            t = self._timeline(item.uid, item.namespace, item.name)
+            before = t.state() if t.pod_seen or t.last_seen is not None else None
+            self._pod(t, item)
+        elif isinstance(item, PodEvent):
+            t = self._event_timeline(item)
+            before = t.state() if t.last_seen is not None else None
+            _event(t, item)
+        elif isinstance(item, FirstToken):
+            found = self.by_uid.get(item.uid) if item.uid else self.current(item.namespace, item.pod)
+            if found is None:
+                return None  # a first token for a pod we never saw has no timeline to finish
+            t, before = found, found.state()
+            t.first_token = item.at if t.first_token is None else min(t.first_token, item.at)
+        else:
+            return None
+        t.last_seen = now if t.last_seen is None else max(t.last_seen, now)
+        after = t.state()
+        if after == before:
+            return None
+        self._count(t.namespace, before, -1)
+        self._count(t.namespace, after, +1)
+        return StateChange(t, before, after, now)
+
+    def forget(self, uid: str) -> None:
+        """Drop a finished timeline (the runtime prunes deleted pods after export)."""
+        t = self.by_uid.pop(uid, None)
+        if t is None:
+            return
+        self._count(t.namespace, t.state(), -1)
+        if self._by_name.get((t.namespace, t.name)) == uid:
+            del self._by_name[(t.namespace, t.name)]
+
+    # ---- internals --------------------------------------------------------------------
+    def _timeline(self, uid: str, namespace: str, name: str) -> PodTimeline:
+        t = self.by_uid.get(uid)
+        if t is None:
+            ns, nm = sys.intern(namespace), sys.intern(name)
+            t = self.by_uid[uid] = PodTimeline(uid=uid, namespace=ns, name=nm)
+            orphan = self.by_uid.pop(_orphan_key(namespace, name), None)
+            if orphan is not None:
+                self._adopt(t, orphan)
+            self._by_name.setdefault((ns, nm), uid)
+        return t
+
+    def _event_timeline(self, ev: PodEvent) -> PodTimeline:
+        if ev.pod_uid:
+            return self._timeline(ev.pod_uid, ev.namespace, ev.pod)
+        uid = self._by_name.get((ev.namespace, ev.pod)) or _orphan_key(ev.namespace, ev.pod)
+        t = self.by_uid.get(uid)
+        if t is None:
+            t = self.by_uid[uid] = PodTimeline(uid=uid, namespace=ev.namespace, name=ev.pod)
+        return t
+
+    def _adopt(self, t: PodTimeline, orphan: PodTimeline) -> None:
+        """Events without a UID came before their pod: replay their facts onto it."""
+        self._count(orphan.namespace, orphan.state(), -1)
+        for name in ("pulling_first", "pulled_synth_start", "scheduled_event", "started_event"):
+            if getattr(orphan, name) is not None:
+                setattr(t, name, getattr(orphan, name))
+        t.pulling_last, t.pulled_last = orphan.pulling_last, orphan.pulled_last
+        t.pulls, t.present = orphan.pulls, orphan.present
+        t.unschedulable = t.unschedulable or orphan.unschedulable
+        t.image_backoff = orphan.image_backoff
+        t.node = t.node or orphan.node
+        t.last_seen = orphan.last_seen
+
+    def _pod(self, t: PodTimeline, p: PodSeen) -> None:
+        if not t.pod_seen:
+            t.pod_seen = True
+            info = spec_info(p.spec, p.labels)
+            t.model, t.tp_size, t.gpu_util = info.model, info.tp_size, info.gpu_util
+            t.labels, t.owner = p.labels, p.owner
+            if p.created is not None or (p.namespace, p.name) not in self._by_name:
+                self._claim_name(t, p.created)
+        if p.created is not None:
+            t.created = p.created
+        if p.node:
+            t.node = p.node
+        if p.scheduled is not None:
+            t.scheduled = p.scheduled if t.scheduled is None else min(t.scheduled, p.scheduled)
+        if p.started is not None:
+            t.see_started(p.started)
+        if p.ready is not None:
+            t.see_ready(p.ready)
+        t.restarts = max(t.restarts, p.restarts)
+        t.waiting_reason = p.waiting_reason
+        t.unschedulable = p.unschedulable if p.scheduled is None else None
+        if p.phase == "Failed":
+            t.failed = True
+        if p.watch == "DELETED" and not t.deleted:
+            t.deleted, t.deleted_at = True, p.at
+
+    def _claim_name(self, t: PodTimeline, created: float | None) -> None:
+        key = (t.namespace, t.name)
+        holder = self.by_uid.get(self._by_name.get(key, ""))
+        if holder is None or holder is t or (holder.created or 0.0) <= (created or 0.0):
+            self._by_name[key] = t.uid
+
+    def _count(self, namespace: str, state: str | None, delta: int) -> None:
+        if state is None:
+            return
+        key = (namespace, state)
+        n = self.in_state.get(key, 0) + delta
+        if n:
+            self.in_state[key] = n
+        else:
+            self.in_state.pop(key, None)
+
+
+def _orphan_key(namespace: str, name: str) -> str:
+    return f"?{namespace}/{name}"
+
+
+def _event(t: PodTimeline, ev: PodEvent) -> None:
+    when = ev.first if ev.first is not None else ev.last
+    if when is None:
+        return
+    reason = ev.reason
+    if reason == "Pulling":
+        t.see_pulling(when)
+    elif reason == "Pulled":
+        info = parse_pulled(ev.message)
+        t.see_pulled(when, info.reported, info.already_present)
+    elif reason == "Started":
+        if t.ready is None or when <= t.ready:
+            t.started_event = when if t.started_event is None else max(t.started_event, when)
+    elif reason == "Scheduled":
+        t.scheduled_event = when if t.scheduled_event is None else min(t.scheduled_event, when)
+        cut = ev.message.rfind(_SCHEDULED_TO)
+        if t.node is None and cut > 0:
+            t.node = ev.message[cut + len(_SCHEDULED_TO) :].strip() or None
+        t.unschedulable = None
+    elif reason == "FailedScheduling":
+        if t.scheduled_at() is None:
+            t.unschedulable = ev.message
+    elif reason == "BackOff" and "pulling image" in ev.message:
+        t.image_backoff = True
+    elif reason == "Failed" and "pull" in ev.message.lower():
+        t.image_backoff = True
