@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import pytest
+
+from remediator.guard.config import DedupConfig
+from remediator.guard.dedup import Dedup
+from remediator.guard.state import DedupState, GuardState
+from remediator.policy.decision import Decision
+
+from .factory import T0, make, notify
+
+STAGE = Dedup(DedupConfig(window_s=300))
+SEEN = GuardState(dedup=DedupState({"delete-pod ml/vllm-0": T0, "notify ml/vllm-0": T0}))
+
+
+@pytest.mark.parametrize(
+    ("decision", "now", "reason"),
+    [
+        # Alertmanager repeating the alert: same incident, same key
+        (make(), T0 + 60, "duplicate: delete-pod ml/vllm-0 was let through 60s ago (window 300s)"),
+        # a watch event and an alert for the same pod carry different incident ids
+        (
+            make(incident="watch-7"),
+            T0 + 5,
+            "duplicate: delete-pod ml/vllm-0 was let through 5s ago (window 300s)",
+        ),
+        (
+            notify(reason="again"),
+            T0 + 1,
+            "duplicate: notify ml/vllm-0 was let through 1s ago (window 300s)",
+        ),
+        (
+            make(),
+            T0 + 299.5,
+            "duplicate: delete-pod ml/vllm-0 was let through 300s ago (window 300s)",
+        ),
+        (make(), T0 + 300, None),  # the window is half-open
+        (make(target="vllm-1"), T0 + 1, None),
+        (make(namespace="ml2"), T0 + 1, None),
+        (make(action="restart-warmup"), T0 + 1, None),
+        (notify(target="vllm-1"), T0 + 1, None),
+    ],
+)
+def test_check(decision: Decision, now: float, reason: str | None) -> None:
+    assert STAGE.check(decision, now, SEEN).reason == reason
+
+
+def test_window_zero_turns_dedup_off() -> None:
+    assert Dedup(DedupConfig(window_s=0)).check(make(), T0, SEEN).passed
+
+
+def test_record_remembers_and_forgets_expired() -> None:
+    after = STAGE.record(make(target="vllm-1"), T0 + 300, SEEN)
+    assert dict(after.dedup.seen) == {"delete-pod ml/vllm-1": T0 + 300}
+    assert len(SEEN.dedup.seen) == 2
+
+
+def test_record_keeps_notify_too() -> None:
+    after = STAGE.record(notify(), T0, GuardState())
+    assert STAGE.check(notify(incident="inc-9"), T0 + 1, after).reason is not None

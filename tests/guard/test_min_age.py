@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from remediator.guard.config import MinAgeConfig
+from remediator.guard.min_age import MinAge
+from remediator.guard.state import GuardState
+
+from .factory import T0, make
+
+
+@pytest.mark.parametrize(
+    ("age", "cold", "factor", "reason"),
+    [
+        (900, 300, 1.0, None),
+        (300, 300, 1.0, None),  # exactly its cold start: old enough
+        (
+            299,
+            300,
+            1.0,
+            "pod ml/vllm-0 is 299s old, younger than its expected cold start 300s x 1 = 300s",
+        ),
+        (
+            90,
+            300,
+            1.0,
+            "pod ml/vllm-0 is 90s old, younger than its expected cold start 300s x 1 = 300s",
+        ),
+        (
+            400,
+            300,
+            1.5,
+            "pod ml/vllm-0 is 400s old, younger than its expected cold start 300s x 1.5 = 450s",
+        ),
+        (450, 300, 1.5, None),
+        (5, 300, 0.0, None),  # factor 0 switches the age check off (not the unknown-age one)
+    ],
+)
+def test_age_against_expected_cold_start(
+    age: float, cold: float, factor: float, reason: str | None
+) -> None:
+    stage = MinAge(MinAgeConfig(factor=factor))
+    decision = make(pod_created_at=T0 - age, expected_cold_start_s=cold)
+    assert stage.check(decision, T0, GuardState()).reason == reason
+
+
+UNKNOWN_AGE = "pod ml/vllm-0 creation time unknown: never delete a pod of unknown age"
+UNKNOWN_COLD = "pod ml/vllm-0 expected cold start unknown: cannot tell it from slow"
+
+
+@pytest.mark.parametrize(
+    ("created", "cold", "reason"),
+    [
+        (None, 300, UNKNOWN_AGE),
+        (math.nan, 300, UNKNOWN_AGE),
+        (math.inf, 300, UNKNOWN_AGE),
+        (T0 - 900, None, UNKNOWN_COLD),
+        (T0 - 900, math.nan, UNKNOWN_COLD),
+        (T0 - 900, -1, UNKNOWN_COLD),
+    ],
+)
+def test_never_guesses(created: float | None, cold: float | None, reason: str) -> None:
+    decision = make(pod_created_at=created, expected_cold_start_s=cold)
+    assert MinAge().check(decision, T0, GuardState()).reason == reason
+
+
+@pytest.mark.parametrize("action", ["restart-warmup", "verify-gpu-memory", "cordon-node", "notify"])
+def test_only_pod_deletions_are_checked(action: str) -> None:
+    decision = make(action=action, pod_created_at=None, expected_cold_start_s=None)
+    assert MinAge().check(decision, T0, GuardState()).passed
+
+
+def test_record_changes_nothing() -> None:
+    state = GuardState()
+    assert MinAge().record(make(), T0, state) is state
