@@ -57,7 +57,9 @@ class Tracker:
             before = t.state() if t.last_seen is not None else None
             _event(t, item)
         elif isinstance(item, FirstToken):
-            found = self.by_uid.get(item.uid) if item.uid else self.current(item.namespace, item.pod)
+            found = (
+                self.by_uid.get(item.uid) if item.uid else self.current(item.namespace, item.pod)
+            )
             if found is None:
                 return None  # a first token for a pod we never saw has no timeline to finish
             t, before = found, found.state()

@@ -1,0 +1,95 @@
+"""Prometheus export of the timelines (prometheus-client).
+
+Histograms are observed once per phase per pod, when the phase becomes known; the
+per-state gauges and per-pod elapsed times are computed at scrape time from the
+tracker, so the hot path pays nothing for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from remediator.timeline.model import PHASES, UNFINISHED, PodTimeline
+from remediator.timeline.tracker import StateChange, Tracker
+
+# Cold starts of large models run from seconds (warm node) to tens of minutes (cold pull).
+COLD_START_BUCKETS = (1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1800)
+_TOTAL_BIT = 1 << len(PHASES)
+
+
+class TimelineMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.phase_seconds = Histogram(
+            "remediator_cold_start_phase_seconds",
+            "Time an inference pod spent in each cold-start phase (total: creation to first "
+            "token, else to Ready).",
+            ["phase", "model", "namespace"],
+            buckets=COLD_START_BUCKETS,
+            registry=registry,
+        )
+        self.engine_init = Histogram(
+            "vllm_engine_init_duration_seconds",
+            "Engine init: main container start to Ready (weights, KV cache, CUDA graphs).",
+            ["model", "tp_size", "gpu_util"],
+            buckets=COLD_START_BUCKETS,
+            registry=registry,
+        )
+
+    def observe(self, change: StateChange) -> None:
+        """Export what this change made known, once per phase per pod."""
+        t = change.timeline
+        model = t.model or "unknown"
+        for i, (phase, value) in enumerate(t.phases().items()):
+            bit = 1 << i
+            if value is None or t.observed & bit:
+                continue
+            t.observed |= bit
+            self.phase_seconds.labels(phase, model, t.namespace).observe(value)
+            if phase == "engine_init":
+                self.engine_init.labels(model, t.tp_size or "", t.gpu_util or "").observe(value)
+        # Total once the cold start has ended (first token, else Ready).
+        if change.after in ("ready", "serving") and not t.observed & _TOTAL_BIT:
+            total = t.total()
+            if total is not None and (change.after == "serving" or t.first_token is None):
+                t.observed |= _TOTAL_BIT
+                self.phase_seconds.labels("total", model, t.namespace).observe(total)
+
+
+class TrackerCollector(Collector):
+    """Gauges read off the tracker at scrape time."""
+
+    def __init__(self, tracker: Tracker, now: Callable[[], float]) -> None:
+        self._tracker = tracker
+        self._now = now
+
+    def collect(self) -> Iterable[Metric]:
+        pods = GaugeMetricFamily(
+            "remediator_pods_in_phase",
+            "Pods tracked, by namespace and current cold-start state.",
+            labels=["namespace", "phase"],
+        )
+        for (ns, state), n in sorted(self._tracker.in_state.items()):
+            pods.add_metric([ns, state], n)
+        yield pods
+        elapsed = GaugeMetricFamily(
+            "remediator_pod_phase_elapsed_seconds",
+            "Seconds an unfinished pod has spent in its current phase (for alerting).",
+            labels=["namespace", "pod", "phase", "model"],
+        )
+        now = self._now()
+        for t in self._tracker:
+            _add_elapsed(elapsed, t, now)
+        yield elapsed
+
+
+def _add_elapsed(family: GaugeMetricFamily, t: PodTimeline, now: float) -> None:
+    state = t.state()
+    if state not in UNFINISHED:
+        return
+    since = t.state_since()
+    if since is not None:
+        family.add_metric([t.namespace, t.name, state, t.model or "unknown"], max(0.0, now - since))
