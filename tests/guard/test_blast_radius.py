@@ -79,7 +79,8 @@ def _deleted(*entries: tuple[str, float]) -> GuardState:
             tuple((f"ml/Deployment/w{i}", T0 + i) for i in range(5)),
             make(workload="ml/Deployment/w9"),
             T0 + 10,
-            "blast radius: 5 pod deletion(s) cluster-wide in the last 600s; cap 5 (max_pods_cluster)",
+            "blast radius: 5 pod deletion(s) cluster-wide in the last 600s; "
+            "cap 5 (max_pods_cluster)",
         ),
         (tuple((f"ml/Deployment/w{i}", T0 + i) for i in range(5)), make(), T0 + 600, None),
         # a pod with no owner on record counts as its own workload

@@ -25,7 +25,8 @@ DELETED = STAGE.record(make(), T0, GuardState())
         (
             make(target="vllm-0-x7k2p", incident="inc-3"),
             T0 + 120,
-            "cooldown: workload ml/Deployment/vllm was acted on 120s ago; next action allowed in 480s",
+            "cooldown: workload ml/Deployment/vllm was acted on 120s ago; "
+            "next action allowed in 480s",
         ),
         # a StatefulSet's replacement keeps the name
         (
