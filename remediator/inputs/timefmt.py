@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 
 _GO_UNIT_S = {
@@ -46,7 +46,7 @@ def parse_time_or_none(value: object) -> float | None:
 
 def format_time(ts: float) -> str:
     """Epoch seconds → RFC 3339 UTC with `Z`, milliseconds only when needed."""
-    dt = datetime.fromtimestamp(ts, tz=timezone.utc)
+    dt = datetime.fromtimestamp(ts, tz=UTC)
     if dt.microsecond:
         return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ")

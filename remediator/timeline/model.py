@@ -205,7 +205,7 @@ class PodTimeline:
 def timeline_size(t: PodTimeline) -> int:
     """Bytes held by one timeline (object plus the floats and strings it owns alone)."""
     size = sys.getsizeof(t)
-    for name in PodTimeline.__slots__:  # type: ignore[attr-defined]
+    for name in PodTimeline.__slots__:
         v = getattr(t, name)
         if isinstance(v, float):
             size += sys.getsizeof(v)

@@ -186,7 +186,10 @@ def _event(t: PodTimeline, ev: PodEvent) -> None:
     elif reason == "FailedScheduling":
         if t.scheduled_at() is None:
             t.unschedulable = ev.message
-    elif reason == "BackOff" and "pulling image" in ev.message:
+    elif reason in ("BackOff", "Failed") and _about_pulling(ev.message):
         t.image_backoff = True
-    elif reason == "Failed" and "pull" in ev.message.lower():
-        t.image_backoff = True
+
+
+def _about_pulling(message: str) -> bool:
+    # "Back-off pulling image ...", "Failed to pull image ...", "Error: ErrImagePull"
+    return "pull" in message.lower()
