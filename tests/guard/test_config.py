@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from remediator.guard.config import (
+    BlastRadiusConfig,
+    DedupConfig,
+    GuardConfig,
+    KillSwitchConfig,
+    RateLimitConfig,
+    parse_guard_config,
+)
+from remediator.policy.errors import ConfigError
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "guardrails.md"
+
+
+def test_defaults() -> None:
+    config = parse_guard_config({})
+    assert config == GuardConfig() == parse_guard_config(None)
+    assert (config.dedup.window_s, config.cooldown.seconds, config.min_age.factor) == (300, 600, 1)
+    assert config.blast_radius == BlastRadiusConfig(2, 25, 600, 5)
+    assert config.rate_limit == RateLimitConfig(per_minute=6, burst=3)
+    assert not config.dry_run.enabled and not config.kill_switch.engaged
+
+
+def test_values_are_read_and_the_rest_defaulted() -> None:
+    config = parse_guard_config(
+        {
+            "kill_switch": {"engaged": True},
+            "dedup": {"window_s": 120},
+            "blast_radius": {"max_pods": 1, "max_percent": 12.5},
+            "rate_limit": None,
+        }
+    )
+    assert config.kill_switch == KillSwitchConfig(engaged=True)
+    assert config.dedup == DedupConfig(window_s=120.0)
+    assert isinstance(config.dedup.window_s, float)
+    assert config.blast_radius == BlastRadiusConfig(max_pods=1, max_percent=12.5)
+    assert config.rate_limit == RateLimitConfig()
+
+
+@pytest.mark.parametrize(
+    ("section", "path", "message"),
+    [
+        ("dedup: 300", "guardrails.dedup", "expected a mapping, got int 300"),
+        ("[dedup]", "guardrails", "expected a mapping, got list"),
+        ("order: [dedup]", "guardrails.order", "unknown guardrail; known: kill_switch, dry_run"),
+        ("dedupe: {window_s: 1}", "guardrails.dedupe", "unknown guardrail"),
+        ("dedup: {window: 1}", "guardrails.dedup.window", "unknown key; known: window_s"),
+        ("dedup: {window_s: 5m}", "guardrails.dedup.window_s", "expected a number, got str '5m'"),
+        ("dedup: {window_s: true}", "guardrails.dedup.window_s", "expected a number, got bool"),
+        ("dedup: {window_s: -1}", "guardrails.dedup.window_s", "must not be negative, got -1"),
+        ("dedup: {window_s: .nan}", "guardrails.dedup.window_s", "expected a finite number"),
+        ("cooldown: {seconds: -0.5}", "guardrails.cooldown.seconds", "must not be negative"),
+        ("min_age: {factor: -1}", "guardrails.min_age.factor", "must not be negative"),
+        ("idempotency: {retain_s: -1}", "guardrails.idempotency.retain_s", "must not be negative"),
+        (
+            "blast_radius: {max_pods: 2.0}",
+            "guardrails.blast_radius.max_pods",
+            "expected a whole number",
+        ),
+        ("blast_radius: {max_pods: yes}", "guardrails.blast_radius.max_pods", "got bool True"),
+        (
+            "blast_radius: {max_pods: -1}",
+            "guardrails.blast_radius.max_pods",
+            "must not be negative",
+        ),
+        ("blast_radius: {max_percent: 101}", "guardrails.blast_radius.max_percent", "at most 100"),
+        (
+            "blast_radius: {max_pods_cluster: -3}",
+            "guardrails.blast_radius.max_pods_cluster",
+            "negative",
+        ),
+        ("rate_limit: {burst: 0}", "guardrails.rate_limit.burst", "must not be below 1, got 0"),
+        ("rate_limit: {per_minute: 0}", "guardrails.rate_limit.per_minute", "greater than 0"),
+        ("rate_limit: {per_minute: '6'}", "guardrails.rate_limit.per_minute", "got str '6'"),
+        (
+            "dry_run: {enabled: 1}",
+            "guardrails.dry_run.enabled",
+            "expected true or false, got int 1",
+        ),
+        (
+            "kill_switch: {engaged: 'on'}",
+            "guardrails.kill_switch.engaged",
+            "expected true or false",
+        ),
+        ("dedup: {1: 2}", "guardrails.dedup.1", "keys must be strings"),
+    ],
+)
+def test_bad_config_is_refused_with_its_path(section: str, path: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_guard_config(yaml.safe_load(section))
+    assert caught.value.path == path
+    assert message in caught.value.message
+    assert str(caught.value).startswith(f"{path}: ")
+
+
+@pytest.mark.parametrize(
+    ("section", "expected"),
+    [
+        ("dedup: {window_s: 0}", GuardConfig(dedup=DedupConfig(0))),
+        (
+            "blast_radius: {max_percent: 0}",
+            GuardConfig(blast_radius=BlastRadiusConfig(max_percent=0)),
+        ),
+        (
+            "blast_radius: {max_percent: 100}",
+            GuardConfig(blast_radius=BlastRadiusConfig(max_percent=100)),
+        ),
+        (
+            "rate_limit: {burst: 1, per_minute: 0.5}",
+            GuardConfig(rate_limit=RateLimitConfig(0.5, 1)),
+        ),
+    ],
+)
+def test_edge_values_are_accepted(section: str, expected: GuardConfig) -> None:
+    assert parse_guard_config(yaml.safe_load(section)) == expected
+
+
+def _doc_example() -> Any:
+    blocks = re.findall(r"```yaml\n(.*?)```", DOC.read_text(), flags=re.S)
+    assert blocks, "docs/guardrails.md has no yaml example"
+    return yaml.safe_load(blocks[0])
+
+
+def test_the_documented_example_parses_to_the_defaults() -> None:
+    config = parse_guard_config(_doc_example()["guardrails"])
+    assert config == GuardConfig()
+    assert not math.isnan(config.min_age.factor)

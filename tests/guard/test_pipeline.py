@@ -1,0 +1,199 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pytest
+
+from remediator.guard import ORDER, GuardState, StateError, build_pipeline, with_kill_switch
+from remediator.guard.config import DryRunConfig, GuardConfig
+from remediator.guard.pipeline import Pipeline
+from remediator.guard.stage import PASS, Verdict, suppress
+from remediator.policy.decision import Decision, Suppressed
+
+from .factory import T0, make, notify
+
+
+def test_order_is_fixed_and_documented() -> None:
+    assert (
+        build_pipeline().names
+        == ORDER
+        == (
+            "kill_switch",
+            "dry_run",
+            "idempotency",
+            "dedup",
+            "cooldown",
+            "min_age",
+            "blast_radius",
+            "rate_limit",
+        )
+    )
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A stage that says what it was told to and logs what it saw."""
+
+    name: str
+    answer: str | None
+    seen: list[str]
+    kind: ClassVar[str] = "probe"
+
+    def check(self, decision: Decision, now: float, state: GuardState) -> Verdict:
+        self.seen.append(f"check {self.name}")
+        return PASS if self.answer is None else suppress(self.answer)
+
+    def record(self, decision: Decision, now: float, state: GuardState) -> GuardState:
+        self.seen.append(f"record {self.name}")
+        return with_kill_switch(
+            state, state.kill_switch.engaged, state.kill_switch.note + self.name
+        )
+
+
+@pytest.mark.parametrize(
+    ("answers", "guardrail", "seen"),
+    [
+        (
+            (None, None, None),
+            None,
+            ["check a", "check b", "check c", "record a", "record b", "record c"],
+        ),
+        (("no a", "no b", None), "a", ["check a"]),
+        ((None, "no b", "no c"), "b", ["check a", "check b"]),
+        ((None, None, "no c"), "c", ["check a", "check b", "check c"]),
+    ],
+)
+def test_first_no_wins_and_only_a_passed_decision_is_recorded(
+    answers: tuple[str | None, ...], guardrail: str | None, seen: list[str]
+) -> None:
+    log: list[str] = []
+    pipeline = Pipeline(tuple(Probe(n, a, log) for n, a in zip("abc", answers, strict=True)))
+    state = GuardState()
+    result, after = pipeline.run(make(), T0, state)
+    assert log == seen
+    if guardrail is None:
+        assert result == make()
+        assert after.kill_switch.note == "abc"
+    else:
+        assert result == Suppressed(make(), guardrail=guardrail, reason=f"no {guardrail}")
+        assert after is state
+
+
+def test_kill_switch_wins_over_dry_run() -> None:
+    pipeline = build_pipeline(GuardConfig(dry_run=DryRunConfig(enabled=True)))
+    result, _ = pipeline.run(make(), T0, with_kill_switch(GuardState(), True))
+    assert isinstance(result, Suppressed) and result.guardrail == "kill_switch"
+
+
+def test_dry_run_reports_before_the_later_guardrails() -> None:
+    pipeline = build_pipeline(GuardConfig(dry_run=DryRunConfig(enabled=True)))
+    young = make(pod_created_at=T0 - 1)  # min_age would also say no
+    result, _ = pipeline.run(young, T0, GuardState())
+    assert result == Suppressed(young, "dry_run", "dry-run: would delete-pod ml/vllm-0")
+
+
+def test_a_suppressed_decision_leaves_no_trace() -> None:
+    pipeline, state = build_pipeline(), GuardState()
+    young = make(pod_created_at=T0 - 1)
+    result, after = pipeline.run(young, T0, state)
+    assert isinstance(result, Suppressed) and result.guardrail == "min_age"
+    assert after == state
+    # the same incident, once old enough, is not held up by idempotency, dedup or cooldown
+    result, _ = pipeline.run(young, T0 + 300, after)
+    assert result == young
+
+
+def test_repeated_alert_is_deduplicated_and_the_incident_is_acted_on_once() -> None:
+    pipeline, state = build_pipeline(), GuardState()
+    first, state = pipeline.run(make(), T0, state)
+    assert first == make()
+    again, _ = pipeline.run(make(), T0 + 60, state)
+    assert isinstance(again, Suppressed) and again.guardrail == "idempotency"
+    watch, _ = pipeline.run(make(incident="watch-1"), T0 + 60, state)
+    assert isinstance(watch, Suppressed) and watch.guardrail == "dedup"
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_notify_bypasses_kill_switch_and_dry_run_but_not_dedup(on: bool) -> None:
+    pipeline = build_pipeline(GuardConfig(dry_run=DryRunConfig(enabled=on)))
+    state = with_kill_switch(GuardState(), on)
+    note = notify(pod_created_at=None, replicas=None)
+    first, state = pipeline.run(note, T0, state)
+    assert first == note
+    second, _ = pipeline.run(notify(incident="inc-2"), T0 + 1, state)
+    assert isinstance(second, Suppressed) and second.guardrail == "dedup"
+
+
+def _sequence() -> list[tuple[Decision, float]]:
+    out = []
+    for i in range(40):
+        out.append(
+            (
+                make(
+                    incident=f"i{i % 13}",
+                    target=f"vllm-{i % 11}",
+                    workload=f"ml/Deployment/w{i % 7}",
+                ),
+                T0 + 37 * i,
+            )
+        )
+        out.append((notify(incident=f"n{i}", target=f"vllm-{i % 2}"), T0 + 37 * i + 1))
+        out.append(
+            (
+                make(action="restart-warmup", target="gpu-warmup", incident=f"r{i // 9}"),
+                T0 + 37 * i + 2,
+            )
+        )
+    return out
+
+
+def test_state_round_trips_through_json_without_changing_any_outcome() -> None:
+    pipeline = build_pipeline()
+    straight, through_json = GuardState(), GuardState()
+    outcomes = []
+    for decision, now in _sequence():
+        a, straight = pipeline.run(decision, now, straight)
+        b, through_json = pipeline.run(decision, now, GuardState.from_json(through_json.to_json()))
+        assert a == b
+        assert GuardState.from_json(straight.to_json()) == straight
+        outcomes.append(a)
+    kinds = {o.guardrail if isinstance(o, Suppressed) else "passed" for o in outcomes}
+    assert {"passed", "idempotency", "dedup", "cooldown", "blast_radius"} <= kinds
+
+
+def test_state_stays_bounded() -> None:
+    pipeline, state = build_pipeline(), GuardState()
+    for i in range(2000):  # a new pod every 10 minutes for ~2 weeks
+        decision = make(incident=f"i{i}", target=f"p{i}", workload=f"ml/Deployment/w{i}")
+        result, state = pipeline.run(decision, T0 + 600 * i, state)
+        assert result == decision
+    assert len(state.dedup.seen) == 1 and len(state.cooldown.last) == 2
+    assert len(state.blast_radius.deletions) == 1
+    assert len(state.idempotency.acted) == 86400 // 600
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        ("{", "$"),
+        ("[]", "$"),
+        ('{"version": 2}', "version"),
+        ('{"version": 1, "extra": {}}', "$.extra"),
+        ('{"version": 1, "dedup": {"seen": {"k": "x"}}}', "dedup.seen.k"),
+        ('{"version": 1, "dedup": {"seen": []}}', "dedup.seen"),
+        ('{"version": 1, "cooldown": {"last": {"k": NaN}}}', "cooldown.last.k"),
+        ('{"version": 1, "kill_switch": {"engaged": "yes"}}', "kill_switch.engaged"),
+        ('{"version": 1, "blast_radius": {"deletions": [["w"]]}}', "blast_radius.deletions[0]"),
+        ('{"version": 1, "rate_limit": {"tokens": true}}', "rate_limit.tokens"),
+    ],
+)
+def test_bad_stored_state_is_refused_with_its_path(text: str, path: str) -> None:
+    with pytest.raises(StateError) as caught:
+        GuardState.from_json(text)
+    assert caught.value.path == path
+
+
+def test_now_must_be_finite() -> None:
+    with pytest.raises(ValueError, match="finite"):
+        build_pipeline().run(make(), float("nan"), GuardState())
