@@ -1,0 +1,390 @@
+"""`remediator step ...`: the commands Argo Workflow steps run.
+
+Each prints one JSON verdict on stdout, logs JSON lines on stderr and exits with a
+code from `report.ExitCode`. Only the standard library and click are imported at
+start: the Kubernetes client loads inside the Kubernetes steps, so the GPU
+verifier runs on a node image that has nothing but python, click and nvidia-smi.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from remediator.steps import validate
+from remediator.steps.errors import StepError
+from remediator.steps.report import EXIT_CODES_HELP, ExitCode, configure, emit, log
+
+F = TypeVar("F", bound=Callable[..., Any])
+_OUTCOME_OF_ERROR = {
+    ExitCode.PRECONDITION: "precondition_failed",
+    ExitCode.TIMEOUT: "timeout",
+    ExitCode.ERROR: "error",
+}
+
+
+def _checked(check: Callable[[str], str | None]) -> Callable[..., Any]:
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        problem = None if value is None else check(value)
+        if problem:
+            raise click.BadParameter(f"{value!r} {problem}", ctx=ctx, param=param)
+        return value
+
+    return callback
+
+
+def _incident(f: F) -> F:
+    return click.option(
+        "--incident",
+        envvar="REMEDIATOR_INCIDENT",
+        metavar="ID",
+        help="Incident id, put on every log line and in the verdict [env REMEDIATOR_INCIDENT].",
+    )(f)
+
+
+def _kube(f: F) -> F:
+    f = click.option("--context", metavar="NAME", help="kubeconfig context to use.")(f)
+    return click.option(
+        "--kubeconfig",
+        type=click.Path(dir_okay=False),
+        help="kubeconfig file. Without it: the pod's service account when "
+        "KUBERNETES_SERVICE_HOST is set, else $KUBECONFIG or ~/.kube/config.",
+    )(f)
+
+
+def _finish(step: str, incident: str | None, fields: dict[str, Any], code: ExitCode) -> None:
+    head = {"step": step, "outcome": fields.get("outcome"), "exit_code": int(code)}
+    verdict = {**head, "incident": incident, **fields}
+    emit(verdict)
+    log("done", step_outcome=fields.get("outcome"), exit_code=int(code))
+    raise SystemExit(int(code))
+
+
+def _run(step: str, incident: str | None, target: dict[str, Any], body: Callable[[], Any]) -> None:
+    """Run a step body that returns (code, fields); turn a StepError into a verdict."""
+    configure(step, incident)
+    log("start", **target)
+    try:
+        code, fields = body()
+    except StepError as e:
+        log(e.detail, level=40, reason=e.reason)
+        fields = {"outcome": _OUTCOME_OF_ERROR[e.code], "reason": e.reason, "detail": e.detail}
+        code = e.code
+    _finish(step, incident, {**fields, "target": target}, code)
+
+
+@click.group(
+    epilog=EXIT_CODES_HELP,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+def step() -> None:
+    """The commands Argo Workflow steps run (one action each, safe to retry).
+
+    \b
+    Each prints ONE JSON object on stdout (the verdict: Argo's outputs.result),
+    JSON log lines on stderr, and exits with a code that says what happened.
+    Kubernetes steps validate names and UIDs before any call and support
+    --dry-run (a server-side dry run: the API server checks everything, changes
+    nothing).
+
+    \b
+      remediator step delete-pod --namespace llm --pod vllm-0 --uid <uid>
+      remediator step rollout-restart -n kube-system --daemonset gpu-warmup \\
+          --image registry/vllm:0.6.3 --timeout 900
+      remediator step verify-gpu-memory --samples 10 --interval 1 --max-spread-mib 256
+      remediator step cordon-node --node gpu-node-7
+    """
+
+
+@step.command("delete-pod", epilog=EXIT_CODES_HELP)
+@click.option("--namespace", "-n", required=True, callback=_checked(validate.dns1123_label))
+@click.option("--pod", required=True, callback=_checked(validate.dns1123_subdomain))
+@click.option(
+    "--uid",
+    required=True,
+    callback=_checked(validate.uid),
+    help="metadata.uid of the pod instance to delete (the one the decision saw).",
+)
+@click.option(
+    "--grace-period",
+    type=click.IntRange(min=0),
+    metavar="S",
+    help="Seconds the pod gets to stop (default: the pod's own terminationGracePeriodSeconds).",
+)
+@click.option("--dry-run", is_flag=True, help="Ask the API server to check, not to delete.")
+@_kube
+@_incident
+def delete_pod_command(
+    namespace: str,
+    pod: str,
+    uid: str,
+    grace_period: int | None,
+    dry_run: bool,
+    kubeconfig: str | None,
+    context: str | None,
+    incident: str | None,
+) -> None:
+    """Delete ONE pod instance: the one with this UID, never a replacement.
+
+    \b
+    The UID goes in as a delete precondition, so the API server itself refuses
+    (409 Conflict) when the pod under that name is a newer instance, e.g. a
+    StatefulSet pod recreated since the decision was made.
+
+    \b
+    Outcomes (all exit 0: in each, the stuck instance is no longer there or is
+    now being removed, and retrying could not do more):
+      deleted       the pod with that UID is being deleted
+      already_gone  404: no pod of that name any more
+      replaced      409: a pod of that name exists with another UID; left alone
+                    (its UID is in "current_uid")
+      would_delete  --dry-run: the delete would go through
+    """
+
+    def body() -> tuple[ExitCode, dict[str, Any]]:
+        from kubernetes import client
+
+        from remediator.steps.delete_pod import delete_pod
+        from remediator.steps.kube import api_client
+
+        core = client.CoreV1Api(api_client(kubeconfig, context))
+        done = delete_pod(core, namespace, pod, uid, grace_period, dry_run)
+        log(done.detail, step_outcome=done.outcome)
+        fields = {
+            "outcome": done.outcome,
+            "action_taken": done.action_taken,
+            "dry_run": dry_run,
+            "detail": done.detail,
+            "current_uid": done.current_uid,
+        }
+        return ExitCode.OK, fields
+
+    _run("delete-pod", incident, {"namespace": namespace, "pod": pod, "uid": uid}, body)
+
+
+@step.command("rollout-restart", epilog=EXIT_CODES_HELP)
+@click.option("--namespace", "-n", required=True, callback=_checked(validate.dns1123_label))
+@click.option("--daemonset", required=True, callback=_checked(validate.dns1123_subdomain))
+@click.option(
+    "--image",
+    callback=_checked(validate.image),
+    help="Set the pre-pull init container's image (the new inference image) in the same patch.",
+)
+@click.option(
+    "--container",
+    default="prepull",
+    show_default=True,
+    callback=_checked(validate.dns1123_label),
+    help="Name of the init container that --image replaces.",
+)
+@click.option(
+    "--timeout",
+    required=True,
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="S",
+    help="Seconds to wait for the rollout to finish before giving up (exit 4).",
+)
+@click.option(
+    "--poll-interval",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="S",
+)
+@click.option("--dry-run", is_flag=True, help="Server-side dry run of the patch; no wait.")
+@_kube
+@_incident
+def rollout_restart_command(
+    namespace: str,
+    daemonset: str,
+    image: str | None,
+    container: str,
+    timeout: float,
+    poll_interval: float,
+    dry_run: bool,
+    kubeconfig: str | None,
+    context: str | None,
+    incident: str | None,
+) -> None:
+    """Restart a DaemonSet (as `kubectl rollout restart`) and wait for the rollout.
+
+    \b
+    Stamps the pod template annotation kubectl.kubernetes.io/restartedAt and, with
+    --image, sets the image of the init container --container (the GPU warmup
+    pre-pulls the inference image that way) in one strategic merge patch. Then
+    waits as `kubectl rollout status` does: observedGeneration reaches the new
+    generation, every desired pod is updated, and every one is available.
+
+    \b
+    Refused before any change (exit 3): the DaemonSet does not exist, its
+    updateStrategy is OnDelete, or it has no init container named --container.
+    Outcomes: rolled_out (0), would_restart (--dry-run, 0), timeout (4; the
+    restart was made, the rollout is still going: see "progress").
+    """
+
+    def body() -> tuple[ExitCode, dict[str, Any]]:
+        from kubernetes import client
+
+        from remediator.steps import rollout
+        from remediator.steps.kube import api_client
+
+        apps = client.AppsV1Api(api_client(kubeconfig, context))
+        stamp = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        generation = rollout.restart(apps, namespace, daemonset, image, container, stamp, dry_run)
+        fields: dict[str, Any] = {"dry_run": dry_run, "restarted_at": stamp, "image": image}
+        if dry_run:
+            return ExitCode.OK, {**fields, "outcome": "would_restart", "action_taken": False}
+        log("patched", generation=generation, image=image)
+        last = rollout.wait(
+            apps,
+            namespace,
+            daemonset,
+            generation,
+            timeout,
+            poll_interval,
+            time.monotonic,
+            time.sleep,
+            lambda p: log(p.message, rollout_done=p.done),
+        )
+        fields = {**fields, "action_taken": True, "generation": generation}
+        if last.done:
+            return ExitCode.OK, {**fields, "outcome": "rolled_out", "detail": last.message}
+        detail = f"not rolled out after {timeout:g} s: {last.message}"
+        return ExitCode.TIMEOUT, {**fields, "outcome": "timeout", "detail": detail}
+
+    target = {"namespace": namespace, "daemonset": daemonset}
+    _run("rollout-restart", incident, target, body)
+
+
+@step.command("cordon-node", epilog=EXIT_CODES_HELP)
+@click.option("--node", required=True, callback=_checked(validate.dns1123_subdomain))
+@click.option("--dry-run", is_flag=True, help="Ask the API server to check, not to cordon.")
+@_kube
+@_incident
+def cordon_node_command(
+    node: str, dry_run: bool, kubeconfig: str | None, context: str | None, incident: str | None
+) -> None:
+    """Mark a node unschedulable (spec.unschedulable=true, as `kubectl cordon`).
+
+    \b
+    Used only when the policy enables cordoning for GPU memory that never settles.
+    Pods already running stay; nothing new lands there until someone uncordons.
+    Outcomes: cordoned, already_cordoned, would_cordon (all exit 0); a node that
+    does not exist is exit 3.
+    """
+
+    def body() -> tuple[ExitCode, dict[str, Any]]:
+        from kubernetes import client
+
+        from remediator.steps.cordon import cordon
+        from remediator.steps.kube import api_client
+
+        done = cordon(client.CoreV1Api(api_client(kubeconfig, context)), node, dry_run)
+        log(done.detail, step_outcome=done.outcome)
+        fields = {
+            "outcome": done.outcome,
+            "action_taken": done.action_taken,
+            "dry_run": dry_run,
+            "detail": done.detail,
+        }
+        return ExitCode.OK, fields
+
+    _run("cordon-node", incident, {"node": node}, body)
+
+
+@step.command("verify-gpu-memory", epilog=EXIT_CODES_HELP)
+@click.option(
+    "--samples",
+    type=click.IntRange(min=2),
+    metavar="K",
+    help="How many times to run nvidia-smi (default 10). With --from-file: judge "
+    "the last K samples of the recording (default: all of it).",
+)
+@click.option(
+    "--interval",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    metavar="S",
+    help="Seconds between samples.",
+)
+@click.option(
+    "--max-spread-mib",
+    default=256.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    metavar="M",
+    help="Largest max-min of memory.used over the window that still counts as settled.",
+)
+@click.option(
+    "--max-rise-mib",
+    type=click.FloatRange(min=0),
+    metavar="R",
+    help="Largest last-minus-first rise over the window (default M/2): "
+    "a window that is still climbing has not settled.",
+)
+@click.option(
+    "--from-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Judge a recorded nvidia-smi CSV instead of sampling live.",
+)
+@click.option(
+    "--columns",
+    default="index,uuid,memory.used,memory.total",
+    show_default=True,
+    help="Column layout of --from-file lines before any header line "
+    "(e.g. timestamp,index,memory.used,memory.total,utilization.gpu).",
+)
+@click.option(
+    "--nvidia-smi",
+    "nvidia_smi",
+    default="nvidia-smi",
+    show_default=True,
+    envvar="NVIDIA_SMI",
+    metavar="PATH",
+    help="nvidia-smi to run [env NVIDIA_SMI].",
+)
+@click.option(
+    "--node", envvar="NODE_NAME", metavar="NAME", help="Node name for the verdict [env NODE_NAME]."
+)
+@_incident
+def verify_gpu_memory_command(
+    samples: int | None,
+    interval: float,
+    max_spread_mib: float,
+    max_rise_mib: float | None,
+    from_file: Path | None,
+    columns: str,
+    nvidia_smi: str,
+    node: str | None,
+    incident: str | None,
+) -> None:
+    """Decide whether each GPU's memory has settled (exit 0) or not (exit 1).
+
+    \b
+    Runs `nvidia-smi --query-gpu=index,uuid,memory.used,memory.total
+    --format=csv,noheader,nounits` K times, S seconds apart, and judges each GPU
+    over that window. A GPU is stable when:
+      - every sample saw it, with a readable value (not "[N/A]"),
+      - its UUID and memory.total did not change,
+      - memory.used moved by at most M MiB (max - min), and
+      - the window does not end more than R MiB above its start (still rising).
+    The verdict lists each GPU with its reasons, min/max/first/last MiB.
+    Exit 5 ("error") when nothing could be judged: nvidia-smi missing or failing,
+    unreadable lines, no GPU at all. That is a tooling fault, not instability.
+    """
+    from remediator.steps.verify import run_verify
+
+    _run(
+        "verify-gpu-memory",
+        incident,
+        {"node": node},
+        lambda: run_verify(
+            samples, interval, max_spread_mib, max_rise_mib, from_file, columns, nvidia_smi
+        ),
+    )
