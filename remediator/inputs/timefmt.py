@@ -29,6 +29,8 @@ def parse_time(value: str) -> float:
     """
     if not isinstance(value, str) or len(value) < 20:
         raise ValueError(f"not an RFC 3339 timestamp: {value!r}")
+    if value[-1] == "z":  # RFC 3339 §5.6 allows a lower-case Z; fromisoformat does not
+        value = value[:-1] + "Z"
     dt = datetime.fromisoformat(value)
     if dt.tzinfo is None:
         raise ValueError(f"timestamp without a time zone: {value!r}")
