@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 import urllib3
@@ -113,9 +114,16 @@ class Ended:
     started_at: str | None
     finished_at: str | None
 
-
-class _Retryable(Exception):
-    pass
+    def duration_s(self) -> float | None:
+        """Seconds from start to finish, when Argo reported both."""
+        if not (self.started_at and self.finished_at):
+            return None
+        try:
+            start = datetime.fromisoformat(self.started_at)
+            end = datetime.fromisoformat(self.finished_at)
+        except ValueError:
+            return None
+        return (end - start).total_seconds()
 
 
 def _error_message(err: ApiException) -> str:

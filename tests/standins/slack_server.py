@@ -1,0 +1,148 @@
+"""A stand-in Slack Web API: chat.postMessage, as slack_sdk calls it.
+
+It records every request, checks the token, the channel, the fallback text, the
+Block Kit shape (types, limits) and that a thread_ts names a message it posted,
+answers like Slack (`{"ok": true, "ts": ...}`; `{"ok": false, "error": ...}`
+with HTTP 200), and can answer 429 with Retry-After, as Slack rate-limits.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs
+
+_BLOCK_TYPES = {"header", "section", "context", "divider", "actions", "image", "rich_text"}
+_TEXT_LIMIT = {"header": 150, "section": 3000}
+
+
+@dataclass
+class Posted:
+    method: str  # Slack method, e.g. chat.postMessage
+    authorization: str | None
+    body: dict[str, Any]
+    status: int  # what the stand-in answered
+    ts: str | None = None
+
+
+@dataclass
+class SlackStandin:
+    token: str
+    channels: frozenset[str] = frozenset({"C0REMEDIATE"})
+    requests: list[Posted] = field(default_factory=list)
+    _rate_limits: deque[int] = field(default_factory=deque)
+    _next_ts: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _server: ThreadingHTTPServer | None = None
+
+    def rate_limit_next(self, retry_after_s: int = 0, times: int = 1) -> None:
+        """The next `times` calls get 429 with this Retry-After."""
+        self._rate_limits.extend([retry_after_s] * times)
+
+    def posted(self) -> list[Posted]:
+        """Messages Slack accepted."""
+        return [r for r in self.requests if r.ts is not None]
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/api/"
+
+    def __enter__(self) -> SlackStandin:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.shutdown()
+        self._server.server_close()
+
+    def handle(
+        self, path: str, auth: str | None, ctype: str, raw: bytes
+    ) -> tuple[int, dict[str, str], dict[str, Any]]:
+        method = path.removeprefix("/api/")
+        if ctype.startswith("application/json"):
+            body = json.loads(raw or b"{}")
+        else:
+            body = {k: v[0] for k, v in parse_qs(raw.decode()).items()}
+        with self._lock:
+            record = Posted(method, auth, body, 200)
+            self.requests.append(record)
+            if self._rate_limits:
+                record.status = 429
+                after = self._rate_limits.popleft()
+                return 429, {"Retry-After": str(after)}, {"ok": False, "error": "ratelimited"}
+            if auth != f"Bearer {self.token}":
+                return 200, {}, {"ok": False, "error": "invalid_auth"}
+            if method != "chat.postMessage":
+                return 200, {}, {"ok": False, "error": "unknown_method"}
+            error = self._check(body)
+            if error:
+                return 200, {}, {"ok": False, "error": error}
+            self._next_ts += 1
+            record.ts = f"1714557600.{self._next_ts:06d}"
+            return 200, {}, {"ok": True, "channel": body["channel"], "ts": record.ts}
+
+    def _check(self, body: dict[str, Any]) -> str | None:
+        if body.get("channel") not in self.channels:
+            return "channel_not_found"
+        if not body.get("text"):
+            return "no_text"  # slack_sdk warns; Slack needs it for notifications
+        thread = body.get("thread_ts")
+        if thread is not None and thread not in {r.ts for r in self.requests}:
+            return "thread_not_found"
+        blocks = body.get("blocks")
+        if isinstance(blocks, str):
+            blocks = json.loads(blocks)
+        return _check_blocks(blocks) if blocks is not None else None
+
+
+def _check_blocks(blocks: Any) -> str | None:
+    if not isinstance(blocks, list) or not 0 < len(blocks) <= 50:
+        return "invalid_blocks"
+    for block in blocks:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind not in _BLOCK_TYPES:
+            return "invalid_blocks"
+        text = block.get("text")
+        if text is not None and len(text.get("text", "")) > _TEXT_LIMIT.get(kind, 3000):
+            return "invalid_blocks"
+        if kind == "header" and (text or {}).get("type") != "plain_text":
+            return "invalid_blocks"
+        if kind == "section" and text is None and not block.get("fields"):
+            return "invalid_blocks"
+        if len(block.get("fields", [])) > 10:
+            return "invalid_blocks"
+    return None
+
+
+def _handler(standin: SlackStandin) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            status, headers, payload = standin.handle(
+                self.path,
+                self.headers.get("Authorization"),
+                self.headers.get("Content-Type", ""),
+                raw,
+            )
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass  # keep test output clean
+
+    return Handler
