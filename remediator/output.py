@@ -7,6 +7,8 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 import orjson
 
 from remediator.inputs.timefmt import format_time
+from remediator.policy.decision import Decision, Suppressed
+from remediator.policy.outcome import Ignored
 from remediator.timeline.model import PHASES, PodTimeline
 from remediator.timeline.tracker import StateChange
 
@@ -16,8 +18,45 @@ if TYPE_CHECKING:
 
 class Output(Protocol):
     def transition(self, change: StateChange) -> None: ...
+    def decision(self, decision: Decision) -> None: ...
+    def suppressed(self, suppressed: Suppressed) -> None: ...
+    def ignored(self, ignored: Ignored) -> None: ...
     def error(self, where: str, message: str) -> None: ...
     def finish(self, session: Session, lines: int, inputs: int, skipped: int) -> None: ...
+
+
+_TARGET_KEY = {
+    "delete-pod": "pod",
+    "restart-warmup": "daemonset",
+    "verify-gpu-memory": "node",
+    "cordon-node": "node",
+}
+
+
+def decision_json(d: Decision) -> dict[str, Any]:
+    """The `decision` line of the replay output (and of the service's log)."""
+    key = _TARGET_KEY.get(d.action) or ("pod" if d.uid else "node")
+    doc: dict[str, Any] = {
+        "kind": "decision",
+        "action": d.action,
+        "namespace": d.namespace or None,
+        key: d.target,
+        "uid": d.uid,
+        "reason": d.reason,
+        "incident": d.incident,
+        "at": format_time(d.at),
+    }
+    if d.workload:
+        doc["workload"] = d.workload
+    doc.update(dict(d.params))
+    return doc
+
+
+def suppressed_json(s: Suppressed, now: float | None = None) -> dict[str, Any]:
+    doc = decision_json(s.decision)
+    doc.update(kind="suppressed", guardrail=s.guardrail, reason=s.reason)
+    doc["decision_reason"] = s.decision.reason
+    return doc
 
 
 def _err(where: str, message: str) -> None:
@@ -49,6 +88,23 @@ class JsonOutput:
             }
         )
 
+    def decision(self, decision: Decision) -> None:
+        self._emit(decision_json(decision))
+
+    def suppressed(self, suppressed: Suppressed) -> None:
+        self._emit(suppressed_json(suppressed))
+
+    def ignored(self, ignored: Ignored) -> None:
+        self._emit(
+            {
+                "kind": "ignored",
+                "rule": ignored.rule,
+                "subject": ignored.subject,
+                "reason": ignored.reason,
+                "at": format_time(ignored.at),
+            }
+        )
+
     def error(self, where: str, message: str) -> None:
         _err(where, message)
 
@@ -70,6 +126,18 @@ class TextOutput:
 
     def transition(self, change: StateChange) -> None:
         return  # the per-pod blocks at the end tell the story; decisions print as they come
+
+    def decision(self, decision: Decision) -> None:
+        self._say(f"{_clock(decision.at)}  ACT      {_what(decision)}  [{decision.incident}]")
+        self._say(f"{'':10}           {decision.reason}")
+
+    def suppressed(self, suppressed: Suppressed) -> None:
+        d = suppressed.decision
+        self._say(f"{_clock(d.at)}  HELD     {_what(d)}  by {suppressed.guardrail}")
+        self._say(f"{'':10}           {suppressed.reason}")
+
+    def ignored(self, ignored: Ignored) -> None:
+        self._say(f"{_clock(ignored.at)}  IGNORED  {ignored.subject}: {ignored.reason}")
 
     def error(self, where: str, message: str) -> None:
         _err(where, message)
@@ -100,6 +168,15 @@ class TextOutput:
             bar = "█" * max(1 if value > 0 else 0, round(value / longest * self.WIDTH))
             self._say(f"  {phase:<16} {value:>7.1f}s {bar}")
         self._say(f"  {'total':<16} {f'{total:.1f}s' if total is not None else '-':>8}")
+
+
+def _clock(ts: float) -> str:
+    return format_time(ts)[11:19]
+
+
+def _what(d: Decision) -> str:
+    where = f"{d.namespace}/{d.target}" if d.namespace else d.target
+    return f"{d.action} {where}"
 
 
 def _sum(t: PodTimeline) -> float:

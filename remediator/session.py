@@ -1,35 +1,63 @@
 """One process's core: tracker, metrics, policy and guardrails over a clock it is given.
 
-The session does no I/O: it is fed inputs and times, and tells an `Output` what
-happened (transitions, decisions, suppressions). Replay drives it from files; the
+The session does no I/O: it is fed inputs and times, and tells a `Sink` what happened
+(transitions, decisions, suppressions, ignored alerts). Replay drives it from files; the
 embedded runtime drives it from watches and webhooks and hands decisions to executors.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Counter
 
+from remediator.guard.pipeline import build_pipeline
+from remediator.guard.state import GuardState
 from remediator.inputs.records import Input
 from remediator.metrics.export import TimelineMetrics
+from remediator.policy.config import PolicyConfig, load_policy_file
+from remediator.policy.decision import Decision, Suppressed
+from remediator.policy.engine import RETRYABLE, PolicyEngine
+from remediator.policy.outcome import Ignored, Outcome
 from remediator.timeline.tracker import StateChange, Tracker
 
 
 class Sink(Protocol):
     def transition(self, change: StateChange) -> None: ...
+    def decision(self, decision: Decision) -> None: ...
+    def suppressed(self, suppressed: Suppressed) -> None: ...
+    def ignored(self, ignored: Ignored) -> None: ...
 
 
 class Session:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, config: PolicyConfig | None = None, registry: CollectorRegistry | None = None
+    ) -> None:
+        self.config = config if config is not None else PolicyConfig()
         self.tracker = Tracker()
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = TimelineMetrics(self.registry)
+        self.engine = PolicyEngine(self.config, self.tracker)
+        self.pipeline = build_pipeline(self.config.guardrails)
+        self.guard_state = GuardState()
         self.now = 0.0
+        self._decided = Counter(
+            "remediator_decisions_total",
+            "Decisions let through the guardrails, by action.",
+            ["action"],
+            registry=self.registry,
+        )
+        self._suppressed = Counter(
+            "remediator_suppressed_total",
+            "Decisions a guardrail stopped, by action and guardrail.",
+            ["action", "guardrail"],
+            registry=self.registry,
+        )
 
     @classmethod
     def from_policy_file(cls, path: str | None) -> Session:
-        return cls()
+        return cls(load_policy_file(path) if path else PolicyConfig())
 
     def feed(self, item: Input, out: Sink) -> None:
         """Apply one input at its own time (or the current time when it has none)."""
@@ -39,8 +67,32 @@ class Session:
         if change is not None:
             self.metrics.observe(change)
             out.transition(change)
+        for outcome in self.engine.on_input(item, change, self.now):
+            self._settle(outcome, self.now, out)
 
     def advance(self, now: float, out: Sink) -> None:
-        """Move the clock forward (never back)."""
-        if now > self.now:
-            self.now = now
+        """Move the clock forward (never back), firing the policy's timers on the way."""
+        if now <= self.now:
+            return
+        for due, outcome in self.engine.advance(now):
+            self.now = max(self.now, due)
+            self._settle(outcome, self.now, out)
+        self.now = now
+
+    def set_kill_switch(self, engaged: bool, note: str = "") -> None:
+        switch = replace(self.guard_state.kill_switch, engaged=engaged, note=note)
+        self.guard_state = replace(self.guard_state, kill_switch=switch)
+
+    def _settle(self, outcome: Outcome, now: float, out: Sink) -> None:
+        if isinstance(outcome, Ignored):
+            out.ignored(outcome)
+            return
+        result, self.guard_state = self.pipeline.run(outcome, now, self.guard_state)
+        if isinstance(result, Suppressed):
+            self._suppressed.labels(outcome.action, result.guardrail).inc()
+            out.suppressed(result)
+            if result.guardrail in RETRYABLE:
+                self.engine.retry_later(outcome, now)
+            return
+        self._decided.labels(result.action).inc()
+        out.decision(result)

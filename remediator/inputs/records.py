@@ -70,6 +70,7 @@ class WorkloadSeen:
     ready_replicas: int
     updated_replicas: int
     images: tuple[str, ...]  # pod template images, init containers first
+    main_image: str | None  # the GPU container's image (else the first container's)
     model: str | None
     labels: JSON
     template_labels: JSON

@@ -31,6 +31,7 @@ def workload_seen(watch: WatchType, kind: str, obj: JSON) -> WorkloadSeen:
         replicas = spec.get("replicas", 1)
         ready = status.get("readyReplicas") or 0
         updated = status.get("updatedReplicas") or 0
+    info = spec_info(tspec, tlabels)
     latest = parse_time_or_none(meta.get("creationTimestamp"))
     for cond in status.get("conditions") or ():
         t = parse_time_or_none(cond.get("lastUpdateTime") or cond.get("lastTransitionTime"))
@@ -48,7 +49,8 @@ def workload_seen(watch: WatchType, kind: str, obj: JSON) -> WorkloadSeen:
         ready_replicas=int(ready),
         updated_replicas=int(updated),
         images=images,
-        model=spec_info(tspec, tlabels).model,
+        main_image=info.image,
+        model=info.model,
         labels=meta.get("labels") or {},
         template_labels=tlabels,
         at=latest,

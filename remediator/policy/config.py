@@ -1,0 +1,262 @@
+"""The policy file: rules and guardrails, parsed strictly, with the line of every fault.
+
+    stuck_pod:      # pods whose current cold-start phase outlives its budget
+    image_update:   # a new model image on an inference workload → warm the GPU nodes
+    gpu_memory:     # GPU memory that does not settle → notify (and optionally cordon)
+    guardrails:     # see docs/guardrails.md
+
+Everything has a default; an empty file (or none) is the default policy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from remediator.guard.config import GuardConfig, parse_guard_config
+from remediator.policy.errors import ConfigError
+from remediator.policy.selector import Selector, SelectorError, parse_selector
+
+BUDGET_PHASES = ("scheduling", "image_pull", "container_start", "engine_init")
+DEFAULT_SELECTOR = "app=vllm-inference"
+
+
+@dataclass(frozen=True, slots=True)
+class AdaptiveConfig:
+    enabled: bool = True
+    factor: float = 1.5  # budget = max(static, factor × P99 of recent completed phases)
+    min_samples: int = 5
+    window: int = 50  # completed timelines remembered per model and phase
+
+
+@dataclass(frozen=True, slots=True)
+class StuckPodConfig:
+    enabled: bool = True
+    selector: Selector = field(default_factory=lambda: parse_selector(DEFAULT_SELECTOR))
+    namespaces: tuple[str, ...] = ()  # empty: every namespace the watch sees
+    budgets: Mapping[str, float] = field(
+        default_factory=lambda: {
+            "scheduling": 600.0,
+            "image_pull": 900.0,
+            "container_start": 300.0,
+            "engine_init": 60.0,
+        }
+    )
+    checks: int = 3  # consecutive checks over budget before deciding (the SREs' "3 in a row")
+    check_interval_s: float = 10.0
+    models: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
+    expected_cold_start_s: float = 600.0  # for a model with no history yet
+
+
+@dataclass(frozen=True, slots=True)
+class ImageUpdateConfig:
+    enabled: bool = True
+    selector: Selector = field(default_factory=lambda: parse_selector(DEFAULT_SELECTOR))
+    warmup_namespace: str = "kube-system"
+    warmup_daemonset: str = "gpu-warmup"
+    rollout_timeout_s: float = 900.0
+
+
+@dataclass(frozen=True, slots=True)
+class GpuMemoryConfig:
+    cordon: bool = False
+    samples: int = 20
+    interval_s: float = 1.0
+    max_spread_mib: float = 512.0
+
+
+@dataclass(frozen=True, slots=True)
+class AlertsConfig:
+    stuck_pod: tuple[str, ...] = ("VLLMEngineInitSlow",)
+    gpu_memory: tuple[str, ...] = ("GPUMemoryUnstable",)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyConfig:
+    stuck_pod: StuckPodConfig = field(default_factory=StuckPodConfig)
+    image_update: ImageUpdateConfig = field(default_factory=ImageUpdateConfig)
+    gpu_memory: GpuMemoryConfig = field(default_factory=GpuMemoryConfig)
+    alerts: AlertsConfig = field(default_factory=AlertsConfig)
+    guardrails: GuardConfig = field(default_factory=GuardConfig)
+
+
+# ---- parsing ------------------------------------------------------------------------------
+Parser = Callable[[Any, str], Any]
+
+
+def _bool(raw: Any, path: str) -> bool:
+    if not isinstance(raw, bool):
+        raise ConfigError(path, f"expected true or false, got {raw!r}")
+    return raw
+
+
+def _number(minimum: float = 0.0, integer: bool = False) -> Parser:
+    def parse(raw: Any, path: str) -> float:
+        ok = isinstance(raw, int) if integer else isinstance(raw, int | float)
+        if isinstance(raw, bool) or not ok or not math.isfinite(raw):
+            kind = "a whole number" if integer else "a number"
+            raise ConfigError(path, f"expected {kind}, got {raw!r}")
+        if raw < minimum:
+            word = "negative" if minimum == 0 else f"below {minimum:g}"
+            raise ConfigError(path, f"must not be {word}, got {raw!r}")
+        value: float = raw
+        return value
+
+    return parse
+
+
+def _selector(raw: Any, path: str) -> Selector:
+    try:
+        return parse_selector(raw)
+    except SelectorError as exc:
+        raise ConfigError(path, f"bad label selector: {exc}") from None
+
+
+def _str(raw: Any, path: str) -> str:
+    if not isinstance(raw, str) or not raw:
+        raise ConfigError(path, f"expected a non-empty string, got {raw!r}")
+    return raw
+
+
+def _strings(raw: Any, path: str) -> tuple[str, ...]:
+    if not isinstance(raw, list):
+        raise ConfigError(path, f"expected a list of strings, got {raw!r}")
+    return tuple(_str(v, f"{path}[{i}]") for i, v in enumerate(raw))
+
+
+def _budgets(raw: Any, path: str) -> dict[str, float]:
+    section = _mapping(raw, path)
+    out = {}
+    for phase, value in section.items():
+        if phase not in BUDGET_PHASES:
+            raise ConfigError(
+                f"{path}.{phase}", f"unknown phase; known: {', '.join(BUDGET_PHASES)}"
+            )
+        out[phase] = float(_number(1.0)(value, f"{path}.{phase}"))
+    return out
+
+
+def _models(raw: Any, path: str) -> dict[str, dict[str, float]]:
+    return {m: _budgets(v, f"{path}.{m}") for m, v in _mapping(raw, path).items()}
+
+
+def _section(cls: type[Any], parsers: Mapping[str, Parser]) -> Parser:
+    def parse(raw: Any, path: str) -> Any:
+        if raw is None:
+            return cls()
+        kwargs = {}
+        for key, value in _mapping(raw, path).items():
+            if key not in parsers:
+                known = ", ".join(parsers)
+                raise ConfigError(f"{path}.{key}", f"unknown key; known: {known}")
+            kwargs[key] = parsers[key](value, f"{path}.{key}")
+        if "budgets" in kwargs:  # a partial budgets map overrides only the phases it names
+            kwargs["budgets"] = {**cls().budgets, **kwargs["budgets"]}
+        return cls(**kwargs)
+
+    return parse
+
+
+def _mapping(raw: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(path, f"expected a mapping, got {type(raw).__name__}")
+    return raw
+
+
+_ADAPTIVE = _section(
+    AdaptiveConfig,
+    {
+        "enabled": _bool,
+        "factor": _number(1.0),
+        "min_samples": _number(1, integer=True),
+        "window": _number(1, integer=True),
+    },
+)
+_SECTIONS: dict[str, Parser] = {
+    "stuck_pod": _section(
+        StuckPodConfig,
+        {
+            "enabled": _bool,
+            "selector": _selector,
+            "namespaces": _strings,
+            "budgets": _budgets,
+            "checks": _number(1, integer=True),
+            "check_interval_s": _number(),
+            "models": _models,
+            "adaptive": _ADAPTIVE,
+            "expected_cold_start_s": _number(),
+        },
+    ),
+    "image_update": _section(
+        ImageUpdateConfig,
+        {
+            "enabled": _bool,
+            "selector": _selector,
+            "warmup_namespace": _str,
+            "warmup_daemonset": _str,
+            "rollout_timeout_s": _number(1.0),
+        },
+    ),
+    "gpu_memory": _section(
+        GpuMemoryConfig,
+        {
+            "cordon": _bool,
+            "samples": _number(2, integer=True),
+            "interval_s": _number(),
+            "max_spread_mib": _number(),
+        },
+    ),
+    "alerts": _section(AlertsConfig, {"stuck_pod": _strings, "gpu_memory": _strings}),
+    "guardrails": lambda raw, path: parse_guard_config(raw),
+}
+
+
+def parse_policy(doc: Any) -> PolicyConfig:
+    if doc is None:
+        return PolicyConfig()
+    kwargs = {}
+    for key, value in _mapping(doc, "policy").items():
+        if key not in _SECTIONS:
+            raise ConfigError(key, f"unknown section; known: {', '.join(_SECTIONS)}")
+        kwargs[key] = _SECTIONS[key](value, key)
+    return PolicyConfig(**kwargs)
+
+
+def load_policy(text: str, source: str = "policy") -> PolicyConfig:
+    """Parse YAML text; a ConfigError carries the line of the offending key."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError(source, f"not valid YAML: {getattr(exc, 'problem', exc)}", line) from None
+    try:
+        return parse_policy(doc)
+    except ConfigError as exc:
+        raise ConfigError(exc.path, exc.message, _line_of(node, exc.path)) from None
+
+
+def load_policy_file(path: str | Path) -> PolicyConfig:
+    return load_policy(Path(path).read_text(encoding="utf-8"), str(path))
+
+
+def _line_of(node: Any, path: str) -> int | None:
+    """The 1-based line of a dotted path in a composed YAML tree (its deepest known key)."""
+    line = None
+    for part in path.replace("[", ".[").split("."):
+        if not isinstance(node, yaml.MappingNode):
+            break
+        for key, value in node.value:
+            if key.value == part:
+                line, node = key.start_mark.line + 1, value
+                break
+        else:
+            break
+    return line

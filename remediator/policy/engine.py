@@ -1,0 +1,209 @@
+"""The policy engine: inputs + timelines + now → decisions. Pure; the caller owns the clock.
+
+A pod in an unfinished phase gets a timer at `since + budget + (checks-1) × interval`;
+`advance(now)` fires every timer due by `now`, at its own due time, so a stuck pod is
+found when its budget lapses, not when its next event happens to arrive.
+"""
+
+from __future__ import annotations
+
+import heapq
+from itertools import count
+
+from remediator.inputs.records import AlertSeen, GpuVerdict, Input, PodSeen, WorkloadSeen
+from remediator.policy.alerts import alert_subject, node_of, pod_of
+from remediator.policy.config import PolicyConfig
+from remediator.policy.decision import Decision
+from remediator.policy.history import PhaseHistory, budget, expected_cold_start
+from remediator.policy.incident import incident_id
+from remediator.policy.outcome import Ignored, Outcome
+from remediator.policy.stuck import Facts, decide_stuck
+from remediator.policy.workloads import Workload, image_update, owner_workload, workload_key
+from remediator.timeline.model import UNFINISHED, PodTimeline
+from remediator.timeline.tracker import StateChange, Tracker
+
+_DONE = ("ready", "serving")
+# Guardrails whose "no" may turn into a "yes" later (an older pod, a refilled bucket).
+RETRYABLE = frozenset({"min_age", "blast_radius", "rate_limit", "cooldown", "kill_switch"})
+
+
+class PolicyEngine:
+    def __init__(self, config: PolicyConfig, tracker: Tracker) -> None:
+        self.config = config
+        self.tracker = tracker
+        self.history = PhaseHistory(config.stuck_pod.adaptive.window)
+        self.workloads: dict[str, Workload] = {}
+        self._timers: list[tuple[float, int, str, str, float]] = []
+        self._seq = count()
+
+    # ---- inputs ---------------------------------------------------------------------
+    def on_input(self, item: Input, change: StateChange | None, now: float) -> list[Outcome]:
+        if change is not None:
+            self._on_change(change)
+        if isinstance(item, PodSeen) and change is None:
+            return []
+        if isinstance(item, WorkloadSeen):
+            return self._on_workload(item, now)
+        if isinstance(item, AlertSeen):
+            return self._on_alert(item, now)
+        if isinstance(item, GpuVerdict):
+            return self._on_verdict(item, now)
+        return []
+
+    def next_deadline(self) -> float | None:
+        return self._timers[0][0] if self._timers else None
+
+    def advance(self, now: float) -> list[tuple[float, Outcome]]:
+        """Fire every timer due by `now`; each outcome comes with its own due time."""
+        out: list[tuple[float, Outcome]] = []
+        while self._timers and self._timers[0][0] <= now:
+            due, _, uid, state, since = heapq.heappop(self._timers)
+            t = self.tracker.get(uid)
+            if t is None or t.state() != state or t.state_since() != since:
+                continue  # the pod moved on since the timer was set
+            out.append((due, self._timer_decision(t, state, since, due)))
+        return out
+
+    def retry_later(self, decision: Decision, now: float) -> None:
+        """A retryable guardrail said no: look at the pod again after a check interval."""
+        t = self.tracker.get(decision.uid) if decision.uid else None
+        if t is None or t.state() not in UNFINISHED:
+            return
+        since = t.state_since()
+        if since is not None:
+            interval = max(self.config.stuck_pod.check_interval_s, 30.0)
+            self._arm(now + interval, t, t.state(), since)
+
+    # ---- stuck pods -------------------------------------------------------------------
+    def _selected(self, t: PodTimeline) -> bool:
+        cfg = self.config.stuck_pod
+        if not cfg.enabled or not t.pod_seen:
+            return False
+        if cfg.namespaces and t.namespace not in cfg.namespaces:
+            return False
+        return cfg.selector.matches(t.labels)
+
+    def _on_change(self, change: StateChange) -> None:
+        t = change.timeline
+        if not self._selected(t):
+            return
+        if change.after in _DONE and change.before not in _DONE:
+            self._learn(t)
+        if change.after in UNFINISHED:
+            since = t.state_since()
+            if since is not None:
+                self._arm(since + self._allowance(t, change.after), t, change.after, since)
+
+    def _allowance(self, t: PodTimeline, phase: str) -> float:
+        cfg = self.config.stuck_pod
+        seconds, _ = budget(cfg, self.history, t.model, phase)
+        return seconds + (cfg.checks - 1) * cfg.check_interval_s
+
+    def _arm(self, due: float, t: PodTimeline, state: str, since: float) -> None:
+        heapq.heappush(self._timers, (due, next(self._seq), t.uid, state, since))
+
+    def _learn(self, t: PodTimeline) -> None:
+        model = t.model or "unknown"
+        for phase, value in t.phases().items():
+            if value is not None:
+                self.history.add(model, phase, value)
+        total = t.total()
+        if total is not None:
+            self.history.add(model, "total", total)
+
+    def _timer_decision(self, t: PodTimeline, phase: str, since: float, now: float) -> Decision:
+        cfg = self.config.stuck_pod
+        seconds, how = budget(cfg, self.history, t.model, phase)
+        why = (
+            f"{phase} for {now - since:.0f}s, over its {seconds:.0f}s budget ({how}) "
+            f"for {cfg.checks} checks in a row"
+        )
+        return decide_stuck(t, phase, why, self._facts(t), now)
+
+    def _facts(self, t: PodTimeline) -> Facts:
+        workload = owner_workload(t.namespace, t.owner, t.labels)
+        known = self.workloads.get(workload) if workload else None
+        cfg = self.config.stuck_pod
+        return Facts(
+            workload=workload,
+            replicas=known.replicas if known else None,
+            expected_cold_start_s=expected_cold_start(cfg, self.history, t.model),
+        )
+
+    # ---- alerts -----------------------------------------------------------------------
+    def _on_alert(self, alert: AlertSeen, now: float) -> list[Outcome]:
+        names = self.config.alerts
+        if alert.alertname in names.stuck_pod:
+            return [self._stuck_alert(alert, now)]
+        if alert.alertname in names.gpu_memory:
+            return [self._gpu_alert(alert, now)]
+        return []
+
+    def _stuck_alert(self, alert: AlertSeen, now: float) -> Outcome:
+        subject = alert_subject(alert)
+        if alert.status != "firing":
+            return Ignored("stuck_pod", subject, "alert resolved: never acted on", now)
+        where = pod_of(alert)
+        if isinstance(where, str):
+            return Ignored("stuck_pod", subject, where, now)
+        t = self.tracker.current(*where)
+        pod = "/".join(where)
+        if t is None:
+            return Ignored("stuck_pod", subject, f"pod {pod} is not tracked: not acted on", now)
+        state = t.state()
+        if state not in UNFINISHED:
+            return Ignored("stuck_pod", subject, f"pod {pod} is {state}: nothing to do", now)
+        if not self._selected(t):
+            return Ignored("stuck_pod", subject, f"pod {pod} is not an inference pod", now)
+        since = t.state_since()
+        for_s = f" for {now - since:.0f}s" if since is not None else ""
+        why = f"alert {alert.alertname} firing; pod in {state}{for_s}"
+        return decide_stuck(t, state, why, self._facts(t), now)
+
+    # ---- GPU memory -------------------------------------------------------------------
+    def _gpu_alert(self, alert: AlertSeen, now: float) -> Outcome:
+        subject = alert_subject(alert)
+        if alert.status != "firing":
+            return Ignored("gpu_memory", subject, "alert resolved: never acted on", now)
+        node = node_of(alert)
+        if node is None:
+            return Ignored("gpu_memory", subject, "no node label: ignored, never guessed", now)
+        cfg = self.config.gpu_memory
+        return Decision(
+            action="verify-gpu-memory",
+            namespace="",
+            target=node,
+            reason=f"alert {alert.alertname} firing on {node}; verifying with nvidia-smi",
+            incident=incident_id("gpu-memory", node, alert.fingerprint, str(alert.starts_at)),
+            at=now,
+            params=(
+                ("samples", str(cfg.samples)),
+                ("interval", f"{cfg.interval_s:g}"),
+                ("max-spread-mib", f"{cfg.max_spread_mib:g}"),
+            ),
+        )
+
+    def _on_verdict(self, verdict: GpuVerdict, now: float) -> list[Outcome]:
+        if verdict.stable:
+            return []
+        incident = verdict.incident or incident_id("gpu-memory", verdict.node, str(now))
+        reason = f"GPU memory on {verdict.node} did not settle: {verdict.detail or 'unstable'}"
+        out: list[Outcome] = [
+            Decision("notify", "", verdict.node, reason, incident, now),
+        ]
+        if self.config.gpu_memory.cordon:
+            out.append(Decision("cordon-node", "", verdict.node, reason, incident + "-c", now))
+        return out
+
+    # ---- workloads --------------------------------------------------------------------
+    def _on_workload(self, seen: WorkloadSeen, now: float) -> list[Outcome]:
+        key = workload_key(seen.namespace, seen.kind, seen.name)
+        before = self.workloads.get(key)
+        if seen.watch == "DELETED":
+            self.workloads.pop(key, None)
+            return []
+        self.workloads[key] = Workload(
+            seen.uid, seen.generation, seen.replicas, seen.images, seen.main_image, seen.model
+        )
+        decision = image_update(self.config.image_update, before, seen, now)
+        return [decision] if decision is not None else []

@@ -1,0 +1,54 @@
+"""What recent cold starts of each model took: the ground for adaptive budgets."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from remediator.policy.config import StuckPodConfig
+
+
+class PhaseHistory:
+    """The last `window` completed durations per (model, phase); `total` included."""
+
+    def __init__(self, window: int) -> None:
+        self._window = window
+        self._samples: dict[tuple[str, str], deque[float]] = {}
+
+    def add(self, model: str, phase: str, seconds: float) -> None:
+        key = (model, phase)
+        samples = self._samples.get(key)
+        if samples is None:
+            samples = self._samples[key] = deque(maxlen=self._window)
+        samples.append(seconds)
+
+    def p99(self, model: str, phase: str, min_samples: int) -> float | None:
+        samples = self._samples.get((model, phase))
+        if samples is None or len(samples) < min_samples:
+            return None
+        ordered = sorted(samples)
+        return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
+
+
+def budget(
+    cfg: StuckPodConfig, history: PhaseHistory, model: str | None, phase: str
+) -> tuple[float, str]:
+    """Seconds a pod of `model` may spend in `phase`, and how that figure was set."""
+    static = cfg.budgets[phase]
+    how = "static"
+    if model is not None and phase in cfg.models.get(model, {}):
+        static, how = cfg.models[model][phase], f"set for {model}"
+    if cfg.adaptive.enabled and model is not None:
+        p99 = history.p99(model, phase, cfg.adaptive.min_samples)
+        if p99 is not None and cfg.adaptive.factor * p99 > static:
+            return cfg.adaptive.factor * p99, f"adaptive {cfg.adaptive.factor:g}×P99 of {model}"
+    return static, how
+
+
+def expected_cold_start(cfg: StuckPodConfig, history: PhaseHistory, model: str | None) -> float:
+    """What a cold start of this model takes: P99 of its recent totals, else the default."""
+    if model is not None:
+        p99 = history.p99(model, "total", cfg.adaptive.min_samples)
+        if p99 is not None:
+            return p99
+    return cfg.expected_cold_start_s

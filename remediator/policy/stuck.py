@@ -1,0 +1,79 @@
+"""The stuck-inference-pod rule: what to do about a pod whose phase outlived its budget.
+
+Deciding by phase is the point: deleting a pod stuck in engine init or container start
+gives it a fresh start; deleting one that waits for a GPU or for its image cannot help
+and only throws away progress, so those are diagnosed and told, never deleted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from remediator.policy.decision import Decision
+from remediator.policy.incident import incident_id
+from remediator.timeline.model import PodTimeline
+
+DELETE_PHASES = frozenset({"engine_init", "container_start"})
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What the guardrails need to know about the pod's workload and model."""
+
+    workload: str | None
+    replicas: int | None
+    expected_cold_start_s: float
+
+
+def stuck_incident(t: PodTimeline, phase: str) -> str:
+    """One incident per pod and phase, whether a timer or an alert noticed it first."""
+    return incident_id("stuck", t.uid, phase)
+
+
+def decide_stuck(t: PodTimeline, phase: str, why: str, facts: Facts, now: float) -> Decision:
+    if phase in DELETE_PHASES:
+        return Decision(
+            action="delete-pod",
+            namespace=t.namespace,
+            target=t.name,
+            uid=t.uid,
+            reason=f"{why}; deleting it gives the engine a fresh start",
+            incident=stuck_incident(t, phase),
+            at=now,
+            workload=facts.workload,
+            pod_created_at=t.created,
+            expected_cold_start_s=facts.expected_cold_start_s,
+            replicas=facts.replicas,
+        )
+    return Decision(
+        action="notify",
+        namespace=t.namespace,
+        target=t.name,
+        uid=t.uid,
+        reason=f"{why}; {diagnose(t, phase)}",
+        incident=stuck_incident(t, phase),
+        at=now,
+        workload=facts.workload,
+    )
+
+
+def diagnose(t: PodTimeline, phase: str) -> str:
+    """Why deleting cannot help, and what would."""
+    if phase == "scheduling":
+        msg = t.unschedulable or "no scheduling event seen"
+        if GPU_RESOURCE in msg:
+            return (
+                f"no GPU capacity ({msg.strip()}); deleting the pod cannot help: "
+                "add GPU nodes or free GPUs"
+            )
+        return f"unschedulable ({msg.strip()}); deleting the pod cannot help"
+    if t.image_backoff or t.waiting_reason in ("ErrImagePull", "ImagePullBackOff"):
+        return (
+            f"image pull backing off ({t.waiting_reason or 'pull failed'}) on {t.node or '?'}; "
+            "deleting the pod cannot help: check the image reference and registry access"
+        )
+    return (
+        f"image pull slow on {t.node or '?'}; deleting the pod would restart the pull: "
+        "pre-pull the image on GPU nodes (gpu-warmup)"
+    )

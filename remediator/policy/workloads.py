@@ -1,0 +1,80 @@
+"""Inference workloads as last seen, and the model-image-update rule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from remediator.inputs.records import WorkloadSeen
+from remediator.policy.config import ImageUpdateConfig
+from remediator.policy.decision import Decision
+from remediator.policy.incident import incident_id
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    uid: str
+    generation: int
+    replicas: int | None
+    images: tuple[str, ...]
+    main_image: str | None
+    model: str | None
+
+    @property
+    def signature(self) -> tuple[tuple[str, ...], str | None]:
+        return self.images, self.model
+
+
+def workload_key(namespace: str, kind: str, name: str) -> str:
+    return f"{namespace}/{kind}/{name}"
+
+
+def owner_workload(
+    namespace: str, owner: str | None, labels: dict[str, object] | None
+) -> str | None:
+    """A pod's workload: its StatefulSet, or the Deployment behind its ReplicaSet."""
+    if owner is None:
+        return None
+    kind, _, name = owner.partition("/")
+    if kind == "ReplicaSet":
+        hash_ = str((labels or {}).get("pod-template-hash") or "")
+        if hash_ and name.endswith("-" + hash_):
+            return workload_key(namespace, "Deployment", name[: -len(hash_) - 1])
+        return workload_key(namespace, "ReplicaSet", name)
+    return workload_key(namespace, kind, name)
+
+
+def image_update(
+    cfg: ImageUpdateConfig, before: Workload | None, seen: WorkloadSeen, now: float
+) -> Decision | None:
+    """A changed pod-template image or model on an inference workload → warm the GPU nodes.
+
+    Status-only updates (same template) and first sightings (a restart of remediator
+    lists everything as ADDED) are not updates."""
+    if not cfg.enabled or seen.kind == "DaemonSet" or seen.watch != "MODIFIED" or before is None:
+        return None
+    if not (cfg.selector.matches(seen.template_labels) or cfg.selector.matches(seen.labels)):
+        return None
+    after = Workload(
+        seen.uid, seen.generation, seen.replicas, seen.images, seen.main_image, seen.model
+    )
+    if after.signature == before.signature:
+        return None
+    new_images = [i for i in seen.images if i not in before.images]
+    image = new_images[0] if new_images else seen.main_image
+    if before.images != seen.images:
+        what = f"image {', '.join(before.images) or '-'} → {', '.join(seen.images) or '-'}"
+    else:
+        what = f"model {before.model or '-'} → {seen.model or '-'}"
+    params: list[tuple[str, str]] = [("timeout", str(int(cfg.rollout_timeout_s)))]
+    if image:
+        params.insert(0, ("image", image))
+    return Decision(
+        action="restart-warmup",
+        namespace=cfg.warmup_namespace,
+        target=cfg.warmup_daemonset,
+        reason=f"{seen.kind} {seen.namespace}/{seen.name}: {what}; warming GPU nodes",
+        incident=incident_id("image-update", seen.uid, *seen.images, seen.model or ""),
+        at=now,
+        workload=workload_key(seen.namespace, seen.kind, seen.name),
+        params=tuple(params),
+    )
