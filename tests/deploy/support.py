@@ -1,0 +1,184 @@
+"""Shared helpers for the deploy/ and sensors/ checks: paths, tools, rendering, validators."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = REPO / ".." / "shared"
+DEPLOY = REPO / "deploy"
+SENSORS = REPO / "sensors"
+K8S_VERSION = "1.32.0"  # matches kubectl v1.32 here; kubernetes-validate ships it
+
+# Debian package that brings each tool (scripts/test installs them).
+TOOL_PACKAGES = {"kubectl": "kubernetes-client", "promtool": "prometheus", "amtool": "prometheus-alertmanager"}
+
+# Kustomize kinds that are not rendered on their own: components only inside an overlay.
+KUSTOMIZE_KINDS = {"Kustomization", "Component"}
+
+
+def tool(name: str) -> str:
+    """The tool's path, or a failed test that says what to install (never a silent skip)."""
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(
+            f"{name} is not on PATH: install it (Debian package {TOOL_PACKAGES.get(name, name)!r}; "
+            "scripts/test does this in CI)",
+            pytrace=False,
+        )
+    return path
+
+
+def run(cmd: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+
+
+def yaml_files() -> list[Path]:
+    found = [*DEPLOY.rglob("*.yaml"), *DEPLOY.rglob("*.yml"), *SENSORS.rglob("*.yaml")]
+    return sorted(set(found))
+
+
+def load_docs(path: Path) -> list[Any]:
+    with path.open() as f:
+        return [d for d in yaml.safe_load_all(f) if d is not None]
+
+
+def kustomization_dirs() -> list[Path]:
+    """Every folder with a kustomization.yaml of kind Kustomization (components are not standalone)."""
+    dirs = []
+    for k in sorted([*DEPLOY.rglob("kustomization.yaml"), *SENSORS.rglob("kustomization.yaml")]):
+        if load_docs(k)[0].get("kind", "Kustomization") == "Kustomization":
+            dirs.append(k.parent)
+    return dirs
+
+
+@functools.cache
+def render(directory: Path) -> tuple[dict[str, Any], ...]:
+    out = run([tool("kubectl"), "kustomize", str(directory)])
+    if out.returncode != 0:
+        pytest.fail(f"kubectl kustomize {directory.relative_to(REPO)} failed:\n{out.stderr}")
+    return tuple(d for d in yaml.safe_load_all(out.stdout) if d)
+
+
+def render_with_components(tmp: Path, base: Path, components: list[Path]) -> list[dict[str, Any]]:
+    """Render `base` plus opt-in components, as an SRE would in their own overlay."""
+    kust = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [str(base)],
+        "components": [str(c) for c in components],
+    }
+    (tmp / "kustomization.yaml").write_text(yaml.safe_dump(kust))
+    out = run([tool("kubectl"), "kustomize", str(tmp)])
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def all_rendered() -> Iterator[tuple[str, dict[str, Any]]]:
+    for d in kustomization_dirs():
+        for doc in render(d):
+            yield str(d.relative_to(REPO)), doc
+
+
+def find(docs: Any, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+    hits = [
+        d
+        for d in docs
+        if d["kind"] == kind
+        and d["metadata"]["name"] == name
+        and (namespace is None or d["metadata"].get("namespace") == namespace)
+    ]
+    assert len(hits) == 1, f"expected one {kind} {namespace}/{name}, found {len(hits)}"
+    return hits[0]
+
+
+# --- Kubernetes kinds -------------------------------------------------------------------
+
+
+def validate_k8s(doc: dict[str, Any]) -> None:
+    """kubernetes-validate in strict mode (unknown fields are errors); a kind without a
+    schema is an error too, never a warning."""
+    try:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    except kubernetes_validate.SchemaNotFoundError as e:
+        raise AssertionError(e.message) from None
+    except kubernetes_validate.ValidationError as e:
+        where = ".".join(str(p) for p in e.path)
+        raise AssertionError(f"{doc['kind']}/{doc['metadata']['name']}: {where}: {e.message}") from None
+
+
+# --- Argo kinds -------------------------------------------------------------------------
+
+EVENTS_SCHEMA = SHARED / "schemas" / "argo-events-schema.json"
+WORKFLOWS_SCHEMA = SHARED / "schemas" / "argo-workflows-schema.json"
+INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
+WEBHOOK_DEFS = ("io.argoproj.events.v1alpha1.WebhookContext", "io.argoproj.events.v1alpha1.WebhookEventSource")
+
+
+def relax(schema: dict[str, Any]) -> dict[str, Any]:
+    """The two documented relaxations (shared/README.md), nothing else: IntOrString accepts
+    integers, and the webhook `url` is optional (the controller does not require it)."""
+    out = copy.deepcopy(schema)
+    defs = out["definitions"]
+    if INT_OR_STRING in defs:
+        defs[INT_OR_STRING]["type"] = ["integer", "string"]
+    for name in WEBHOOK_DEFS:
+        if name in defs and "url" in defs[name].get("required", []):
+            defs[name]["required"] = [r for r in defs[name]["required"] if r != "url"]
+    return out
+
+
+@functools.cache
+def argo_validator(kind: str) -> jsonschema.protocols.Validator:
+    events = kind in ("EventSource", "Sensor", "EventBus")
+    path = EVENTS_SCHEMA if events else WORKFLOWS_SCHEMA
+    schema = relax(json.loads(path.read_text()))
+    prefix = "io.argoproj.events.v1alpha1." if events else "io.argoproj.workflow.v1alpha1."
+    if prefix + kind not in schema["definitions"]:
+        raise AssertionError(f"no Argo schema for kind {kind}")
+    schema = {**schema, "oneOf": None, "$ref": f"#/definitions/{prefix}{kind}"}
+    del schema["oneOf"]
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
+    return cls(schema)
+
+
+def validate_argo(doc: dict[str, Any]) -> list[str]:
+    v = argo_validator(doc["kind"])
+    return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in v.iter_errors(doc)]
+
+
+def unknown_fields(doc: Any, schema: dict[str, Any], node: dict[str, Any], path: str = "") -> list[str]:
+    """Keys the schema does not define (the Argo schemas allow any, so a typo would pass)."""
+    while "$ref" in node:
+        node = schema["definitions"][node["$ref"].split("/")[-1]]
+    found: list[str] = []
+    if isinstance(doc, dict) and "properties" in node:
+        for key, value in doc.items():
+            if key not in node["properties"]:
+                found.append(f"{path}.{key}".lstrip("."))
+            else:
+                found += unknown_fields(value, schema, node["properties"][key], f"{path}.{key}")
+    elif isinstance(doc, dict) and isinstance(node.get("additionalProperties"), dict):
+        for key, value in doc.items():
+            found += unknown_fields(value, schema, node["additionalProperties"], f"{path}.{key}")
+    elif isinstance(doc, list) and isinstance(node.get("items"), dict):
+        for i, value in enumerate(doc):
+            found += unknown_fields(value, schema, node["items"], f"{path}.{i}")
+    return found
+
+
+def argo_unknown_fields(doc: dict[str, Any]) -> list[str]:
+    v = argo_validator(doc["kind"])
+    return unknown_fields(doc, v.schema, v.schema)
