@@ -1,0 +1,165 @@
+"""Properties over any sequence of decisions: the caps hold, nothing raises."""
+
+from __future__ import annotations
+
+from itertools import accumulate
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from remediator.guard import GuardState, build_pipeline, with_kill_switch
+from remediator.guard.blast_radius import workload_cap, workload_key
+from remediator.guard.config import (
+    BlastRadiusConfig,
+    CooldownConfig,
+    DedupConfig,
+    DryRunConfig,
+    GuardConfig,
+    MinAgeConfig,
+    RateLimitConfig,
+)
+from remediator.policy.decision import Decision, Suppressed
+
+from .factory import T0
+
+ACTIONS = ["delete-pod", "restart-warmup", "verify-gpu-memory", "cordon-node", "notify"]
+WORKLOADS = ["a/Deployment/w0", "a/Deployment/w1", "b/StatefulSet/w2", "b/Deployment/w3", None]
+# Deletions weighted up, so the caps are reached often enough to be tested.
+WEIGHTED = ["delete-pod"] * 4 + ACTIONS
+
+configs = st.builds(
+    GuardConfig,
+    dedup=st.builds(DedupConfig, window_s=st.sampled_from([0.0, 30.0, 300.0])),
+    cooldown=st.builds(CooldownConfig, seconds=st.sampled_from([0.0, 20.0, 600.0])),
+    min_age=st.builds(MinAgeConfig, factor=st.sampled_from([0.0, 1.0])),
+    blast_radius=st.builds(
+        BlastRadiusConfig,
+        max_pods=st.integers(0, 4),
+        max_percent=st.sampled_from([0.0, 10.0, 25.0, 50.0, 100.0]),
+        window_s=st.sampled_from([0.0, 60.0, 600.0]),
+        max_pods_cluster=st.integers(0, 6),
+    ),
+    rate_limit=st.builds(
+        RateLimitConfig,
+        per_minute=st.sampled_from([0.5, 6.0, 60.0, 600.0]),
+        burst=st.integers(1, 5),
+    ),
+)
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> tuple[dict[str | None, int | None], list[tuple[Decision, float]]]:
+    """Decisions at non-decreasing times; each workload keeps one replica count."""
+    replicas: dict[str | None, int | None] = {
+        w: draw(st.none() | st.integers(0, 12)) if w else None for w in WORKLOADS
+    }
+    deltas = draw(st.lists(st.sampled_from([0.0, 0.0, 1.0, 7.5, 30.0, 301.0]), max_size=60))
+    times = [T0 + t for t in accumulate(deltas)]
+    out = []
+    for now in times:
+        workload = draw(st.sampled_from(WORKLOADS))
+        decision = Decision(
+            action=draw(st.sampled_from(WEIGHTED)),
+            namespace=draw(st.sampled_from(["a", "b"])),
+            target=f"p{draw(st.integers(0, 9))}",
+            reason="property",
+            incident=f"i{draw(st.integers(0, 30))}",
+            at=now,
+            workload=workload,
+            pod_created_at=draw(st.sampled_from([T0 - 1000.0, T0 - 1000.0, None, now])),
+            expected_cold_start_s=draw(st.sampled_from([300.0, 300.0, 0.0, None])),
+            replicas=replicas[workload],
+        )
+        out.append((decision, now))
+    return replicas, out
+
+
+def _let_through(
+    config: GuardConfig, decisions: list[tuple[Decision, float]]
+) -> list[tuple[Decision, float]]:
+    pipeline, state, passed = build_pipeline(config), GuardState(), []
+    for decision, now in decisions:
+        result, state = pipeline.run(decision, now, state)
+        if not isinstance(result, Suppressed):
+            passed.append((result, now))
+    return passed
+
+
+@settings(max_examples=300, deadline=None)
+@given(config=configs, run=runs())
+def test_pod_deletions_in_any_window_never_exceed_the_blast_radius(
+    config: GuardConfig, run: tuple[dict[str | None, int | None], list[tuple[Decision, float]]]
+) -> None:
+    replicas, decisions = run
+    blast = config.blast_radius
+    deleted = [(d, t) for d, t in _let_through(config, decisions) if d.action == "delete-pod"]
+    for _, start in deleted:
+        window = [d for d, t in deleted if start <= t < start + blast.window_s]
+        assert len(window) <= blast.max_pods_cluster
+        for key in {workload_key(d) for d in window}:
+            mine = [d for d in window if workload_key(d) == key]
+            assert len(mine) <= workload_cap(blast, replicas[mine[0].workload])
+
+
+@settings(max_examples=300, deadline=None)
+@given(config=configs, run=runs())
+def test_actions_never_exceed_burst_plus_rate_times_elapsed(
+    config: GuardConfig, run: tuple[dict[str | None, int | None], list[tuple[Decision, float]]]
+) -> None:
+    rate = config.rate_limit
+    acted = [t for d, t in _let_through(config, run[1]) if d.action != "notify"]
+    for i, first in enumerate(acted):
+        for j in range(i, len(acted)):
+            allowed = rate.burst + rate.per_minute / 60 * (acted[j] - first)
+            assert j - i + 1 <= allowed + 1e-9
+
+
+@settings(max_examples=100, deadline=None)
+@given(config=configs, run=runs())
+def test_dry_run_and_kill_switch_let_only_notes_through(
+    config: GuardConfig, run: tuple[dict[str | None, int | None], list[tuple[Decision, float]]]
+) -> None:
+    for dry, engaged in [(True, False), (False, True)]:
+        pipeline = build_pipeline(GuardConfig(dry_run=DryRunConfig(enabled=dry)))
+        state = with_kill_switch(GuardState(), engaged)
+        for decision, now in run[1]:
+            result, state = pipeline.run(decision, now, state)
+            assert isinstance(result, Suppressed) or result.action == "notify"
+
+
+texts = st.text(max_size=20)
+odd_floats = st.none() | st.floats(allow_nan=True, allow_infinity=True)
+arbitrary = st.builds(
+    Decision,
+    action=st.sampled_from(ACTIONS),
+    namespace=texts,
+    target=texts,
+    reason=texts,
+    incident=texts,
+    at=st.floats(),
+    uid=st.none() | texts,
+    workload=st.none() | texts,
+    params=st.lists(st.tuples(texts, texts), max_size=3).map(tuple),
+    pod_created_at=odd_floats,
+    expected_cold_start_s=odd_floats,
+    replicas=st.none() | st.integers(-(10**9), 10**9),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    config=configs,
+    steps=st.lists(
+        st.tuples(arbitrary, st.floats(allow_nan=False, allow_infinity=False)), max_size=20
+    ),
+)
+def test_arbitrary_decisions_and_clocks_never_raise(
+    config: GuardConfig, steps: list[tuple[Decision, float]]
+) -> None:
+    pipeline, state = build_pipeline(config), GuardState()
+    for decision, now in steps:  # times in any order, of any magnitude
+        result, state = pipeline.run(decision, now, state)
+        assert result == decision or (
+            isinstance(result, Suppressed) and result.decision == decision and result.reason
+        )
+        assert GuardState.from_json(state.to_json()) == state
