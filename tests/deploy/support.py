@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -77,8 +78,9 @@ def render_with_components(tmp: Path, base: Path, components: list[Path]) -> lis
     kust = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": [str(base)],
-        "components": [str(c) for c in components],
+        # kustomize refuses absolute paths here
+        "resources": [os.path.relpath(base, tmp)],
+        "components": [os.path.relpath(c, tmp) for c in components],
     }
     (tmp / "kustomization.yaml").write_text(yaml.safe_dump(kust))
     out = run([tool("kubectl"), "kustomize", str(tmp)])
