@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -131,6 +130,4 @@ def _doc_example() -> Any:
 
 
 def test_the_documented_example_parses_to_the_defaults() -> None:
-    config = parse_guard_config(_doc_example()["guardrails"])
-    assert config == GuardConfig()
-    assert not math.isnan(config.min_age.factor)
+    assert parse_guard_config(_doc_example()["guardrails"]) == GuardConfig()

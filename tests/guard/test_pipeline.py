@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import pytest
 
@@ -38,7 +37,6 @@ class Probe:
     name: str
     answer: str | None
     seen: list[str]
-    kind: ClassVar[str] = "probe"
 
     def check(self, decision: Decision, now: float, state: GuardState) -> Verdict:
         self.seen.append(f"check {self.name}")
