@@ -255,3 +255,35 @@ async def test_notify_runs_no_workflow(argo: ArgoStandin, executor: ArgoExecutor
     with pytest.raises(InvalidParameter, match="runs no workflow"):
         await executor.submit(delete_decision(action="notify"))
     assert argo.requests == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "template"),
+    [
+        ({}, "delete-stuck-inference-pod"),
+        (
+            {"action": "restart-warmup", "namespace": "kube-system", "target": "gpu-warmup"},
+            "restart-gpu-warmup",
+        ),
+        (
+            {
+                "action": "verify-gpu-memory",
+                "namespace": "",
+                "target": "",
+                "params": (("samples", "20"), ("max-spread-mib", "512")),
+            },
+            "verify-gpu-memory-stability",
+        ),
+        ({"action": "cordon-node", "namespace": "", "target": "gpu-node-7"}, "cordon-gpu-node"),
+    ],
+)
+async def test_every_action_submits_what_its_template_declares(
+    argo: ArgoStandin, executor: ArgoExecutor, overrides: dict[str, object], template: str
+) -> None:
+    # The stand-in refuses parameters a template does not declare and required
+    # ones left out, and validates the resulting Workflow against the schema.
+    submitted = await executor.submit(delete_decision(**overrides))
+
+    assert submitted.template == template
+    assert argo.workflows[submitted.name]["spec"]["workflowTemplateRef"] == {"name": template}
+    assert argo.problems == []
