@@ -1,0 +1,89 @@
+"""Text as the API server and the kubelet write it: timestamps, Go durations, messages.
+
+Every writer returns exactly what a reader will parse back, so ground truth can be
+computed from the written values rather than from the (finer) drawn ones.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+# Kubelet `Pulled` message forms, oldest first. "ms" is a sub-second pull (a warm layer
+# cache), which Go prints in milliseconds; "present" is a warm node.
+PULL_FORMS = ("old", "in", "waiting", "size", "ms", "present")
+# `Created` message forms across kubelet versions and runtimes.
+CREATED_FORMS = ("plain", "colon", "bare")
+_NS = 1_000_000_000
+
+
+def rfc3339(seconds: int) -> str:
+    """metav1.Time: whole seconds, `Z`."""
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def micro_time(us: int) -> str:
+    """metav1.MicroTime (Event eventTime, series.lastObservedTime): microseconds, `Z`."""
+    whole, frac = divmod(us, 1_000_000)
+    return f"{rfc3339(whole)[:-1]}.{frac:06d}Z"
+
+
+def go_duration(ns: int) -> str:
+    """time.Duration.String(): `717ms`, `49.657983991s`, `3m2.5s`, `1h0m3s`."""
+    if ns == 0:
+        return "0s"
+    if ns < _NS:
+        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
+            if ns >= size:
+                return _decimal(ns, size) + unit
+    hours, rest = divmod(ns, 3600 * _NS)
+    minutes, rest = divmod(rest, 60 * _NS)
+    secs = _decimal(rest, _NS) + "s"
+    if hours:
+        return f"{hours}h{minutes}m{secs}"
+    return f"{minutes}m{secs}" if minutes else secs
+
+
+def _decimal(n: int, size: int) -> str:
+    whole, frac = divmod(n, size)
+    digits = str(frac).rjust(len(str(size)) - 1, "0").rstrip("0")
+    return f"{whole}.{digits}" if digits else str(whole)
+
+
+def truncate_ms(ns: int) -> int:
+    """Duration.Truncate(time.Millisecond), as kubelet 1.28+ prints pull times."""
+    return ns - ns % 1_000_000
+
+
+def pulled_message(form: str, image: str, pull_ns: int, waiting_ns: int, size: int) -> str:
+    """The `Pulled` event message of each kubelet era (images/image_manager.go)."""
+    if form == "present":
+        return f'Container image "{image}" already present on machine'
+    if form == "old":
+        return f'Successfully pulled image "{image}"'
+    if form == "in":
+        return f'Successfully pulled image "{image}" in {go_duration(pull_ns)}'
+    pull, waited = go_duration(truncate_ms(pull_ns)), go_duration(truncate_ms(waiting_ns))
+    text = f'Successfully pulled image "{image}" in {pull} ({waited} including waiting)'
+    return text if form == "waiting" else f"{text}. Image size: {size} bytes."
+
+
+def reported_pull_seconds(form: str, pull_ns: int, waiting_ns: int) -> float | None:
+    """The figure a reader must take from the message: waiting-inclusive when printed."""
+    if form in ("present", "old"):
+        return None
+    if form == "in":
+        return pull_ns / _NS
+    return truncate_ms(waiting_ns) / _NS
+
+
+def created_message(form: str, container: str) -> str:
+    if form == "colon":
+        return f"Created container: {container}"
+    return "Container created" if form == "bare" else f"Created container {container}"
+
+
+def started_message(form: str, container: str) -> str:
+    # Kubelets that write `Created container: x` also write `Started container: x`.
+    return (
+        f"Started container: {container}" if form == "colon" else f"Started container {container}"
+    )
