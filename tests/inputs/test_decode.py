@@ -1,0 +1,275 @@
+"""The one entry point: watch events, Lists, CloudEvents, Argo Events envelopes, garbage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from remediator.inputs.decode import decode
+from remediator.inputs.records import (
+    AlertSeen,
+    FirstToken,
+    GpuVerdict,
+    Input,
+    InputError,
+    PodEvent,
+    PodSeen,
+    WorkloadSeen,
+)
+from remediator.inputs.timefmt import parse_time
+from tests.timeline.streams import (
+    IMAGE,
+    MODEL,
+    NS,
+    POD,
+    UID,
+    at,
+    cloudevent,
+    event,
+    first_token,
+    pod,
+    watch,
+)
+
+AM = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "alertmanager"
+
+
+def _decode(doc: Any) -> list[Input]:
+    return decode(orjson.dumps(doc))
+
+
+@pytest.mark.parametrize("wtype", ["ADDED", "MODIFIED", "DELETED"])
+def test_watch_types(wtype: str) -> None:
+    (p,) = _decode(watch(pod(scheduled=12), wtype))
+    assert isinstance(p, PodSeen)
+    assert p.watch == wtype
+
+
+def test_bookmark_and_error_are_not_inputs() -> None:
+    bookmark = {
+        "type": "BOOKMARK",
+        "object": {"kind": "Pod", "apiVersion": "v1", "metadata": {"resourceVersion": "12746"}},
+    }
+    assert _decode(bookmark) == []
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}
+    assert _decode(gone) == []
+
+
+def test_unknown_watch_type_and_kind() -> None:
+    with pytest.raises(InputError, match="unknown watch event type 'SYNC'"):
+        _decode({"type": "SYNC", "object": pod()})
+    with pytest.raises(InputError, match="unknown kind 'ConfigMap'"):
+        _decode(watch({"kind": "ConfigMap", "metadata": {"name": "c"}}))
+    with pytest.raises(InputError, match="unknown kind None"):
+        _decode({"hello": "world"})
+
+
+def test_bare_object_is_added() -> None:
+    (p,) = _decode(pod(scheduled=12))
+    assert isinstance(p, PodSeen)
+    assert p.watch == "ADDED"
+
+
+def test_first_token_observation() -> None:
+    (ft,) = _decode(first_token(530, uid=UID))
+    assert ft == FirstToken(NS, POD, UID, parse_time(at(530)))
+    with pytest.raises(InputError, match="namespace and pod"):
+        _decode({"kind": "FirstToken", "pod": POD, "time": at(1)})
+    with pytest.raises(InputError, match="without time"):
+        _decode({"kind": "FirstToken", "namespace": NS, "pod": POD})
+
+
+def test_cloudevent_first_token_takes_the_event_time() -> None:
+    ce = cloudevent({"namespace": NS, "pod": POD}, time=at(530))
+    (ft,) = _decode(ce)
+    assert ft == FirstToken(NS, POD, None, parse_time(at(530)))
+
+
+def test_cloudevent_wrapping_a_watch_event_with_string_data() -> None:
+    inner = watch(event("Pulling", f'Pulling image "{IMAGE}"', 13), "ADDED")
+    ce = cloudevent(orjson.dumps(inner).decode(), ce_type="io.k8s.event")
+    (ev,) = _decode(ce)
+    assert isinstance(ev, PodEvent)
+    assert ev.reason == "Pulling"
+
+
+def test_cloudevent_wrapping_an_alertmanager_webhook() -> None:
+    payload = orjson.loads((AM / "firing_alertmanager-0.25_capture.json").read_bytes())
+    (a,) = _decode(cloudevent(payload, ce_type="alertmanager.webhook"))
+    assert isinstance(a, AlertSeen)
+    assert a.fingerprint == "2d6ce405ddde004d"
+
+
+def test_argo_events_webhook_envelope() -> None:
+    """A webhook EventSource puts the request into {"header": ..., "body": ...}."""
+    payload = orjson.loads((AM / "resolved_kube_state_metrics_v4.json").read_bytes())
+    data = {"header": {"Content-Type": ["application/json"]}, "body": payload}
+    (a,) = _decode(cloudevent(data, ce_type="webhook"))
+    assert isinstance(a, AlertSeen)
+    assert a.status == "resolved"
+    # ... and with the body still a JSON string.
+    data = {"header": {}, "body": orjson.dumps(payload).decode()}
+    (a,) = _decode(cloudevent(data, ce_type="webhook"))
+    assert isinstance(a, AlertSeen)
+
+
+@pytest.mark.parametrize(("argo", "watch_type"), [("ADD", "ADDED"), ("UPDATE", "MODIFIED"),
+                                                  ("DELETE", "DELETED")])  # fmt: skip
+def test_argo_events_resource_envelope(argo: str, watch_type: str) -> None:
+    """A resource EventSource sends {"type": ADD|UPDATE|DELETE, "body": object}."""
+    data = {"type": argo, "body": pod(scheduled=12), "group": "", "version": "v1"}
+    (p,) = _decode(cloudevent(data, ce_type="resource"))
+    assert isinstance(p, PodSeen)
+    assert p.watch == watch_type
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda c: c.pop("id"), "without required attribute 'id'"),
+        (lambda c: c.update(id=""), "without required attribute 'id'"),
+        (lambda c: c.pop("source"), "'source'"),
+        (lambda c: c.update(type=7), "'type'"),
+        (lambda c: c.update(specversion="0.3"), "specversion '0.3'"),
+        (lambda c: c.update(data="{not json"), "data is not JSON"),
+        (lambda c: c.update(data_base64="AAAA"), "data_base64"),
+    ],
+)
+def test_bad_cloudevents(mutate: Any, reason: str) -> None:
+    ce = cloudevent({"namespace": NS, "pod": POD}, time=at(530))
+    mutate(ce)
+    with pytest.raises(InputError, match=reason):
+        _decode(ce)
+
+
+def test_envelopes_nested_too_deep() -> None:
+    doc: Any = first_token(1)
+    for i in range(8):
+        doc = cloudevent(doc, ce_type=f"wrap{i}")
+    with pytest.raises(InputError, match="nested too deep"):
+        _decode(doc)
+
+
+def test_gpu_verdict() -> None:
+    doc = {"kind": "GpuMemoryVerdict", "node": "n1", "stable": True, "time": at(5)}
+    (v,) = _decode(doc)
+    assert v == GpuVerdict("n1", True, "", None, parse_time(at(5)))
+    with pytest.raises(InputError):
+        _decode({**doc, "stable": "yes"})
+
+
+def _workload(kind: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {"name": "llama-70b", "namespace": NS, "uid": "w1", "generation": 3,
+                     "creationTimestamp": at(0)},
+        "spec": {"replicas": 2, "template": {
+            "metadata": {"labels": {"app": "vllm"}},
+            "spec": pod()["spec"] | {"initContainers": [{"name": "fetch", "image": "fetch:1"}]},
+        }},
+        "status": {"observedGeneration": 2, "readyReplicas": 1, "updatedReplicas": 1,
+                   "desiredNumberScheduled": 4, "numberReady": 3, "updatedNumberScheduled": 2},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("kind", "replicas", "ready", "updated"),
+    [("Deployment", 2, 1, 1), ("StatefulSet", 2, 1, 1), ("DaemonSet", 4, 3, 2)],
+)
+def test_workloads(kind: str, replicas: int, ready: int, updated: int) -> None:
+    (w,) = _decode(watch(_workload(kind)))
+    assert isinstance(w, WorkloadSeen)
+    assert (w.kind, w.generation, w.observed_generation) == (kind, 3, 2)
+    assert (w.replicas, w.ready_replicas, w.updated_replicas) == (replicas, ready, updated)
+    assert w.images == ("fetch:1", "busybox:1.36", IMAGE)
+    assert w.model == MODEL
+
+
+def test_not_json_and_not_an_object() -> None:
+    with pytest.raises(InputError, match="not JSON"):
+        decode(b'{"type": "ADDED", "object": {')
+    with pytest.raises(InputError, match="expected a JSON object, got list"):
+        decode(b"[1, 2]")
+
+
+# ---- garbage: InputError or records, never another exception --------------------------------
+
+_SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
+_KEYS = st.sampled_from(
+    ["type", "object", "kind", "metadata", "spec", "status", "specversion", "id", "source",
+     "data", "body", "alerts", "version", "items", "involvedObject", "regarding", "reason",
+     "uid", "name", "namespace", "conditions", "containerStatuses", "containers", "time",
+     "firstTimestamp", "lastTimestamp", "eventTime", "series", "count", "pod", "labels"]
+) | st.text(max_size=8)  # fmt: skip
+_VALUES = st.sampled_from(
+    ["ADDED", "MODIFIED", "BOOKMARK", "Pod", "Event", "PodList", "Deployment", "DaemonSet",
+     "1.0", "4", "Pulled", "Pulling", "Scheduled", "FirstToken", "GpuMemoryVerdict",
+     "2024-11-17T10:39:45Z", "True", "PodScheduled", "Ready"]
+)  # fmt: skip
+JSONISH = st.recursive(
+    _SCALARS | _VALUES,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(_KEYS, children, max_size=6),
+    max_leaves=40,
+)
+
+
+def _decodes_or_input_error(raw: bytes) -> None:
+    try:
+        items = decode(raw)
+    except InputError:
+        return
+    assert isinstance(items, list)
+    for item in items:
+        assert isinstance(
+            item, (PodSeen, PodEvent, WorkloadSeen, AlertSeen, FirstToken, GpuVerdict)
+        )
+
+
+@settings(max_examples=400, deadline=None)
+@given(JSONISH)
+def test_jsonish_garbage(doc: Any) -> None:
+    _decodes_or_input_error(json.dumps(doc).encode())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes(raw: bytes) -> None:
+    _decodes_or_input_error(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_real_shapes_with_one_field_replaced(data: st.DataObject) -> None:
+    """Real-looking documents with one field anywhere replaced by garbage."""
+    doc = data.draw(
+        st.sampled_from(
+            [
+                watch(pod(scheduled=12, started=289, ready=525)),
+                watch(event("Pulled", 'Successfully pulled image "x" in 1s', 5)),
+                cloudevent({"namespace": NS, "pod": POD}, time=at(1)),
+                orjson.loads((AM / "firing_blackbox_icmp_3alerts_v4_2019.json").read_bytes()),
+                watch(_workload("DaemonSet")),
+            ]
+        )
+    )
+    node: Any = doc
+    path: list[Any] = []
+    while isinstance(node, (dict, list)) and node and data.draw(st.booleans()):
+        key = data.draw(st.sampled_from(sorted(node) if isinstance(node, dict)
+                                        else range(len(node))))  # fmt: skip
+        path.append(key)
+        node = node[key]
+    if not path:
+        return
+    parent: Any = doc
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = data.draw(JSONISH)
+    _decodes_or_input_error(json.dumps(doc).encode())
