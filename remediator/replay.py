@@ -19,6 +19,7 @@ from remediator.inputs.decode import decode
 from remediator.inputs.records import InputError
 from remediator.inputs.timefmt import parse_time
 from remediator.output import JsonOutput, Output, TextOutput
+from remediator.policy.errors import ConfigError
 from remediator.session import Session
 
 EXIT_SKIPPED = 1
@@ -112,7 +113,10 @@ def replay_command(
             until_ts = parse_time(until)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--until") from None
-    session = Session.from_policy_file(policy)
+    try:
+        session = Session.from_policy_file(policy)
+    except ConfigError as exc:
+        raise click.UsageError(f"policy file {policy}: {exc}") from None
     out: Output = JsonOutput(sys.stdout) if output == "json" else TextOutput(sys.stdout)
     stats = run_replay(list(files), session, out, until_ts)
     if stats.skipped:

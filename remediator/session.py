@@ -74,9 +74,11 @@ class Session:
         """Move the clock forward (never back), firing the policy's timers on the way."""
         if now <= self.now:
             return
-        for due, outcome in self.engine.advance(now):
-            self.now = max(self.now, due)
-            self._settle(outcome, self.now, out)
+        # One due time at a time: settling a decision may arm a retry that is due before `now`.
+        while (due := self.engine.next_deadline()) is not None and due <= now:
+            for at, outcome in self.engine.advance(due):
+                self.now = max(self.now, at)
+                self._settle(outcome, self.now, out)
         self.now = now
 
     def set_kill_switch(self, engaged: bool, note: str = "") -> None:

@@ -59,8 +59,14 @@ class PolicyEngine:
         while self._timers and self._timers[0][0] <= now:
             due, _, uid, state, since = heapq.heappop(self._timers)
             t = self.tracker.get(uid)
-            if t is None or t.state() != state or t.state_since() != since:
+            if t is None or t.state() != state:
                 continue  # the pod moved on since the timer was set
+            current = t.state_since()
+            if current != since:
+                # Same phase, better evidence of when it began (an event came late): re-arm.
+                if current is not None:
+                    self._arm(max(due, current + self._allowance(t, state)), t, state, current)
+                continue
             out.append((due, self._timer_decision(t, state, since, due)))
         return out
 

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from remediator.inputs.decode import normalize
+from remediator.policy.config import PolicyConfig, load_policy
+from remediator.policy.decision import Decision, Suppressed
+from remediator.policy.outcome import Ignored
+from remediator.session import Session
+from remediator.timeline.tracker import StateChange
+
+
+class Run:
+    def __init__(self, config: PolicyConfig) -> None:
+        self.session = Session(config)
+        self.decisions: list[Decision] = []
+        self.held: list[Suppressed] = []
+        self.notes: list[Ignored] = []
+
+    # the Sink protocol
+    def transition(self, change: StateChange) -> None:
+        pass
+
+    def decision(self, decision: Decision) -> None:
+        self.decisions.append(decision)
+
+    def suppressed(self, suppressed: Suppressed) -> None:
+        self.held.append(suppressed)
+
+    def ignored(self, ignored: Ignored) -> None:
+        self.notes.append(ignored)
+
+    def feed(self, *docs: dict[str, Any]) -> Run:
+        for doc in docs:
+            for item in normalize(orjson.loads(orjson.dumps(doc))):
+                self.session.feed(item, self)
+        return self
+
+    def at(self, now: float) -> Run:
+        self.session.advance(now, self)
+        return self
+
+    def actions(self) -> list[tuple[str, str]]:
+        return [(d.action, d.target) for d in self.decisions]
+
+
+# Guardrails that would hide the rule under test are relaxed; their own tests are elsewhere.
+RELAXED = """
+guardrails:
+  min_age: {factor: 0}
+  rate_limit: {per_minute: 600, burst: 100}
+"""
+
+
+@pytest.fixture
+def run() -> Run:
+    return Run(load_policy(RELAXED))
+
+
+def make_run(text: str) -> Run:
+    return Run(load_policy(text))

@@ -1,0 +1,117 @@
+"""Alertmanager alerts: act only on firing, only on a pod still not Ready, never guess."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.policy.builders import T0, alert, pod
+from tests.policy.conftest import Run
+
+POD = {"namespace": "llm", "pod": "vllm-70b-7c9d5b6f4-abcde"}
+
+
+def stuck(run: Run) -> Run:
+    return run.feed(pod(created=0, scheduled=1, started=10))
+
+
+def test_firing_alert_on_a_pod_in_engine_init_deletes_it(run: Run) -> None:
+    stuck(run).feed(alert("firing", POD, 40))
+    assert run.actions() == [("delete-pod", "vllm-70b-7c9d5b6f4-abcde")]
+    assert run.decisions[0].at == T0 + 40
+    assert "alert VLLMEngineInitSlow firing; pod in engine_init for 30s" in run.decisions[0].reason
+
+
+def test_resolved_alert_is_never_acted_on(run: Run) -> None:
+    # robusta#345: a resolved alert deleted a freshly created healthy pod
+    stuck(run).feed(alert("resolved", POD, 15))  # endsAt 75: before the timer
+    assert run.decisions == []
+    assert "resolved" in run.notes[0].reason
+
+
+def test_firing_alert_on_a_ready_pod_is_ignored(run: Run) -> None:
+    run.feed(pod(created=0, scheduled=1, started=10, ready=50), alert("firing", POD, 60))
+    assert run.decisions == []
+    assert "is ready: nothing to do" in run.notes[0].reason
+
+
+def test_repeated_alert_acts_once(run: Run) -> None:
+    stuck(run).feed(alert("firing", POD, 40), alert("firing", POD, 40), alert("firing", POD, 70))
+    assert len(run.decisions) == 1
+    assert {s.guardrail for s in run.held} <= {"idempotency", "dedup"} and len(run.held) == 2
+
+
+def test_timer_and_alert_on_the_same_stuck_pod_are_one_incident(run: Run) -> None:
+    stuck(run).at(T0 + 100)  # the timer deletes at T0+90
+    run.feed(alert("firing", POD, 101))
+    assert len(run.decisions) == 1
+    assert run.held[0].decision.incident == run.decisions[0].incident
+
+
+def test_alert_for_a_pod_recreated_under_the_same_name_means_the_new_pod(run: Run) -> None:
+    stuck(run).feed(pod(created=0, scheduled=1, started=10, watch="DELETED"))
+    new_uid = "99999999-2222-3333-4444-555555555555"
+    run.feed(pod(uid=new_uid, watch="ADDED", created=30, scheduled=31, started=35))
+    run.feed(alert("firing", POD, 40))
+    assert [d.uid for d in run.decisions] == [new_uid]
+
+
+@pytest.mark.parametrize(
+    ("labels", "says"),
+    [
+        ({"namespace": "llm"}, "no pod label"),
+        ({"pod": "vllm-0"}, "no namespace label"),
+        ({"namespace": "llm", "pod": "x; kubectl delete ns llm"}, "not valid Kubernetes names"),
+        ({"namespace": "llm", "pod": "$(reboot)"}, "not valid Kubernetes names"),
+        ({"namespace": "llm", "pod": "never-seen"}, "is not tracked"),
+    ],
+)
+def test_alert_without_a_trustworthy_pod_is_ignored_never_guessed(
+    run: Run, labels: dict[str, str], says: str
+) -> None:
+    stuck(run).feed(alert("firing", labels, 40))
+    assert run.decisions == []
+    assert says in run.notes[0].reason
+
+
+def test_alert_on_a_pod_waiting_for_gpus_notifies(run: Run) -> None:
+    run.feed(
+        pod(created=0, unschedulable="0/4 nodes are available: 4 Insufficient nvidia.com/gpu.")
+    )
+    run.feed(alert("firing", POD, 40))
+    assert [d.action for d in run.decisions] == ["notify"]
+    assert "no GPU capacity" in run.decisions[0].reason
+
+
+def test_other_alerts_pass_by(run: Run) -> None:
+    stuck(run).feed(alert("firing", POD, 40, name="KubeNodeNotReady"))
+    assert run.decisions == [] and run.notes == []
+
+
+def test_gpu_memory_alert_verifies_the_node_and_an_unstable_verdict_is_told(run: Run) -> None:
+    run.feed(alert("firing", {"node": "gpu-node-7"}, 10, name="GPUMemoryUnstable"))
+    assert [(d.action, d.target) for d in run.decisions] == [("verify-gpu-memory", "gpu-node-7")]
+    run.feed(
+        {
+            "kind": "GpuMemoryVerdict",
+            "node": "gpu-node-7",
+            "stable": False,
+            "detail": "GPU 3 spread 8192 MiB > 512 MiB",
+            "time": "2025-10-09T09:00:00Z",
+        }
+    )
+    assert [d.action for d in run.decisions] == ["verify-gpu-memory", "notify"]
+    assert "8192 MiB" in run.decisions[1].reason
+    run.feed(
+        {
+            "kind": "GpuMemoryVerdict",
+            "node": "gpu-node-8",
+            "stable": True,
+            "time": "2025-10-09T09:01:00Z",
+        }
+    )
+    assert len(run.decisions) == 2
+
+
+def test_gpu_alert_without_a_node_label_is_ignored(run: Run) -> None:
+    run.feed(alert("firing", {"job": "dcgm"}, 10, name="GPUMemoryUnstable"))
+    assert run.decisions == [] and "no node label" in run.notes[0].reason

@@ -1,0 +1,56 @@
+"""A new model image on an inference workload restarts the GPU warmup DaemonSet."""
+
+from __future__ import annotations
+
+from tests.policy.builders import deployment
+from tests.policy.conftest import Run, make_run
+
+OLD, NEW = "vllm/vllm-openai:v0.6.3", "vllm/vllm-openai:v0.6.4"
+
+
+def test_template_image_change_restarts_warmup_with_the_new_image(run: Run) -> None:
+    run.feed(deployment(OLD, watch="ADDED"), deployment(NEW, generation=2, at=60))
+    assert [(d.action, d.namespace, d.target) for d in run.decisions] == [
+        ("restart-warmup", "kube-system", "gpu-warmup")
+    ]
+    d = run.decisions[0]
+    assert d.param("image") == NEW and d.param("timeout") == "900"
+    assert d.workload == "llm/Deployment/vllm-70b"
+    assert OLD in d.reason and NEW in d.reason
+
+
+def test_status_only_updates_are_not_updates(run: Run) -> None:
+    run.feed(deployment(OLD, watch="ADDED"))
+    run.feed(deployment(OLD, ready=1), deployment(OLD, ready=0), deployment(OLD, ready=4))
+    assert run.decisions == []
+
+
+def test_first_sighting_is_not_an_update(run: Run) -> None:
+    # a restart of remediator lists every workload as ADDED (or MODIFIED on a resync)
+    run.feed(deployment(NEW, watch="ADDED"))
+    run.feed(deployment(NEW))
+    assert run.decisions == []
+
+
+def test_model_change_alone_is_an_update(run: Run) -> None:
+    run.feed(deployment(OLD, watch="ADDED"), deployment(OLD, generation=2, model="Qwen/Qwen2-72B"))
+    assert [d.action for d in run.decisions] == ["restart-warmup"]
+    assert "model" in run.decisions[0].reason
+
+
+def test_the_same_update_seen_twice_acts_once_and_a_quick_rollback_waits(run: Run) -> None:
+    run.feed(deployment(OLD, watch="ADDED"), deployment(NEW, generation=2, at=60))
+    run.feed(deployment(OLD, generation=3, at=120), deployment(NEW, generation=4, at=180))
+    assert len(run.decisions) == 1
+    # the rollback to OLD is a new incident held as a repeat on the same warmup (dedup); NEW again is the
+    # incident already acted on
+    assert [s.guardrail for s in run.held] == ["dedup", "idempotency"]
+
+
+def test_configured_warmup_target_and_disabled_rule() -> None:
+    run = make_run("image_update: {warmup_namespace: gpu-ops, warmup_daemonset: prewarm}")
+    run.feed(deployment(OLD, watch="ADDED"), deployment(NEW, generation=2))
+    assert [(d.namespace, d.target) for d in run.decisions] == [("gpu-ops", "prewarm")]
+    run = make_run("image_update: {enabled: false}")
+    run.feed(deployment(OLD, watch="ADDED"), deployment(NEW, generation=2))
+    assert run.decisions == []
