@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import kubernetes_validate
+import jsonschema  # type: ignore[import-untyped]
+import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
@@ -24,7 +24,11 @@ SENSORS = REPO / "sensors"
 K8S_VERSION = "1.32.0"  # matches kubectl v1.32 here; kubernetes-validate ships it
 
 # Debian package that brings each tool (scripts/test installs them).
-TOOL_PACKAGES = {"kubectl": "kubernetes-client", "promtool": "prometheus", "amtool": "prometheus-alertmanager"}
+TOOL_PACKAGES = {
+    "kubectl": "kubernetes-client",
+    "promtool": "prometheus",
+    "amtool": "prometheus-alertmanager",
+}
 
 # Kustomize kinds that are not rendered on their own: components only inside an overlay.
 KUSTOMIZE_KINDS = {"Kustomization", "Component"}
@@ -57,7 +61,7 @@ def load_docs(path: Path) -> list[Any]:
 
 
 def kustomization_dirs() -> list[Path]:
-    """Every folder with a kustomization.yaml of kind Kustomization (components are not standalone)."""
+    """Every folder whose kustomization.yaml is a Kustomization (components never render alone)."""
     dirs = []
     for k in sorted([*DEPLOY.rglob("kustomization.yaml"), *SENSORS.rglob("kustomization.yaml")]):
         if load_docs(k)[0].get("kind", "Kustomization") == "Kustomization":
@@ -103,7 +107,8 @@ def find(docs: Any, kind: str, name: str, namespace: str | None = None) -> dict[
         and (namespace is None or d["metadata"].get("namespace") == namespace)
     ]
     assert len(hits) == 1, f"expected one {kind} {namespace}/{name}, found {len(hits)}"
-    return hits[0]
+    found: dict[str, Any] = hits[0]
+    return found
 
 
 # --- Kubernetes kinds -------------------------------------------------------------------
@@ -118,7 +123,9 @@ def validate_k8s(doc: dict[str, Any]) -> None:
         raise AssertionError(e.message) from None
     except kubernetes_validate.ValidationError as e:
         where = ".".join(str(p) for p in e.path)
-        raise AssertionError(f"{doc['kind']}/{doc['metadata']['name']}: {where}: {e.message}") from None
+        raise AssertionError(
+            f"{doc['kind']}/{doc['metadata']['name']}: {where}: {e.message}"
+        ) from None
 
 
 # --- Argo kinds -------------------------------------------------------------------------
@@ -126,7 +133,10 @@ def validate_k8s(doc: dict[str, Any]) -> None:
 EVENTS_SCHEMA = SHARED / "schemas" / "argo-events-schema.json"
 WORKFLOWS_SCHEMA = SHARED / "schemas" / "argo-workflows-schema.json"
 INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
-WEBHOOK_DEFS = ("io.argoproj.events.v1alpha1.WebhookContext", "io.argoproj.events.v1alpha1.WebhookEventSource")
+WEBHOOK_DEFS = (
+    "io.argoproj.events.v1alpha1.WebhookContext",
+    "io.argoproj.events.v1alpha1.WebhookEventSource",
+)
 
 
 def relax(schema: dict[str, Any]) -> dict[str, Any]:
@@ -161,7 +171,9 @@ def validate_argo(doc: dict[str, Any]) -> list[str]:
     return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in v.iter_errors(doc)]
 
 
-def unknown_fields(doc: Any, schema: dict[str, Any], node: dict[str, Any], path: str = "") -> list[str]:
+def unknown_fields(
+    doc: Any, schema: dict[str, Any], node: dict[str, Any], path: str = ""
+) -> list[str]:
     """Keys the schema does not define (the Argo schemas allow any, so a typo would pass)."""
     while "$ref" in node:
         node = schema["definitions"][node["$ref"].split("/")[-1]]

@@ -90,7 +90,9 @@ def test_rendered_object_validates(item: tuple[str, dict[str, object]]) -> None:
         errors = s.validate_argo(doc) + [f"unknown field {f}" for f in s.argo_unknown_fields(doc)]
         assert not errors, errors
     elif api.startswith("monitoring.coreos.com/"):
-        assert doc["kind"] in ("PrometheusRule", "ServiceMonitor"), f"no validator for {doc['kind']}"
+        assert doc["kind"] in ("PrometheusRule", "ServiceMonitor"), (
+            f"no validator for {doc['kind']}"
+        )
     else:
         s.validate_k8s(doc)
 
@@ -134,7 +136,9 @@ def test_schema_relaxation_is_exactly_the_two_documented_places() -> None:
     for path in (s.EVENTS_SCHEMA, s.WORKFLOWS_SCHEMA):
         raw = json.loads(path.read_text())
         relaxed = s.relax(raw)
-        changed = sorted(k for k in raw["definitions"] if raw["definitions"][k] != relaxed["definitions"][k])
+        changed = sorted(
+            k for k in raw["definitions"] if raw["definitions"][k] != relaxed["definitions"][k]
+        )
         assert set(changed) <= {s.INT_OR_STRING, *s.WEBHOOK_DEFS}, changed
         assert {k: v for k, v in raw.items() if k != "definitions"} == {
             k: v for k, v in relaxed.items() if k != "definitions"

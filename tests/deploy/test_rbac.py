@@ -39,8 +39,12 @@ INFERENCE = {"llm-inference"}
 # (apiGroup, resource) -> what may be granted on it. Anything not here is refused.
 ALLOWED: dict[tuple[str, str], Allowed] = {
     ("coordination.k8s.io", "leases"): Allowed({"get", "update"}, {"remediator-leader"}),
-    ("apps", "daemonsets"): Allowed({"get", "list", "watch", "patch"}, {"gpu-warmup"}, namespaces={"kube-system"}),
-    ("", "pods"): Allowed({"get", "list", "watch", "delete"}, namespaces=INFERENCE | {"kube-system"}),
+    ("apps", "daemonsets"): Allowed(
+        {"get", "list", "watch", "patch"}, {"gpu-warmup"}, namespaces={"kube-system"}
+    ),
+    ("", "pods"): Allowed(
+        {"get", "list", "watch", "delete"}, namespaces=INFERENCE | {"kube-system"}
+    ),
     ("", "events"): Allowed({"get", "list", "watch"}, namespaces=INFERENCE),
     ("events.k8s.io", "events"): Allowed({"get", "list", "watch"}, namespaces=INFERENCE),
     ("apps", "deployments"): Allowed({"get", "list", "watch"}, namespaces=INFERENCE),
@@ -94,7 +98,9 @@ def _rule_violations(who: str, cluster: bool, ns: str | None, rule: dict[str, An
             if allowed.names is not None and not (
                 rule.get("resourceNames") and set(rule["resourceNames"]) <= allowed.names
             ):
-                out.append(f"{who}: {resource} must be limited to resourceNames in {sorted(allowed.names)}")
+                out.append(
+                    f"{who}: {resource} must be limited to resourceNames in {sorted(allowed.names)}"
+                )
             if cluster and not allowed.cluster:
                 out.append(f"{who}: {resource} may only be granted in a namespaced Role")
             if allowed.namespaces is not None and not cluster and ns not in allowed.namespaces:
@@ -115,7 +121,9 @@ def _binding_violations(b: dict[str, Any], roles: dict[tuple[str, Any, str], Any
         if subj["kind"] != "ServiceAccount":
             out.append(f"{who}: binds {subj['kind']} {subj['name']}")
         elif (subj.get("namespace"), subj["name"]) not in SERVICE_ACCOUNTS:
-            out.append(f"{who}: binds unknown ServiceAccount {subj.get('namespace')}/{subj['name']}")
+            out.append(
+                f"{who}: binds unknown ServiceAccount {subj.get('namespace')}/{subj['name']}"
+            )
     return out
 
 
@@ -138,11 +146,15 @@ def test_namespace_less_rbac_is_only_used_under_a_namespace() -> None:
         users = [
             k
             for k in s.DEPLOY.rglob("kustomization.yaml")
-            if any((k.parent / r).resolve() == partial for r in s.load_docs(k)[0].get("resources", []))
+            if any(
+                (k.parent / r).resolve() == partial for r in s.load_docs(k)[0].get("resources", [])
+            )
         ]
         assert users, f"{partial} is not used by any overlay"
         for k in users:
-            assert s.load_docs(k)[0].get("namespace") in INFERENCE, f"{k} must set an inference namespace"
+            assert s.load_docs(k)[0].get("namespace") in INFERENCE, (
+                f"{k} must set an inference namespace"
+            )
 
 
 def test_opt_in_cordon_component_is_least_privilege(tmp_path: Path) -> None:
@@ -151,7 +163,9 @@ def test_opt_in_cordon_component_is_least_privilege(tmp_path: Path) -> None:
     )
     assert rbac_violations(docs) == []
     cordon = s.find(docs, "ClusterRole", "remediator-workflow-cordon-nodes")
-    assert cordon["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
+    assert cordon["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}
+    ]
 
 
 def _grants(docs: list[dict[str, Any]]) -> set[tuple[str | None, str, str, str]]:
@@ -211,19 +225,60 @@ def _role(rules: list[dict[str, Any]], ns: str | None = "llm-inference") -> dict
     ("rules", "ns", "expect"),
     [
         ([{"apiGroups": [""], "resources": ["pods"], "verbs": ["*"]}], "llm-inference", "wildcard"),
-        ([{"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}], "llm-inference", "wildcard"),
-        ([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}], "llm-inference", "secrets"),
-        ([{"apiGroups": [""], "resources": ["pods"], "verbs": ["deletecollection"]}], "llm-inference", "verb"),
-        ([{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}], "argo", "pod deletion"),
-        ([{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}], None, "namespaced Role"),
-        ([{"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["patch"]}], "kube-system", "resourceNames"),
         (
-            [{"apiGroups": ["apps"], "resources": ["daemonsets"], "resourceNames": ["kube-proxy"], "verbs": ["patch"]}],
+            [{"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}],
+            "llm-inference",
+            "wildcard",
+        ),
+        (
+            [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}],
+            "llm-inference",
+            "secrets",
+        ),
+        (
+            [{"apiGroups": [""], "resources": ["pods"], "verbs": ["deletecollection"]}],
+            "llm-inference",
+            "verb",
+        ),
+        ([{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}], "argo", "pod deletion"),
+        (
+            [{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}],
+            None,
+            "namespaced Role",
+        ),
+        (
+            [{"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["patch"]}],
             "kube-system",
             "resourceNames",
         ),
-        ([{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["patch"]}], "llm-inference", "patch"),
-        ([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["bind"]}], "argo", "bind"),
+        (
+            [
+                {
+                    "apiGroups": ["apps"],
+                    "resources": ["daemonsets"],
+                    "resourceNames": ["kube-proxy"],
+                    "verbs": ["patch"],
+                }
+            ],
+            "kube-system",
+            "resourceNames",
+        ),
+        (
+            [{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["patch"]}],
+            "llm-inference",
+            "patch",
+        ),
+        (
+            [
+                {
+                    "apiGroups": ["rbac.authorization.k8s.io"],
+                    "resources": ["roles"],
+                    "verbs": ["bind"],
+                }
+            ],
+            "argo",
+            "bind",
+        ),
         ([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}], None, "nonResourceURLs"),
     ],
 )
