@@ -64,7 +64,7 @@ def pulled_message(form: str, image: str, pull_ns: int, waiting_ns: int, size: i
         return f'Successfully pulled image "{image}" in {go_duration(pull_ns)}'
     pull, waited = go_duration(truncate_ms(pull_ns)), go_duration(truncate_ms(waiting_ns))
     text = f'Successfully pulled image "{image}" in {pull} ({waited} including waiting)'
-    return text if form == "waiting" else f"{text}. Image size: {size} bytes."
+    return text if form in ("waiting", "ms") else f"{text}. Image size: {size} bytes."
 
 
 def reported_pull_seconds(form: str, pull_ns: int, waiting_ns: int) -> float | None:

@@ -105,8 +105,8 @@ def _phases(p: PodPlan) -> dict[str, float | None]:
 
     image_pull: float | None = None
     pull_end = p.scheduled
-    if p.pull_form == "present":
-        image_pull = 0.0
+    if p.pull_form == "present" and p.scheduled is not None:
+        image_pull = 0.0  # the node had the image: the `Pulled` says so
     elif p.pulled is not None:
         pull_end = p.pulled
         if p.pulling_seen:
@@ -205,12 +205,13 @@ def _timed(r: random.Random, plan: dict[str, Any]) -> PodPlan:
     scheduled = created + _draw(r, 2.0, 1.5, 0, 30)
     pull_ns = waiting_ns = 0
     pulling = pulled = None
-    if scenario == "cached":
-        pull_ns = r.randrange(200_000_000, _NS)
-    elif scenario != "warm":
+    form: str = plan["pull_form"]
+    if form == "ms":
+        pull_ns = r.randrange(200_000_000, 990_000_000)
+    elif form != "present":
         pull_ns = int(_draw(r, 182.0, 35.0, 60, 600) * _NS) + r.randrange(_NS)
-    if scenario != "warm":
-        waited = r.random() < 0.3 and plan["pull_form"] in ("waiting", "size")
+    if form != "present":
+        waited = r.random() < 0.3 and form in ("waiting", "size")
         waiting_ns = pull_ns + (r.randrange(1, 40 * _NS) if waited else r.randrange(5_000_000))
         pulling = scheduled + _draw(r, 1.0, 0.5, 0, 3)
         pulled = pulling + (waiting_ns // _NS) + r.choice((0, 1))
