@@ -105,8 +105,9 @@ class Tracker:
         return t
 
     def _adopt(self, t: PodTimeline, orphan: PodTimeline) -> None:
-        """Events without a UID came before their pod: replay their facts onto it."""
-        self._count(orphan.namespace, orphan.state(), -1)
+        """Events without a UID came before their pod: replay their facts onto it.
+        The orphan's count in `in_state` passes to `t`: until the input that found the pod
+        applies, `t` has the orphan's facts and so its state (apply() moves it from there)."""
         for name in ("pulling_first", "pulled_synth_start", "scheduled_event", "started_event"):
             if getattr(orphan, name) is not None:
                 setattr(t, name, getattr(orphan, name))
