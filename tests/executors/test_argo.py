@@ -131,9 +131,7 @@ def test_missing_token_is_refused_at_start(argo: ArgoStandin, tmp_path: Path) ->
         ArgoExecutor(config)
 
 
-async def test_token_file_is_reread_when_rotated(
-    argo: ArgoStandin, tmp_path: Path
-) -> None:
+async def test_token_file_is_reread_when_rotated(argo: ArgoStandin, tmp_path: Path) -> None:
     path = tmp_path / "token"
     path.write_text("old-token")
     executor = ArgoExecutor(config_for(argo, path), backoff=Backoff(initial_s=0.01))
@@ -156,9 +154,7 @@ async def test_track_follows_to_failed_with_message(
     argo: ArgoStandin, executor: ArgoExecutor
 ) -> None:
     decision = delete_decision()
-    argo.script(
-        workflow_name(decision), "Pending", "Running", "Failed", message="child 'x' failed"
-    )
+    argo.script(workflow_name(decision), "Pending", "Running", "Failed", message="child 'x' failed")
     submitted = await executor.submit(decision)
     ended = await executor.track(submitted.name, timeout_s=30)
 

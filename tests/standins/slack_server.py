@@ -50,13 +50,15 @@ class SlackStandin:
     @property
     def url(self) -> str:
         assert self._server is not None
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/api/"
+        return f"http://127.0.0.1:{self._server.server_port}/api/"
 
     def __enter__(self) -> SlackStandin:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # a short poll keeps shutdown() quick between tests
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        ).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
