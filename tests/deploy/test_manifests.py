@@ -12,7 +12,8 @@ from tests.deploy import support as s
 
 # YAML files under deploy/ and sensors/ that are not Kubernetes objects, and who checks them.
 NOT_MANIFESTS = {
-    "deploy/base/policy.yaml": "remediator policy (ConfigMap data)",
+    "deploy/base/policy.yaml": "remediator policy (ConfigMap data; test_workloads.py)",
+    "deploy/overlays/dry-run/policy.yaml": "remediator policy (ConfigMap data; test_workloads.py)",
     "deploy/components/act/argo-token-env.yaml": "JSON 6902 patch (rendered by the overlays)",
     "deploy/monitoring/alertmanager/alertmanager.yaml": "amtool check-config",
     "deploy/monitoring/prometheus/remediator.rules.yaml": "promtool check rules",

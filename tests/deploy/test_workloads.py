@@ -3,8 +3,12 @@ warmup DaemonSet stay fixed, probes mean what they say, secrets stay references.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+import yaml
+
+from remediator.policy.config import load_policy
 from tests.deploy import support as s
 
 PROD = s.DEPLOY / "overlays" / "production"
@@ -167,3 +171,33 @@ def test_standalone_sensor_submits_a_project_template() -> None:
     wf = sensor["spec"]["triggers"][0]["template"]["argoWorkflow"]["source"]["resource"]
     assert wf["spec"]["workflowTemplateRef"]["name"] == "restart-gpu-warmup"
     assert sensor["spec"]["triggers"][0]["rateLimit"]["requestsPerUnit"] > 0
+
+
+def _policy_and_settings(overlay: str) -> tuple[str, dict[str, str]]:
+    docs = s.render(s.DEPLOY / "overlays" / overlay)
+    by_prefix = {
+        d["metadata"]["name"].rsplit("-", 1)[0]: d for d in docs if d["kind"] == "ConfigMap"
+    }
+    return by_prefix["remediator-policy"]["data"]["policy.yaml"], by_prefix["remediator-settings"][
+        "data"
+    ]
+
+
+def test_shipped_policies_load_with_the_project_loader_and_agree() -> None:
+    """The service refuses a bad policy at start; the shipped ones must load, and the
+    dry-run one may differ from production only in guardrails.dry_run."""
+    prod_text, prod_env = _policy_and_settings("production")
+    dry_text, dry_env = _policy_and_settings("dry-run")
+    prod, dry = load_policy(prod_text, "production"), load_policy(dry_text, "dry-run")
+    assert not prod.guardrails.dry_run.enabled and dry.guardrails.dry_run.enabled
+    undo = dataclasses.replace(dry.guardrails, dry_run=prod.guardrails.dry_run)
+    assert dataclasses.replace(dry, guardrails=undo) == prod
+    for policy, env in ((prod, prod_env), (dry, dry_env)):
+        listed = set(env["REMEDIATOR_INFERENCE_NAMESPACES"].split(","))
+        assert set(policy.stuck_pod.namespaces) == listed
+        assert (
+            f"{policy.image_update.warmup_namespace}/{policy.image_update.warmup_daemonset}"
+            == (env["REMEDIATOR_WARMUP_DAEMONSET"])
+        )
+    assert not prod.gpu_memory.cordon  # cordon needs the opt-in component
+    assert yaml.safe_load(prod_text)["guardrails"]["dry_run"] == {"enabled": False}
