@@ -23,11 +23,11 @@ DEPLOY = REPO / "deploy"
 SENSORS = REPO / "sensors"
 K8S_VERSION = "1.32.0"  # matches kubectl v1.32 here; kubernetes-validate ships it
 
-# Debian package that brings each tool (scripts/test installs them).
+# Where each tool comes from on Debian (CI must install all three).
 TOOL_PACKAGES = {
-    "kubectl": "kubernetes-client",
-    "promtool": "prometheus",
-    "amtool": "prometheus-alertmanager",
+    "kubectl": "package kubectl from the pkgs.k8s.io apt repository, v1.32 (kustomize v5)",
+    "promtool": "Debian package prometheus",
+    "amtool": "Debian package prometheus-alertmanager",
 }
 
 # Kustomize kinds that are not rendered on their own: components only inside an overlay.
@@ -39,8 +39,8 @@ def tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
         pytest.fail(
-            f"{name} is not on PATH: install it (Debian package {TOOL_PACKAGES.get(name, name)!r}; "
-            "scripts/test does this in CI)",
+            f"{name} is not on PATH: install it ({TOOL_PACKAGES.get(name, name)}); "
+            "scripts/test must do this in CI",
             pytrace=False,
         )
     return path
