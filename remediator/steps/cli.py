@@ -21,6 +21,7 @@ from remediator.steps.errors import StepError
 from remediator.steps.report import EXIT_CODES_HELP, ExitCode, configure, emit, log
 
 F = TypeVar("F", bound=Callable[..., Any])
+_NS_HELP = "Namespace (a DNS-1123 label; names are checked before any call)."
 _OUTCOME_OF_ERROR = {
     ExitCode.PRECONDITION: "precondition_failed",
     ExitCode.TIMEOUT: "timeout",
@@ -102,8 +103,12 @@ def step() -> None:
 
 
 @step.command("delete-pod", epilog=EXIT_CODES_HELP)
-@click.option("--namespace", "-n", required=True, callback=_checked(validate.dns1123_label))
-@click.option("--pod", required=True, callback=_checked(validate.dns1123_subdomain))
+@click.option(
+    "--namespace", "-n", required=True, callback=_checked(validate.dns1123_label), help=_NS_HELP
+)
+@click.option(
+    "--pod", required=True, callback=_checked(validate.dns1123_subdomain), help="Pod name."
+)
 @click.option(
     "--uid",
     required=True,
@@ -168,8 +173,15 @@ def delete_pod_command(
 
 
 @step.command("rollout-restart", epilog=EXIT_CODES_HELP)
-@click.option("--namespace", "-n", required=True, callback=_checked(validate.dns1123_label))
-@click.option("--daemonset", required=True, callback=_checked(validate.dns1123_subdomain))
+@click.option(
+    "--namespace", "-n", required=True, callback=_checked(validate.dns1123_label), help=_NS_HELP
+)
+@click.option(
+    "--daemonset",
+    required=True,
+    callback=_checked(validate.dns1123_subdomain),
+    help="DaemonSet name, e.g. the GPU warmup gpu-warmup.",
+)
 @click.option(
     "--image",
     callback=_checked(validate.image),
@@ -224,7 +236,7 @@ def rollout_restart_command(
     Refused before any change (exit 3): the DaemonSet does not exist, its
     updateStrategy is OnDelete, or it has no init container named --container.
     Outcomes: rolled_out (0), would_restart (--dry-run, 0), timeout (4; the
-    restart was made, the rollout is still going: see "progress").
+    restart was made, the rollout is still going: see "detail").
     """
 
     def body() -> tuple[ExitCode, dict[str, Any]]:
@@ -262,7 +274,9 @@ def rollout_restart_command(
 
 
 @step.command("cordon-node", epilog=EXIT_CODES_HELP)
-@click.option("--node", required=True, callback=_checked(validate.dns1123_subdomain))
+@click.option(
+    "--node", required=True, callback=_checked(validate.dns1123_subdomain), help="Node name."
+)
 @click.option("--dry-run", is_flag=True, help="Ask the API server to check, not to cordon.")
 @_kube
 @_incident
