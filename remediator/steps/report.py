@@ -73,7 +73,7 @@ def configure(step: str, incident: str | None, level: int = logging.INFO) -> Non
     if not any(isinstance(h, _JsonLines) for h in root.handlers):
         root.addHandler(_JsonLines())
     root.setLevel(logging.WARNING)  # libraries: warnings and up
-    logging.getLogger("remediator").setLevel(level)
+    logging.getLogger("remediator.steps").setLevel(level)
 
 
 def log(msg: str, level: int = logging.INFO, **fields: Any) -> None:
