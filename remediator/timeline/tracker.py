@@ -145,10 +145,19 @@ class Tracker:
             t.deleted, t.deleted_at = True, p.at
 
     def _claim_name(self, t: PodTimeline, created: float | None) -> None:
+        """Pod names are unique at any moment: of two pods with one name the older is gone,
+        even when a watch gap lost its DELETED (else it would look stuck forever)."""
         key = (t.namespace, t.name)
         holder = self.by_uid.get(self._by_name.get(key, ""))
         if holder is None or holder is t or (holder.created or 0.0) <= (created or 0.0):
             self._by_name[key] = t.uid
+            if holder is not None and holder is not t and not holder.deleted:
+                before = holder.state()
+                holder.deleted, holder.deleted_at = True, created
+                self._count(holder.namespace, before, -1)
+                self._count(holder.namespace, "deleted", +1)
+        elif not t.deleted:
+            t.deleted, t.deleted_at = True, holder.created  # apply() counts t's change
 
     def _count(self, namespace: str, state: str | None, delta: int) -> None:
         if state is None:

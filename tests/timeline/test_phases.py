@@ -298,6 +298,22 @@ def test_recreated_pod_with_the_same_name_is_a_new_timeline() -> None:
     assert_counts(tracker)
 
 
+def test_recreated_pod_after_a_missed_delete_supersedes_the_old_one() -> None:
+    """A watch gap lost the old pod's DELETED; the new pod of that name proves it is gone."""
+    new = "uid-recreated"
+    for stream in (
+        [watch(pod(scheduled=5, started=9)), watch(pod(uid=new, created=600), "ADDED")],
+        [watch(pod(uid=new, created=600), "ADDED"), watch(pod(scheduled=5, started=9))],
+    ):
+        tracker = run(stream)
+        t = {x.uid: x for x in tracker}
+        assert t[UID].state() == "deleted"  # not engine_init forever
+        assert t[UID].phases()["container_start"] == 4.0  # 9 − 5: facts untouched
+        assert t[new].state() == "scheduling"
+        assert tracker.current(NS, POD) is t[new]
+        assert_counts(tracker)
+
+
 def test_events_without_uid_before_their_pod_are_adopted() -> None:
     """Events that carry no involvedObject.uid and arrive before any pod object start an
     orphan timeline; the pod adopts its facts, and the per-state gauge counts it once."""
