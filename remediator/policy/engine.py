@@ -76,9 +76,15 @@ class PolicyEngine:
         if t is None or t.state() not in UNFINISHED:
             return
         since = t.state_since()
-        if since is not None:
-            interval = max(self.config.stuck_pod.check_interval_s, 30.0)
-            self._arm(now + interval, t, t.state(), since)
+        if since is None:
+            return
+        due = now + max(self.config.stuck_pod.check_interval_s, 30.0)
+        created, cold = decision.pod_created_at, decision.expected_cold_start_s
+        if created is not None and cold is not None:
+            # min_age will say no until the pod is as old as its expected cold start:
+            # look again then, not every interval (one "held" line, not twenty).
+            due = max(due, created + cold * self.config.guardrails.min_age.factor)
+        self._arm(due, t, t.state(), since)
 
     # ---- stuck pods -------------------------------------------------------------------
     def _selected(self, t: PodTimeline) -> bool:
