@@ -10,17 +10,11 @@ from __future__ import annotations
 
 import re
 
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-# Docker reference grammar, simplified: [registry[:port]/]path[:tag][@digest]
-_IMAGE = re.compile(
-    r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?(?::[0-9]{1,5})?/)?"
-    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-    r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
-    r"(?::[\w][\w.-]{0,127})?"
-    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
-)
+from remediator.policy.names import DNS1123_LABEL as _DNS1123_LABEL
+from remediator.policy.names import DNS1123_SUBDOMAIN as _DNS1123_SUBDOMAIN
+from remediator.policy.names import IMAGE as _IMAGE
+from remediator.policy.names import UID as _UID
+
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 _INCIDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,252}")
 # Free text for humans: words, numbers and a little punctuation; no quotes,
