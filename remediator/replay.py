@@ -66,7 +66,9 @@ def run_replay(
 
 
 @click.command("replay")
-@click.argument("files", nargs=-1, required=True, type=click.Path(allow_dash=True))
+@click.argument(
+    "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, allow_dash=True)
+)
 @click.option(
     "--output",
     "-o",

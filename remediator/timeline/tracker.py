@@ -12,6 +12,7 @@ from remediator.inputs.records import FirstToken, Input, PodEvent, PodSeen
 from remediator.timeline.model import PodTimeline
 
 _SCHEDULED_TO = " to "
+_MAX_PARKED = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,7 @@ class Tracker:
         self.by_uid: dict[str, PodTimeline] = {}
         self._by_name: dict[tuple[str, str], str] = {}
         self.in_state: dict[tuple[str, str], int] = {}  # (namespace, state) → pods
+        self._parked: dict[tuple[str, str], float] = {}  # name-only first tokens, pod unseen
 
     def __len__(self) -> int:
         return len(self.by_uid)
@@ -57,12 +59,15 @@ class Tracker:
             before = t.state() if t.last_seen is not None else None
             _event(t, item)
         elif isinstance(item, FirstToken):
-            found = (
-                self.by_uid.get(item.uid) if item.uid else self.current(item.namespace, item.pod)
-            )
-            if found is None:
-                return None  # a first token for a pod we never saw has no timeline to finish
-            t, before = found, found.state()
+            if item.uid:
+                t = self._timeline(item.uid, item.namespace, item.pod)
+            else:
+                found = self.current(item.namespace, item.pod)
+                if found is None:
+                    self._park_first_token(item)  # the pod comes later: keep it till then
+                    return None
+                t = found
+            before = t.state() if t.pod_seen or t.last_seen is not None else None
             t.first_token = item.at if t.first_token is None else min(t.first_token, item.at)
         else:
             return None
@@ -73,6 +78,12 @@ class Tracker:
         self._count(t.namespace, before, -1)
         self._count(t.namespace, after, +1)
         return StateChange(t, before, after, now)
+
+    def _park_first_token(self, item: FirstToken) -> None:
+        key = (item.namespace, item.pod)
+        self._parked[key] = min(item.at, self._parked.get(key, item.at))
+        if len(self._parked) > _MAX_PARKED:
+            del self._parked[next(iter(self._parked))]  # the oldest: bounded memory
 
     def forget(self, uid: str) -> None:
         """Drop a finished timeline (the runtime prunes deleted pods after export)."""
@@ -126,6 +137,9 @@ class Tracker:
             t.labels, t.owner = p.labels, p.owner
             if p.created is not None or (p.namespace, p.name) not in self._by_name:
                 self._claim_name(t, p.created)
+            parked = self._parked.pop((p.namespace, p.name), None)
+            if parked is not None and (p.created is None or parked >= p.created):
+                t.first_token = parked if t.first_token is None else min(t.first_token, parked)
         if p.created is not None:
             t.created = p.created
         if p.node:

@@ -155,13 +155,8 @@ def test_stdin_dash() -> None:
     assert _timelines(r.stdout.decode())["llama-70b-0"]["phases"] == COLD_START
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="replay.py opens FILES itself (click.Path without exists=True): a missing file "
-    "raises FileNotFoundError with a traceback; outside the packages this suite may fix",
-)
 def test_missing_file_is_a_usage_error() -> None:
     r = run_replay_cli(["tests/data/no-such-file.jsonl"])
-    assert r.returncode != 0
+    assert r.returncode == 2
     assert "no-such-file.jsonl" in r.stderr
     assert "Traceback" not in r.stderr
