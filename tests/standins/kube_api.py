@@ -9,6 +9,12 @@ Grow it by adding a `Resource` to `RESOURCES`, a handler to `_ROUTES`, or a
 read hook (a stand-in controller: `DaemonSetRollout` moves a rollout along each
 time the DaemonSet is read). Every request is recorded for assertions.
 
+Watches (`?watch=true` on a collection) stream JSON lines `{"type", "object"}` over
+chunked HTTP like the API server: from `resourceVersion` on (replayed from the
+store's change log), BOOKMARKs when `allowWatchBookmarks=true`, and an ERROR event
+with a 410 Expired Status when the version is older than the log keeps
+(`store.compact()` forgets history; `close_watches()` ends every open stream).
+
     with KubeApiServer() as api:
         api.store.create(pod("llm", "vllm-0"))
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
@@ -20,8 +26,9 @@ import copy
 import json
 import re
 import threading
+import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -59,6 +66,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("apps/v1", "daemonsets", "DaemonSet", True, generation=True),
     Resource("apps/v1", "deployments", "Deployment", True, generation=True),
     Resource("apps/v1", "statefulsets", "StatefulSet", True, generation=True),
+    Resource("coordination.k8s.io/v1", "leases", "Lease", True),
 )
 _BY_PATH = {(r.group_version, r.plural): r for r in RESOURCES}
 _BY_KIND = {(r.group_version, r.kind): r for r in RESOURCES}
@@ -264,6 +272,26 @@ class Store:
         self.objects: dict[Key, Obj] = {}
         self.read_hooks: dict[Key, list[ReadHook]] = {}
         self._rv = 1000
+        # Watch support: every change, oldest first, as (rv, type, resource, object).
+        self.changes: list[tuple[int, str, Resource, Obj]] = []
+        self.compacted_rv = 0  # a watch from an older version gets 410 Gone
+        self.changed = threading.Condition(self.lock)
+
+    def _log(self, kind: str, res: Resource, obj: Obj) -> None:
+        self.changes.append(
+            (int(obj["metadata"]["resourceVersion"]), kind, res, copy.deepcopy(obj))
+        )
+        self.changed.notify_all()
+
+    def compact(self) -> None:
+        """Forget the change log, as etcd compaction does: older watches get 410."""
+        with self.lock:
+            self.compacted_rv = self._rv
+            self.changes.clear()
+
+    @property
+    def current_rv(self) -> int:
+        return self._rv
 
     def _next_rv(self) -> str:
         self._rv += 1
@@ -298,6 +326,7 @@ class Store:
             if res.generation:
                 meta.setdefault("generation", 1)
             self.objects[k] = obj
+            self._log("ADDED", res, obj)
             return copy.deepcopy(obj)
 
     def get(self, res: Resource, namespace: str | None, name: str) -> Obj:
@@ -353,6 +382,7 @@ class Store:
                 return new
             meta["resourceVersion"] = self._next_rv()
             self.objects[k] = new
+            self._log("MODIFIED", res, new)
             return copy.deepcopy(new)
 
     def delete(
@@ -388,6 +418,8 @@ class Store:
             if not dry:
                 del self.objects[k]  # the kubelet's part is instant here
                 self.read_hooks.pop(k, None)
+                gone["metadata"]["resourceVersion"] = self._next_rv()
+                self._log("DELETED", res, gone)
             return gone
 
     def on_read(self, res: Resource, namespace: str | None, name: str, hook: ReadHook) -> None:
@@ -579,6 +611,9 @@ class KubeApiServer:
         self.token = token
         self.requests: list[Recorded] = []
         self.faults: list[Fault] = []
+        self.bookmark_interval_s = 0.5  # idle time between BOOKMARKs on a watch that asks
+        self._watch_epoch = 0  # close_watches() bumps it; open streams end
+        self._closing = False
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
@@ -595,8 +630,16 @@ class KubeApiServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._closing = True
+        self.close_watches()
         self._httpd.shutdown()
         self._httpd.server_close()
+
+    def close_watches(self) -> None:
+        """End every open watch stream (an API server restart, a load balancer timeout)."""
+        with self.store.lock:
+            self._watch_epoch += 1
+            self.store.changed.notify_all()
 
     def write_kubeconfig(self, path: Path) -> Path:
         user: Obj = {"token": self.token} if self.token else {}
@@ -647,6 +690,88 @@ class KubeApiServer:
         except ApiError as e:
             return e.code, e.status()
 
+    def watch_of(
+        self, method: str, raw_path: str, headers: dict[str, str]
+    ) -> tuple[int, Obj] | Iterator[Obj] | None:
+        """A watch request: an error to answer, or the stream of events; None if not a watch."""
+        url = urlsplit(raw_path)
+        query = parse_qs(url.query)
+        if method != "GET" or query.get("watch", ["false"])[0] not in ("true", "1"):
+            return None
+        self.requests.append(Recorded(method, url.path, query, headers, None))
+        try:
+            self._authorize(headers)
+            self._inject_fault(method, url.path)
+            m = _PATH.match(url.path)
+            gv = ("v1" if m["core"] else f"{m['group']}/{m['version']}") if m else ""
+            res = _BY_PATH.get((gv, m["plural"] if m else ""))
+            if m is None or res is None or m["name"] is not None or m["sub"] is not None:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        except ApiError as e:
+            return e.code, e.status()
+        req = Request(method, res, m["ns"], None, query, "", None)
+        return self._watch(req)
+
+    def _watch(self, r: Request) -> Iterator[Obj]:
+        store, epoch = self.store, self._watch_epoch
+        labels, fields = r.arg("labelSelector"), r.arg("fieldSelector")
+        bookmarks = r.arg("allowWatchBookmarks") in ("true", "1")
+        timeout = float(r.arg("timeoutSeconds") or 1800)
+        deadline = time.monotonic() + timeout
+
+        def wanted(res: Resource, obj: Obj) -> bool:
+            meta = obj["metadata"]
+            return (
+                res == r.res
+                and (r.namespace is None or meta.get("namespace") == r.namespace)
+                and (not labels or label_selector_matches(labels, meta.get("labels", {})))
+                and (not fields or field_selector_matches(fields, obj))
+            )
+
+        rv_arg = r.arg("resourceVersion")
+        with store.lock:
+            if not rv_arg or rv_arg == "0":  # "now": the current state as ADDED, then changes
+                since = store.current_rv
+                backlog = [
+                    {"type": "ADDED", "object": o}
+                    for o in store.list(r.res, r.namespace, labels, fields)
+                ]
+            elif int(rv_arg) < store.compacted_rv:
+                msg = f"too old resource version: {rv_arg} ({store.compacted_rv})"
+                yield {"type": "ERROR", "object": ApiError(410, "Expired", msg).status()}
+                return
+            else:
+                since, backlog = int(rv_arg), []
+        yield from backlog
+        last_sent = time.monotonic()
+        while True:
+            with store.lock:
+                fresh = [(rv, t, res, o) for rv, t, res, o in store.changes if rv > since]
+                if not fresh and epoch == self._watch_epoch:
+                    store.changed.wait(min(self.bookmark_interval_s, 0.5))
+                    fresh = [(rv, t, res, o) for rv, t, res, o in store.changes if rv > since]
+                ended = epoch != self._watch_epoch or self._closing
+                now_rv = store.current_rv
+            for rv, kind, res, obj in fresh:
+                since = max(since, rv)
+                if wanted(res, obj):
+                    last_sent = time.monotonic()
+                    yield {"type": kind, "object": copy.deepcopy(obj)}
+            if ended or time.monotonic() >= deadline:
+                return
+            if bookmarks and time.monotonic() - last_sent >= self.bookmark_interval_s:
+                last_sent = time.monotonic()
+                since = max(since, now_rv)
+                meta = {"resourceVersion": str(since)}
+                yield {
+                    "type": "BOOKMARK",
+                    "object": {
+                        "kind": r.res.kind,
+                        "apiVersion": r.res.group_version,
+                        "metadata": meta,
+                    },
+                }
+
     def _authorize(self, headers: dict[str, str]) -> None:
         if self.token and headers.get("authorization") != f"Bearer {self.token}":
             raise ApiError(401, "Unauthorized", "Unauthorized")
@@ -675,7 +800,7 @@ class KubeApiServer:
         res = _BY_PATH.get((gv or "", m["plural"] if m else ""))
         if m is None or res is None or (m["ns"] is not None and not res.namespaced):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        if m["sub"] is not None or query.get("watch", ["false"])[0] in ("true", "1"):
+        if m["sub"] is not None:
             raise ApiError(405, "MethodNotAllowed", "not supported by the stand-in yet")
         scope = "item" if m["name"] else "collection"
         handler = _ROUTES.get((method, scope))
@@ -695,13 +820,33 @@ class KubeApiServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                code, body = server.handle(self.command, self.path, headers, raw)
+                watch = server.watch_of(self.command, self.path, headers)
+                if watch is not None and not isinstance(watch, tuple):
+                    self._stream(watch)
+                    return
+                code, body = watch or server.handle(self.command, self.path, headers, raw)
                 data = json.dumps(body).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _stream(self, events: Iterator[Obj]) -> None:
+                """One JSON line per event, one chunk per line, as the API server sends."""
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                self.close_connection = True
+                try:
+                    for event in events:
+                        line = json.dumps(event).encode() + b"\n"
+                        self.wfile.write(b"%X\r\n%s\r\n" % (len(line), line))
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client went away
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 

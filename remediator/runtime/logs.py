@@ -1,0 +1,38 @@
+"""Structured logs: one JSON object per line, `extra=` fields inline (incident, workflow...)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import IO, Any
+
+import orjson
+
+_STANDARD = frozenset(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, tz=UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and not key.startswith("_"):
+                doc[key] = value
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return orjson.dumps(doc, default=str).decode()
+
+
+def setup_logging(level: str = "INFO", stream: IO[str] | None = None) -> None:
+    """Route every logger (ours and the libraries') through one JSON handler."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)  # libraries stay quiet unless something is wrong
+    logging.getLogger("remediator").setLevel(level.upper())

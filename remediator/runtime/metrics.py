@@ -1,0 +1,74 @@
+"""The runtime's own metrics, beside the session's (timelines, decisions, suppressions)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from remediator.runtime.outbox import Outbox
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeMetrics:
+    executions: Counter
+    workflows_ended: Counter
+    slack_errors: Counter
+    leader: Gauge
+    kill_switch: Gauge
+    queue_depth: Gauge
+
+    @classmethod
+    def on(cls, registry: CollectorRegistry) -> RuntimeMetrics:
+        return cls(
+            executions=Counter(
+                "remediator_executions_total",
+                "Outbox rows carried out, by action and result (submitted, duplicate: a 409 "
+                "counted as done, unavailable: Argo down, will retry, failed, notified).",
+                ["action", "result"],
+                registry=registry,
+            ),
+            workflows_ended=Counter(
+                "remediator_workflows_ended_total",
+                "Submitted workflows followed to their end, by action and phase.",
+                ["action", "phase"],
+                registry=registry,
+            ),
+            slack_errors=Counter(
+                "remediator_slack_errors_total",
+                "Slack messages that could not be posted.",
+                registry=registry,
+            ),
+            leader=Gauge(
+                "remediator_leader", "1 while this replica leads (acts).", registry=registry
+            ),
+            kill_switch=Gauge(
+                "remediator_kill_switch_engaged",
+                "1 while the kill-switch file says on.",
+                registry=registry,
+            ),
+            queue_depth=Gauge(
+                "remediator_input_queue_depth",
+                "Inputs decoded and waiting for the core.",
+                registry=registry,
+            ),
+        )
+
+
+class OutboxCollector(Collector):
+    """Outbox rows by state, read at scrape time (one small indexed query)."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self._outbox = outbox
+
+    def collect(self) -> Iterable[Metric]:
+        family = GaugeMetricFamily(
+            "remediator_outbox_rows", "Outbox rows by state.", labels=["state"]
+        )
+        counts = self._outbox.counts()
+        for state in ("pending", "submitted", "ended", "failed"):
+            family.add_metric([state], counts.get(state, 0))
+        yield family

@@ -1,0 +1,175 @@
+"""Assembly: configuration → session, outbox, executors, watches, HTTP, runtime.
+
+`Service.start()` brings everything up (the HTTP port is bound before it returns),
+`Service.stop()` takes it down in order: stop intake, stop the loop's tasks, close the
+outbox. `serve` (the CLI) and the tests use exactly this.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from remediator.executors.argo import ArgoConfig, ArgoExecutor
+from remediator.executors.secrets import read_token
+from remediator.executors.slack import SlackConfig, SlackNotifier
+from remediator.metrics.export import TrackerCollector
+from remediator.policy.config import PolicyConfig, load_policy_file
+from remediator.runtime.embedded import Runtime, RuntimeSettings
+from remediator.runtime.leader import Always, Leadership
+from remediator.runtime.metrics import OutboxCollector, RuntimeMetrics
+from remediator.runtime.notify import Notes
+from remediator.runtime.outbox import Outbox
+from remediator.session import Session
+from remediator.sources.http import Listen, make_app, serve_app
+from remediator.sources.kube_client import api_client
+from remediator.sources.kube_watch import KubeWatch, WatchSettings, targets
+from remediator.sources.metrics import SourceMetrics
+
+log = logging.getLogger("remediator.service")
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceConfig:
+    policy: str | None = None
+    listen: str = "0.0.0.0:8080"
+    state_db: str = "/tmp/remediator/state.db"
+    namespaces: tuple[str, ...] = ()
+    warmup_daemonset: str | None = "kube-system/gpu-warmup"
+    watch: bool = True  # False: webhooks only (no Kubernetes API)
+    kubeconfig: str | None = None
+    argo_server: str | None = None
+    argo_namespace: str = "argo"
+    argo_ui_url: str | None = None
+    argo_ca_cert: str | None = None
+    argo_insecure: bool = False
+    argo_poll_s: float = 5.0
+    slack_channel: str | None = None
+    slack_api_url: str = "https://slack.com/api/"
+    dry_run: bool = False
+    webhook_token_env: str = "REMEDIATOR_WEBHOOK_TOKEN"
+    webhook_token_file_env: str = "REMEDIATOR_WEBHOOK_TOKEN_FILE"
+    runtime: RuntimeSettings = RuntimeSettings()
+    watch_settings: WatchSettings = WatchSettings()
+
+
+def load_policy(cfg: ServiceConfig) -> PolicyConfig:
+    policy = load_policy_file(cfg.policy) if cfg.policy else PolicyConfig()
+    if cfg.dry_run:  # the flag can only add safety, never remove the policy's dry run
+        guard = policy.guardrails
+        guard = replace(guard, dry_run=replace(guard.dry_run, enabled=True))
+        policy = replace(policy, guardrails=guard)
+    return policy
+
+
+class Service:
+    def __init__(self, cfg: ServiceConfig, leader: Leadership | None = None) -> None:
+        self.cfg = cfg
+        self.registry = CollectorRegistry()
+        self.session = Session(load_policy(cfg), self.registry)
+        self.outbox = Outbox(cfg.state_db)
+        self.registry.register(TrackerCollector(self.session.tracker, lambda: self.session.now))
+        self.registry.register(OutboxCollector(self.outbox))
+        self.source_metrics = SourceMetrics.on(self.registry)
+        dry = self.session.config.guardrails.dry_run.enabled
+        self.runtime = Runtime(
+            self.session,
+            self.outbox,
+            leader or Always(),
+            RuntimeMetrics.on(self.registry),
+            argo=self._argo(dry),
+            slack=self._slack(),
+            notes=self._notes(),
+            settings=cfg.runtime,
+            sources_ready=self._sources_ready,
+        )
+        self.watches: list[KubeWatch] = []
+        self.port: int | None = None
+        self._runner: web.AppRunner | None = None
+        self._run_task: asyncio.Task[None] | None = None
+
+    def _argo(self, dry: bool) -> ArgoExecutor | None:
+        if not self.cfg.argo_server:
+            if not dry:
+                raise ValueError("--argo-server is required unless --dry-run")
+            return None
+        config = ArgoConfig(
+            host=self.cfg.argo_server,
+            namespace=self.cfg.argo_namespace,
+            ui_url=self.cfg.argo_ui_url,
+            verify_ssl=not self.cfg.argo_insecure,
+            ca_cert=self.cfg.argo_ca_cert,
+        )
+        return ArgoExecutor(config, poll_interval_s=self.cfg.argo_poll_s)
+
+    def _slack_config(self) -> SlackConfig | None:
+        if not self.cfg.slack_channel:
+            return None
+        return SlackConfig(channel=self.cfg.slack_channel, base_url=self.cfg.slack_api_url)
+
+    def _slack(self) -> SlackNotifier | None:
+        config = self._slack_config()
+        return SlackNotifier(config) if config else None
+
+    def _notes(self) -> Notes | None:
+        config = self._slack_config()
+        return Notes(config) if config else None
+
+    def _webhook_token(self) -> str:
+        return read_token(self.cfg.webhook_token_env, self.cfg.webhook_token_file_env)
+
+    def _sources_ready(self) -> tuple[bool, str]:
+        waiting = [w.target.label for w in self.watches if not w.synced.is_set()]
+        if waiting:
+            return False, f"watches not synced: {', '.join(waiting[:5])}"
+        return True, f"policy loaded; {len(self.watches)} watches synced"
+
+    async def start(self) -> None:
+        self._webhook_token()  # fail at start, not on the first webhook
+        app = make_app(self.runtime, self.registry, self._webhook_token, self.source_metrics)
+        self._runner, self.port = await serve_app(app, Listen.parse(self.cfg.listen))
+        self._run_task = asyncio.create_task(self.runtime.run(), name="runtime")
+        await asyncio.sleep(0)  # let the runtime bind the loop before watches deliver
+        if self.cfg.watch and self.cfg.namespaces:
+            api = api_client(self.cfg.kubeconfig)
+            for target in targets(list(self.cfg.namespaces), self.cfg.warmup_daemonset):
+                w = KubeWatch(
+                    api,
+                    target,
+                    self.runtime.accept_threadsafe,
+                    self.source_metrics,
+                    self.cfg.watch_settings,
+                )
+                w.start()
+                self.watches.append(w)
+        log.info(
+            "service started",
+            extra={"port": self.port, "watches": len(self.watches), "pid": os.getpid()},
+        )
+
+    async def wait(self) -> None:
+        assert self._run_task is not None
+        await self._run_task
+
+    async def stop(self) -> None:
+        for w in self.watches:
+            w.stop()
+        self.runtime.stop()
+        if self._run_task is not None:
+            await self._run_task
+        if self._runner is not None:
+            await self._runner.cleanup()
+        for w in self.watches:
+            await asyncio.to_thread(w.join, 2.0)
+        self.outbox.close()
+        log.info("service stopped")
+
+
+def state_db_default() -> str:
+    return str(Path(os.environ.get("TMPDIR", "/tmp")) / "remediator" / "state.db")

@@ -1,0 +1,143 @@
+"""The HTTP edge (aiohttp): webhooks in, health and metrics out.
+
+    POST /events   Alertmanager webhook (v4), a CloudEvent (structured, or binary mode
+                   with ce-* headers), or a raw Kubernetes watch event. Bearer token.
+                   202 {"accepted": N}: decoded and queued, all of it.
+                   400 {"error": ...}: nothing of the body was applied.
+                   401: no or wrong token.
+    GET  /healthz  200 while the process and its loop are alive (liveness).
+    GET  /readyz   200 once the policy is loaded and every watch has synced.
+    GET  /metrics  Prometheus text exposition of the service's registry.
+
+A body is decoded entirely before anything is queued, so a bad alert among good ones
+refuses the whole body: the sender retries it, nothing is half-applied.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+from aiohttp import web
+from cloudevents.v1.exceptions import GenericException
+from cloudevents.v1.http import from_http
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from remediator.inputs.decode import decode, normalize
+from remediator.inputs.records import Input, InputError
+from remediator.sources.metrics import SourceMetrics
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 4 * 1024 * 1024  # an Alertmanager group of many alerts stays far below this
+STRUCTURED = "application/cloudevents+json"
+
+TokenSource = Callable[[], str]  # the expected bearer token, re-read on each call
+
+
+class Intake(Protocol):
+    def accept(self, inputs: list[Input], source: str) -> None: ...
+    def healthy(self) -> tuple[bool, str]: ...
+    def ready(self) -> tuple[bool, str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Listen:
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Listen:
+        """`host:port`, `:port` (all interfaces) or `[v6]:port`."""
+        host, sep, port = text.rpartition(":")
+        if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError(f"listen address {text!r}: expected HOST:PORT, e.g. 0.0.0.0:8080")
+        return cls(host.strip("[]") or "0.0.0.0", int(port))
+
+
+def _error(status: int, message: str, **more: Any) -> web.Response:
+    body = orjson.dumps({"error": message, **more})
+    return web.Response(status=status, body=body, content_type="application/json")
+
+
+def _authorized(request: web.Request, token: TokenSource) -> bool:
+    header = request.headers.get("Authorization", "")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not given:
+        return False
+    return hmac.compare_digest(given.strip().encode(), token().encode())
+
+
+def _decode_body(headers: Any, body: bytes) -> tuple[list[Input], str]:
+    """(inputs, kind) or InputError. Binary-mode CloudEvents go through the SDK."""
+    ctype = headers.get("Content-Type", "").split(";")[0].strip().lower()
+    if any(k.lower().startswith("ce-") for k in headers):
+        try:
+            event = from_http(dict(headers), body)
+        except GenericException as exc:
+            raise InputError(f"binary-mode CloudEvent: {exc}") from None
+        doc = {**event.get_attributes(), "data": event.data}
+        return normalize(doc), "cloudevent-binary"
+    if ctype == STRUCTURED:
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise InputError(f"not JSON: {exc}") from None
+        if not isinstance(doc, dict) or "specversion" not in doc:
+            raise InputError(f"{STRUCTURED} body without specversion")
+        return normalize(doc), "cloudevent"
+    inputs = decode(body)
+    return inputs, "webhook"
+
+
+def make_app(
+    intake: Intake, registry: CollectorRegistry, token: TokenSource, metrics: SourceMetrics
+) -> web.Application:
+    async def events(request: web.Request) -> web.Response:
+        if not _authorized(request, token):
+            return _error(401, "missing or wrong bearer token", hint="Authorization: Bearer ...")
+        body = await request.read()
+        try:
+            inputs, kind = _decode_body(request.headers, body)
+        except InputError as exc:
+            metrics.input_errors.labels("http").inc()
+            log.warning("webhook refused", extra={"error": str(exc), "bytes": len(body)})
+            return _error(400, str(exc), accepted=0)
+        intake.accept(inputs, kind)
+        metrics.inputs.labels("http").inc(len(inputs))
+        return web.json_response({"accepted": len(inputs), "kind": kind}, status=202)
+
+    async def healthz(request: web.Request) -> web.Response:
+        ok, why = intake.healthy()
+        return web.json_response({"ok": ok, "detail": why}, status=200 if ok else 503)
+
+    async def readyz(request: web.Request) -> web.Response:
+        ok, why = intake.ready()
+        return web.json_response({"ready": ok, "detail": why}, status=200 if ok else 503)
+
+    async def metrics_handler(request: web.Request) -> web.Response:
+        resp = web.Response(body=generate_latest(registry))
+        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return resp
+
+    app = web.Application(client_max_size=MAX_BODY)
+    app.router.add_post("/events", events)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics_handler)
+    return app
+
+
+async def serve_app(app: web.Application, listen: Listen) -> tuple[web.AppRunner, int]:
+    """Start the app; returns the runner (to clean up) and the bound port (for port 0)."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, listen.host, listen.port)
+    await site.start()
+    addresses = runner.addresses
+    port = addresses[0][1] if addresses else listen.port
+    return runner, int(port)

@@ -1,0 +1,263 @@
+"""List + watch Pods, Events and workloads, handing raw JSON bytes to the core's decoder.
+
+No model deserialisation on the hot path: every call is made with
+`_preload_content=False`, so the `kubernetes` client returns the urllib3 response and
+each watch line goes, as bytes, to `remediator.inputs.decode`. One thread per
+(kind, namespace): the client is synchronous, and a blocked read must not stall the loop.
+
+Resilience: the watch resumes from the last resourceVersion it saw (BOOKMARKs
+included); a 410 Gone (in the stream or as the HTTP status) relists; any other
+failure is logged, counted and retried with capped exponential backoff. A stream
+the server ends normally is simply resumed. Nothing is dropped silently: a line
+the decoder refuses is logged and counted as an input error.
+
+A relist replays every object as ADDED; an object deleted while the watch was
+gone is not seen as DELETED (the tracker ages it out by its own rules).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import urllib3
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from remediator.inputs.decode import normalize
+from remediator.inputs.records import Input, InputError
+from remediator.sources.metrics import SourceMetrics
+
+log = logging.getLogger(__name__)
+
+Deliver = Callable[[list[Input]], None]  # must be safe to call from a worker thread
+
+KINDS = ("Pod", "Event", "Deployment", "StatefulSet", "DaemonSet")
+_LIST_PAGE = 500
+
+
+class Gone(Exception):
+    """410: the resourceVersion is too old; relist."""
+
+
+@dataclass(frozen=True, slots=True)
+class WatchTarget:
+    kind: str  # one of KINDS
+    namespace: str
+    field_selector: str | None = None  # e.g. metadata.name=gpu-warmup (RBAC by name)
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}/{self.namespace}"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchSettings:
+    timeout_s: int = 300  # server-side timeoutSeconds of one watch request
+    read_timeout_s: float = 330.0  # client side: a silent connection is dead after this
+    backoff_initial_s: float = 0.5
+    backoff_max_s: float = 30.0
+
+
+def targets(namespaces: list[str], warmup: str | None) -> list[WatchTarget]:
+    """Pods, Events, Deployments, StatefulSets in each namespace; the warmup DaemonSet by name."""
+    out = [
+        WatchTarget(kind, ns)
+        for ns in namespaces
+        for kind in ("Pod", "Event", "Deployment", "StatefulSet")
+    ]
+    if warmup:
+        ns, _, name = warmup.partition("/")
+        out.append(WatchTarget("DaemonSet", ns, f"metadata.name={name}"))
+    return out
+
+
+def _list_fn(api: client.ApiClient, kind: str) -> Callable[..., Any]:
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    fns: dict[str, Callable[..., Any]] = {
+        "Pod": core.list_namespaced_pod,
+        "Event": core.list_namespaced_event,
+        "Deployment": apps.list_namespaced_deployment,
+        "StatefulSet": apps.list_namespaced_stateful_set,
+        "DaemonSet": apps.list_namespaced_daemon_set,
+    }
+    return fns[kind]
+
+
+def _lines(resp: urllib3.HTTPResponse) -> Iterator[bytes]:
+    """Newline-delimited JSON from a chunked response, as bytes."""
+    buf = b""
+    for chunk in resp.stream(amt=None, decode_content=False):
+        buf += chunk
+        *complete, buf = buf.split(b"\n")
+        yield from (line for line in complete if line.strip())
+    if buf.strip():
+        yield buf
+
+
+class KubeWatch:
+    """One list+watch loop for one target, in its own daemon thread."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        target: WatchTarget,
+        deliver: Deliver,
+        metrics: SourceMetrics,
+        settings: WatchSettings | None = None,
+    ) -> None:
+        self.target = target
+        self.synced = threading.Event()
+        self._call = _list_fn(api, target.kind)
+        self._deliver = deliver
+        self._metrics = metrics
+        self._settings = settings or WatchSettings()
+        self._stop = threading.Event()
+        self._resp: urllib3.HTTPResponse | None = None
+        self._thread = threading.Thread(target=self._run, name=f"watch-{target.label}", daemon=True)
+        self._synced_gauge = metrics.watch_synced.labels(target.kind, target.namespace)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        resp = self._resp
+        if resp is not None:
+            with contextlib.suppress(Exception):  # best effort on the way out
+                resp.shutdown()  # unblocks a read in progress
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    # --- the loop -----------------------------------------------------------------------
+    def _run(self) -> None:
+        rv: str | None = None
+        delay = self._settings.backoff_initial_s
+        while not self._stop.is_set():
+            try:
+                if rv is None:
+                    rv = self._list()
+                    self.synced.set()
+                    self._synced_gauge.set(1)
+                rv = self._watch(rv)
+                delay = self._settings.backoff_initial_s
+                self._restarted("ended")
+            except Gone as exc:
+                rv = None
+                self._synced_gauge.set(0)
+                self._restarted("gone", str(exc))
+            except ApiException as exc:
+                if exc.status == 410:
+                    rv = None
+                    self._restarted("gone", exc.reason or "410")
+                    continue
+                delay = self._back_off(delay, f"{exc.status} {exc.reason}")
+            except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+                delay = self._back_off(delay, f"{type(exc).__name__}: {exc}")
+
+    def _restarted(self, reason: str, detail: str = "") -> None:
+        if self._stop.is_set():
+            return
+        self._metrics.watch_restarts.labels(self.target.kind, reason).inc()
+        level = logging.DEBUG if reason == "ended" else logging.WARNING
+        log.log(
+            level,
+            "watch restarted",
+            extra={"watch": self.target.label, "reason": reason, "detail": detail},
+        )
+
+    def _back_off(self, delay: float, cause: str) -> float:
+        if self._stop.is_set():
+            return delay
+        self._metrics.watch_restarts.labels(self.target.kind, "error").inc()
+        wait = delay * (0.5 + random.random() / 2)  # jitter: replicas do not retry in step
+        log.warning(
+            "watch failed, backing off",
+            extra={"watch": self.target.label, "cause": cause, "delay_s": round(wait, 2)},
+        )
+        self._stop.wait(wait)
+        return min(delay * 2, self._settings.backoff_max_s)
+
+    def _kwargs(self, **extra: Any) -> dict[str, Any]:
+        kw: dict[str, Any] = {"_preload_content": False, **extra}
+        if self.target.field_selector:
+            kw["field_selector"] = self.target.field_selector
+        return kw
+
+    def _list(self) -> str:
+        """List every page; deliver the items; return the list's resourceVersion."""
+        cont: str | None = None
+        while True:
+            kw = self._kwargs(limit=_LIST_PAGE, _request_timeout=(10, 60))
+            if cont:
+                kw["_continue"] = cont
+            resp = self._call(self.target.namespace, **kw)
+            doc = orjson.loads(resp.data)
+            meta = doc.get("metadata") or {}
+            list_kind = f"{self.target.kind}List"
+            for item in doc.get("items") or ():  # one at a time: a bad item spoils no other
+                self._apply({"kind": list_kind, "items": [item]})
+            cont = meta.get("continue")
+            if not cont:
+                return str(meta.get("resourceVersion") or "")
+
+    def _watch(self, rv: str) -> str:
+        """Stream events from `rv`; return the last version seen when the server ends it."""
+        s = self._settings
+        kw = self._kwargs(
+            watch=True,
+            resource_version=rv,
+            allow_watch_bookmarks=True,
+            timeout_seconds=s.timeout_s,
+            _request_timeout=(10, s.read_timeout_s),
+        )
+        resp = self._call(self.target.namespace, **kw)
+        self._resp = resp
+        try:
+            for line in _lines(resp):
+                if self._stop.is_set():
+                    break
+                rv = self._event(line, rv)
+        finally:
+            self._resp = None
+            resp.release_conn()
+        return rv
+
+    def _event(self, line: bytes, rv: str) -> str:
+        try:
+            doc = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            self._refused(f"not JSON: {exc}")
+            return rv
+        etype = doc.get("type") if isinstance(doc, dict) else None
+        obj = doc.get("object") if isinstance(doc, dict) else None
+        if etype == "ERROR":
+            status = obj if isinstance(obj, dict) else {}
+            if status.get("code") == 410:
+                raise Gone(str(status.get("message") or "resource version too old"))
+            raise ValueError(f"watch ERROR event: {status.get('message') or status}")
+        new_rv = ((obj or {}).get("metadata") or {}).get("resourceVersion") if obj else None
+        if etype != "BOOKMARK":
+            self._apply(doc)
+        return str(new_rv) if new_rv else rv
+
+    def _apply(self, doc: Any) -> None:
+        try:
+            inputs = normalize(doc)
+        except InputError as exc:
+            self._refused(str(exc))
+            return
+        if inputs:
+            self._metrics.inputs.labels("kube").inc(len(inputs))
+            self._deliver(inputs)
+
+    def _refused(self, why: str) -> None:
+        self._metrics.input_errors.labels("kube").inc()
+        log.warning("watch input refused", extra={"watch": self.target.label, "error": why})

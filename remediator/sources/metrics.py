@@ -1,0 +1,45 @@
+"""Counters the input sources keep: what came in, what was refused, how often a watch restarted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+
+@dataclass(frozen=True, slots=True)
+class SourceMetrics:
+    inputs: Counter
+    input_errors: Counter
+    watch_restarts: Counter
+    watch_synced: Gauge
+
+    @classmethod
+    def on(cls, registry: CollectorRegistry) -> SourceMetrics:
+        return cls(
+            inputs=Counter(
+                "remediator_inputs_total",
+                "Inputs decoded and queued for the core, by source.",
+                ["source"],
+                registry=registry,
+            ),
+            input_errors=Counter(
+                "remediator_input_errors_total",
+                "Inputs refused as malformed or unknown (logged, never guessed at), by source.",
+                ["source"],
+                registry=registry,
+            ),
+            watch_restarts=Counter(
+                "remediator_watch_restarts_total",
+                "Kubernetes watches restarted, by kind and reason (gone: relisted after 410; "
+                "error: backed off; ended: the server closed the stream).",
+                ["kind", "reason"],
+                registry=registry,
+            ),
+            watch_synced=Gauge(
+                "remediator_watch_synced",
+                "1 once a watch has listed its objects and is streaming; 0 while relisting.",
+                ["kind", "namespace"],
+                registry=registry,
+            ),
+        )
