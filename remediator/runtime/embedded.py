@@ -259,10 +259,12 @@ class Runtime:
         if text not in _ON | _OFF:
             log.error("kill switch file says neither on nor off: engaged", extra={"path": path})
         if engaged != self._kill_switch:
+            first = self._kill_switch is None
             self._kill_switch = engaged
             self.session.set_kill_switch(engaged, note=f"{path} says {text or 'nothing'}")
             self.metrics.kill_switch.set(1 if engaged else 0)
-            log.warning("kill switch " + ("engaged" if engaged else "released"))
+            level = logging.INFO if first and not engaged else logging.WARNING
+            log.log(level, "kill switch " + ("engaged" if engaged else "off"), extra={"path": path})
 
     # --- executor (leader only) ------------------------------------------------------------
     async def _execute(self) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from remediator.executors.argo import ArgoConfig, ArgoExecutor
+from remediator.executors.argo import ArgoConfig, ArgoExecutor, Backoff
 from remediator.executors.secrets import read_token
 from remediator.executors.slack import SlackConfig, SlackNotifier
 from remediator.metrics.export import TrackerCollector
@@ -50,6 +50,7 @@ class ServiceConfig:
     argo_ca_cert: str | None = None
     argo_insecure: bool = False
     argo_poll_s: float = 5.0
+    argo_backoff: Backoff = Backoff()
     slack_channel: str | None = None
     slack_api_url: str = "https://slack.com/api/"
     dry_run: bool = False
@@ -106,7 +107,7 @@ class Service:
             verify_ssl=not self.cfg.argo_insecure,
             ca_cert=self.cfg.argo_ca_cert,
         )
-        return ArgoExecutor(config, poll_interval_s=self.cfg.argo_poll_s)
+        return ArgoExecutor(config, self.cfg.argo_backoff, poll_interval_s=self.cfg.argo_poll_s)
 
     def _slack_config(self) -> SlackConfig | None:
         if not self.cfg.slack_channel:

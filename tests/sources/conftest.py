@@ -1,0 +1,3 @@
+from tests.runtime.conftest import argo, config, env, kube, policy_file, slack
+
+__all__ = ["argo", "config", "env", "kube", "policy_file", "slack"]

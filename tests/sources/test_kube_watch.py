@@ -1,0 +1,140 @@
+"""List + watch against the stand-in API server: resume, relist on 410, refuse bad objects."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from remediator.inputs.records import Input, PodSeen
+from remediator.sources.kube_client import api_client
+from remediator.sources.kube_watch import KubeWatch, WatchSettings, WatchTarget, targets
+from remediator.sources.metrics import SourceMetrics
+from tests.standins.kube_api import KubeApiServer, node, pod
+
+
+def wait(check: Callable[[], object], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(0.02)
+
+
+class Got:
+    def __init__(self) -> None:
+        self.items: list[Input] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, inputs: list[Input]) -> None:
+        with self.lock:
+            self.items.extend(inputs)
+
+    def pods(self) -> list[tuple[str, str]]:
+        with self.lock:
+            return [(i.name, i.watch) for i in self.items if isinstance(i, PodSeen)]
+
+
+@pytest.fixture
+def watching(tmp_path: Path) -> Iterator[tuple[KubeApiServer, Got, KubeWatch, CollectorRegistry]]:
+    with KubeApiServer() as api:
+        api.bookmark_interval_s = 3600  # no bookmark moves the version under the test
+        api.store.create(pod("llm", "vllm-0"))
+        registry = CollectorRegistry()
+        got = Got()
+        client = api_client(str(api.write_kubeconfig(tmp_path / "kubeconfig")))
+        settings = WatchSettings(timeout_s=30, backoff_initial_s=0.02)
+        w = KubeWatch(client, WatchTarget("Pod", "llm"), got, SourceMetrics.on(registry), settings)
+        w.start()
+        assert w.synced.wait(10)
+        yield api, got, w, registry
+        w.stop()
+        w.join(5)
+
+
+def test_lists_then_streams_changes_and_deletes(watching) -> None:  # type: ignore[no-untyped-def]
+    api, got, _, _ = watching
+    api.store.create(pod("llm", "vllm-1"))
+    api.store.create(pod("other", "elsewhere"))
+    res = api.resource("v1", "pods")
+    api.store.delete(res, "llm", "vllm-0", {}, dry=False)
+    wait(lambda: ("vllm-0", "DELETED") in got.pods())
+    assert got.pods() == [("vllm-0", "ADDED"), ("vllm-1", "ADDED"), ("vllm-0", "DELETED")]
+    watches = [r for r in api.sent("GET", "/pods") if r.query.get("watch")]
+    assert watches[0].query["allowWatchBookmarks"] == ["true"]
+
+
+def test_reconnect_resumes_from_the_last_version(watching) -> None:  # type: ignore[no-untyped-def]
+    api, got, _, registry = watching
+    api.store.create(pod("llm", "vllm-1"))
+    wait(lambda: len(got.pods()) == 2)
+    api.close_watches()
+    api.store.create(pod("llm", "vllm-2"))
+    wait(lambda: len(got.pods()) == 3)
+    assert got.pods()[-1] == ("vllm-2", "ADDED")
+    lists = [r for r in api.sent("GET", "/pods") if not r.query.get("watch")]
+    assert len(lists) == 1, "a stream that ended is resumed, not relisted"
+
+
+def test_410_gone_relists(watching) -> None:  # type: ignore[no-untyped-def]
+    api, got, _, registry = watching
+    api.store.create(node("gpu-node-9"))  # moves the version past what the pod watch saw
+    api.store.compact()
+    api.close_watches()
+    wait(
+        lambda: (
+            registry.get_sample_value(
+                "remediator_watch_restarts_total", {"kind": "Pod", "reason": "gone"}
+            )
+            == 1.0
+        )
+    )
+    wait(lambda: got.pods().count(("vllm-0", "ADDED")) == 2)  # relisted
+    lists = [r for r in api.sent("GET", "/pods") if not r.query.get("watch")]
+    assert len(lists) == 2
+
+
+def test_a_bad_object_is_counted_and_skipped(watching) -> None:  # type: ignore[no-untyped-def]
+    api, got, _, registry = watching
+    bad = pod("llm", "no-container-list")
+    bad["metadata"]["uid"] = ""  # the decoder refuses a pod without uid
+    api.store.objects[("v1", "pods", "llm", "x")] = bad  # seeded raw, as a broken server might
+    api.store.create(pod("llm", "vllm-1"))
+    wait(lambda: ("vllm-1", "ADDED") in got.pods())
+    api.store.create(node("gpu-node-9"))
+    api.store.compact()
+    api.close_watches()  # 410, and the relist meets the bad object
+    wait(
+        lambda: (
+            (registry.get_sample_value("remediator_input_errors_total", {"source": "kube"}) or 0)
+            >= 1
+        )
+    )
+    assert ("no-container-list", "ADDED") not in got.pods()
+
+
+def test_api_errors_back_off_and_recover(watching) -> None:  # type: ignore[no-untyped-def]
+    from tests.standins.kube_api import Fault
+
+    api, got, _, registry = watching
+    api.faults.append(Fault("GET", "/pods", 500, times=2))
+    api.close_watches()
+    api.store.create(pod("llm", "vllm-1"))
+    wait(lambda: ("vllm-1", "ADDED") in got.pods())
+    assert (
+        registry.get_sample_value(
+            "remediator_watch_restarts_total", {"kind": "Pod", "reason": "error"}
+        )
+        == 2.0
+    )
+
+
+def test_targets_cover_every_kind_and_the_warmup_daemonset_by_name() -> None:
+    got = targets(["a", "b"], "kube-system/gpu-warmup")
+    assert {(t.kind, t.namespace) for t in got} >= {("Pod", "a"), ("Event", "b")}
+    assert got[-1] == WatchTarget("DaemonSet", "kube-system", "metadata.name=gpu-warmup")
+    assert len(got) == 9
