@@ -1,0 +1,223 @@
+"""`remediator serve`: the long-running service (one process, asyncio + SQLite)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import click
+
+from remediator.executors.secrets import MissingSecret
+from remediator.policy.errors import ConfigError
+from remediator.runtime.embedded import RuntimeSettings
+from remediator.runtime.leader import Always
+from remediator.runtime.logs import setup_logging
+from remediator.runtime.service import Service, ServiceConfig
+
+log = logging.getLogger("remediator.serve")
+
+_EPILOG = """\b
+Secrets (environment only, never flags, never logged):
+  REMEDIATOR_WEBHOOK_TOKEN / _FILE  bearer token POST /events requires (required)
+  ARGO_TOKEN / ARGO_TOKEN_FILE      Argo Server token (required unless --dry-run)
+  SLACK_BOT_TOKEN / _FILE           xoxb-... bot token (required with --slack-channel)
+
+\b
+Endpoints on --listen:
+  POST /events   Alertmanager webhook, CloudEvent (structured or binary), watch event
+  GET  /healthz  liveness     GET /readyz  readiness (policy loaded, watches synced)
+  GET  /metrics  Prometheus
+
+\b
+Example (a laptop against a kind cluster, dry run):
+  export REMEDIATOR_WEBHOOK_TOKEN=$(openssl rand -hex 16) SLACK_BOT_TOKEN=xoxb-...
+  remediator serve --policy examples/policy.yaml --namespaces llm \\
+      --listen 127.0.0.1:8080 --state-db ./state.db --slack-channel C0123456789 \\
+      --dry-run --no-leader-election
+"""
+
+
+def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    return tuple(ns.strip() for ns in (value or "").split(",") if ns.strip())
+
+
+@click.command("serve", epilog=_EPILOG)
+@click.option(
+    "--policy",
+    envvar="REMEDIATOR_POLICY",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Policy YAML (rules and guardrails). Default: the built-in defaults.  "
+    "[env REMEDIATOR_POLICY]",
+)
+@click.option(
+    "--listen",
+    envvar="REMEDIATOR_LISTEN",
+    default="0.0.0.0:8080",
+    show_default=True,
+    help="HOST:PORT for webhooks, probes and metrics.  [env REMEDIATOR_LISTEN]",
+)
+@click.option(
+    "--state-db",
+    envvar="REMEDIATOR_STATE_DB",
+    default="/tmp/remediator/state.db",
+    show_default=True,
+    help="SQLite file: the outbox and the guard state. Keep it on "
+    "a volume that outlives the process.  [env REMEDIATOR_STATE_DB]",
+)
+@click.option(
+    "--namespaces",
+    envvar="REMEDIATOR_INFERENCE_NAMESPACES",
+    default="",
+    callback=_namespaces,
+    help="Comma-separated inference namespaces to list+watch "
+    "(Pods, Events, Deployments, StatefulSets). Empty: no watch, webhooks only.  "
+    "[env REMEDIATOR_INFERENCE_NAMESPACES]",
+)
+@click.option(
+    "--warmup-daemonset",
+    envvar="REMEDIATOR_WARMUP_DAEMONSET",
+    default="kube-system/gpu-warmup",
+    show_default=True,
+    help="NAMESPACE/NAME of the GPU warmup DaemonSet to watch (by name); '' for none.  "
+    "[env REMEDIATOR_WARMUP_DAEMONSET]",
+)
+@click.option(
+    "--kubeconfig",
+    envvar="KUBECONFIG",
+    default=None,
+    help="Kubeconfig file. Default: in-cluster when in a pod, else ~/.kube/config.  "
+    "[env KUBECONFIG]",
+)
+@click.option(
+    "--argo-server",
+    envvar="ARGO_SERVER",
+    default=None,
+    help="Argo Server URL, e.g. https://argo-server.argo:2746. Required unless "
+    "--dry-run.  [env ARGO_SERVER]",
+)
+@click.option(
+    "--argo-namespace",
+    envvar="ARGO_NAMESPACE",
+    default="argo",
+    show_default=True,
+    help="Where the WorkflowTemplates live and workflows run.  [env ARGO_NAMESPACE]",
+)
+@click.option(
+    "--argo-ui-url",
+    envvar="ARGO_UI_URL",
+    default=None,
+    help="Base URL for workflow links in Slack. Default: --argo-server.  [env ARGO_UI_URL]",
+)
+@click.option(
+    "--argo-ca-cert",
+    envvar="ARGO_CA_CERT",
+    default=None,
+    help="CA bundle for the Argo Server's TLS.  [env ARGO_CA_CERT]",
+)
+@click.option(
+    "--slack-channel",
+    envvar="SLACK_CHANNEL",
+    default=None,
+    help="Channel the bot posts to (id or #name). Unset: no Slack.  [env SLACK_CHANNEL]",
+)
+@click.option(
+    "--dry-run/--no-dry-run",
+    envvar="REMEDIATOR_DRY_RUN",
+    default=False,
+    show_default=True,
+    help="Decide everything, do nothing; Slack hears what would "
+    "have been done. Adds to the policy's guardrails.dry_run, never removes it.  "
+    "[env REMEDIATOR_DRY_RUN]",
+)
+@click.option(
+    "--kill-switch-file",
+    envvar="REMEDIATOR_KILL_SWITCH_FILE",
+    default=None,
+    help="File polled every 5 s: 'on' stops every action, 'off' or missing resumes; "
+    "anything else counts as on.  [env REMEDIATOR_KILL_SWITCH_FILE]",
+)
+@click.option(
+    "--no-leader-election",
+    is_flag=True,
+    envvar="REMEDIATOR_NO_LEADER_ELECTION",
+    help="This replica always acts. Required today: Lease-based election is not "
+    "implemented yet, so run ONE replica.  [env REMEDIATOR_NO_LEADER_ELECTION]",
+)
+@click.option(
+    "--log-level",
+    envvar="REMEDIATOR_LOG_LEVEL",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    help="Level of remediator's JSON logs.  [env REMEDIATOR_LOG_LEVEL]",
+)
+def serve(
+    policy: str | None,
+    listen: str,
+    state_db: str,
+    namespaces: tuple[str, ...],
+    warmup_daemonset: str,
+    kubeconfig: str | None,
+    argo_server: str | None,
+    argo_namespace: str,
+    argo_ui_url: str | None,
+    argo_ca_cert: str | None,
+    slack_channel: str | None,
+    dry_run: bool,
+    kill_switch_file: str | None,
+    no_leader_election: bool,
+    log_level: str,
+) -> None:
+    """Run remediator as a service: watch inference pods, take webhooks, track every
+    cold start, and act on stuck pods and image updates through Argo Workflows,
+    telling on-call in Slack.
+
+    Every decision let through the guardrails is written to the outbox (--state-db)
+    before it is submitted; after a crash the outbox is resumed, and a workflow that
+    was already submitted is recognised (409) rather than run twice. SIGTERM stops
+    it gracefully.
+    """
+    setup_logging(log_level)
+    if not no_leader_election:
+        raise click.UsageError(
+            "leader election (Lease) is not implemented yet: run one replica with "
+            "--no-leader-election (or REMEDIATOR_NO_LEADER_ELECTION=true)"
+        )
+    cfg = ServiceConfig(
+        policy=policy,
+        listen=listen,
+        state_db=state_db,
+        namespaces=namespaces,
+        warmup_daemonset=warmup_daemonset or None,
+        kubeconfig=kubeconfig,
+        argo_server=argo_server,
+        argo_namespace=argo_namespace,
+        argo_ui_url=argo_ui_url,
+        argo_ca_cert=argo_ca_cert,
+        slack_channel=slack_channel,
+        dry_run=dry_run,
+        runtime=RuntimeSettings(kill_switch_file=kill_switch_file),
+    )
+    try:
+        asyncio.run(_main(cfg))
+    except (ConfigError, MissingSecret, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+async def _main(cfg: ServiceConfig) -> None:
+    service = Service(cfg, Always())
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    await service.start()
+    waiter = asyncio.create_task(stopping.wait())
+    runner = asyncio.create_task(service.wait())
+    await asyncio.wait({waiter, runner}, return_when=asyncio.FIRST_COMPLETED)
+    log.info("stopping", extra={"signal": stopping.is_set()})
+    await service.stop()
+
+
+if __name__ == "__main__":
+    serve()

@@ -1,0 +1,113 @@
+"""`remediator serve` as a process: --help teaches, SIGTERM stops it cleanly, bad config is named."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from tests.runtime.conftest import POLICY, WEBHOOK_TOKEN
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def serve(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "remediator.serve", *args],
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_help_names_every_option_and_env_var() -> None:
+    proc = serve("--help")
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    for word in (
+        "--policy",
+        "--listen",
+        "--state-db",
+        "--namespaces",
+        "--kubeconfig",
+        "--argo-server",
+        "--argo-namespace",
+        "--slack-channel",
+        "--dry-run",
+        "--kill-switch-file",
+        "--no-leader-election",
+        "REMEDIATOR_INFERENCE_NAMESPACES",
+        "REMEDIATOR_KILL_SWITCH_FILE",
+        "REMEDIATOR_WEBHOOK_TOKEN",
+        "ARGO_TOKEN",
+        "SLACK_BOT_TOKEN",
+        "Example",
+    ):
+        assert word in out, word
+
+
+def test_sigterm_stops_gracefully(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    proc = serve(
+        "--policy",
+        str(policy),
+        "--listen",
+        "127.0.0.1:0",
+        "--state-db",
+        str(tmp_path / "s.db"),
+        "--dry-run",
+        "--no-leader-election",
+        "--warmup-daemonset",
+        "",
+        env={"REMEDIATOR_WEBHOOK_TOKEN": WEBHOOK_TOKEN, "REMEDIATOR_INFERENCE_NAMESPACES": ""},
+    )
+    assert proc.stderr is not None
+    port = None
+    deadline = time.monotonic() + 60
+    lines = []
+    while port is None and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        doc = json.loads(line)
+        if doc["msg"] == "service started":
+            port = doc["port"]
+    assert port, lines
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as resp:
+        assert resp.status == 200
+    proc.send_signal(signal.SIGTERM)
+    _, rest = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest
+    assert "service stopped" in rest
+    for line in rest.splitlines():
+        json.loads(line)  # every log line is one JSON object
+
+
+def test_bad_policy_is_named_and_exits_nonzero(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("stuck_pod:\n  checks: many\n")
+    proc = serve(
+        "--policy",
+        str(policy),
+        "--dry-run",
+        "--no-leader-election",
+        env={"REMEDIATOR_WEBHOOK_TOKEN": WEBHOOK_TOKEN},
+    )
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "checks" in err
+
+
+def test_refuses_to_run_without_leader_election_choice() -> None:
+    proc = serve("--dry-run", env={"REMEDIATOR_WEBHOOK_TOKEN": WEBHOOK_TOKEN})
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "--no-leader-election" in err
