@@ -279,7 +279,12 @@ class Runtime:
                 if row.id not in self._carrying:
                     task = asyncio.create_task(self._carry(row), name=f"row-{row.id}")
                     self._carrying[row.id] = task
-                    task.add_done_callback(lambda _t, rid=row.id: self._carrying.pop(rid, None))
+                    task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        for rid, t in list(self._carrying.items()):
+            if t is task:
+                del self._carrying[rid]
 
     async def _carry(self, row: Row) -> None:
         d, fields = row.decision, {"incident": row.incident, "action": row.decision.action}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from kubernetes import client, config  # type: ignore[import-untyped]
+from kubernetes import client, config
 
 
 def api_client(kubeconfig: str | None = None) -> client.ApiClient:
@@ -12,9 +12,9 @@ def api_client(kubeconfig: str | None = None) -> client.ApiClient:
     ServiceAccount is used; otherwise $KUBECONFIG or ~/.kube/config."""
     cfg = client.Configuration()
     if kubeconfig:
-        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=cfg)
+        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     else:
-        config.load_kube_config(client_configuration=cfg)
+        config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     return client.ApiClient(cfg)

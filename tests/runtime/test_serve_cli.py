@@ -1,4 +1,4 @@
-"""`remediator serve` as a process: --help teaches, SIGTERM stops it cleanly, bad config is named."""
+"""`remediator serve` as a process: --help teaches, SIGTERM stops it, bad config is named."""
 
 from __future__ import annotations
 
