@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import msgspec
 import orjson
 
 from remediator.inputs.alerts import alerts_seen
 from remediator.inputs.events import pod_event
 from remediator.inputs.pods import pod_seen
 from remediator.inputs.records import JSON, FirstToken, GpuVerdict, Input, InputError, WatchType
+from remediator.inputs.schema import POD_WATCH, Event, Pod
 from remediator.inputs.timefmt import parse_time, parse_time_or_none
 from remediator.inputs.workloads import WORKLOAD_KINDS, workload_seen
 
@@ -33,12 +35,38 @@ _MAX_DEPTH = 4
 
 
 def decode(raw: bytes | str) -> list[Input]:
-    """Decode one JSON document. Raises InputError, with a reason, on anything unknown."""
+    """Decode one JSON document. Raises InputError, with a reason, on anything unknown.
+
+    A Pod or Event watch line (nearly every line of a live stream) is decoded straight
+    into typed structs; everything else takes the general path."""
+    try:
+        watch = POD_WATCH.decode(raw)
+    except msgspec.DecodeError:
+        pass  # not a Pod/Event watch line, or bad: the general path says which
+    else:
+        try:
+            return _typed(watch.type, watch.object)
+        except ValueError as exc:  # a timestamp that is not one: bad input, not our bug
+            if isinstance(exc, InputError):
+                raise
+            raise InputError(f"malformed {type(watch.object).__name__}: {exc}") from None
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise InputError(f"not JSON: {exc}") from None
     return normalize(doc)
+
+
+def _typed(wtype: str, obj: Pod | Event) -> list[Input]:
+    if wtype in ("BOOKMARK", "ERROR"):
+        return []  # progress markers and relist requests are the watch source's business
+    if wtype not in _WATCH_TYPES:
+        raise InputError(f"unknown watch event type {wtype!r}")
+    watch = cast(WatchType, wtype)
+    if isinstance(obj, Pod):
+        return [pod_seen(watch, obj)]
+    ev = pod_event(watch, obj)
+    return [ev] if ev is not None else []
 
 
 def normalize(doc: Any, depth: int = 0) -> list[Input]:
@@ -50,6 +78,8 @@ def normalize(doc: Any, depth: int = 0) -> list[Input]:
         return _normalize(doc, depth)
     except InputError:
         raise
+    except msgspec.ValidationError as exc:
+        raise InputError(f"malformed {doc.get('kind') or 'input'}: {exc}") from None
     except (ValueError, TypeError, AttributeError, KeyError) as exc:
         # A field of the wrong type deep inside an object: bad input, not our bug.
         raise InputError(f"malformed {doc.get('kind') or 'input'}: {exc!r}") from None
@@ -61,7 +91,7 @@ def _normalize(doc: JSON, depth: int) -> list[Input]:
     wtype = doc.get("type")
     if "object" in doc and isinstance(wtype, str):
         if wtype in ("BOOKMARK", "ERROR"):
-            return []  # progress markers and relist requests are the watch source's business
+            return []
         if wtype not in _WATCH_TYPES:
             raise InputError(f"unknown watch event type {wtype!r}")
         return _object(cast(WatchType, wtype), doc["object"], None)
@@ -86,9 +116,9 @@ def _object(watch: WatchType, obj: Any, kind_hint: str | None) -> list[Input]:
         raise InputError("watch event object is not a JSON object")
     kind = obj.get("kind") or kind_hint or _infer_kind(obj)
     if kind == "Pod":
-        return [pod_seen(watch, obj)]
+        return [pod_seen(watch, msgspec.convert(obj, Pod))]
     if kind == "Event":
-        ev = pod_event(watch, obj)
+        ev = pod_event(watch, msgspec.convert(obj, Event))
         return [ev] if ev is not None else []
     if kind in WORKLOAD_KINDS:
         return [workload_seen(watch, kind, obj)]

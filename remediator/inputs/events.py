@@ -3,50 +3,60 @@
 from __future__ import annotations
 
 from remediator.inputs.kubelet import container_from_field_path
-from remediator.inputs.records import JSON, InputError, PodEvent, WatchType
+from remediator.inputs.records import InputError, PodEvent, WatchType
+from remediator.inputs.schema import Event
 from remediator.inputs.timefmt import parse_time_or_none
 
+# Reasons the timeline and the policy read; other Events about Pods (Unhealthy probes,
+# Killing, Created, SandboxChanged...) are dropped before their timestamps are parsed.
+USED_REASONS = frozenset(
+    {"Scheduled", "FailedScheduling", "Pulling", "Pulled", "Started", "BackOff", "Failed"}
+)
 
-def pod_event(watch: WatchType, obj: JSON) -> PodEvent | None:
-    """Normalise either Event API; None when the Event is not about a Pod."""
-    new_api = "regarding" in obj and "involvedObject" not in obj
-    subject = obj.get("regarding") if new_api else obj.get("involvedObject")
-    if not isinstance(subject, dict):
+
+def pod_event(watch: WatchType, ev: Event) -> PodEvent | None:
+    """Normalise either Event API; None when the Event is not about a Pod or not used."""
+    new_api = ev.regarding is not None and ev.involvedObject is None
+    subject = ev.regarding if new_api else ev.involvedObject
+    if subject is None:
         raise InputError("Event without involvedObject/regarding")
-    if subject.get("kind") != "Pod":
+    if subject.kind != "Pod":
         return None
-    meta = obj.get("metadata") or {}
-    namespace = subject.get("namespace") or meta.get("namespace")
-    pod = subject.get("name")
-    reason = obj.get("reason")
-    if not namespace or not pod or not isinstance(reason, str):
+    namespace = subject.namespace or (ev.metadata.namespace if ev.metadata else None)
+    if not namespace or not subject.name or not ev.reason:
         raise InputError("Pod Event without namespace, pod name or reason")
-    series = obj.get("series") or {}
-    event_time = parse_time_or_none(obj.get("eventTime"))
+    if ev.reason not in USED_REASONS:
+        return None
+    event_time = parse_time_or_none(ev.eventTime)
     if new_api:
-        message = obj.get("note") or ""
-        first = parse_time_or_none(obj.get("deprecatedFirstTimestamp")) or event_time
-        last = parse_time_or_none(obj.get("deprecatedLastTimestamp"))
-        count = series.get("count") or obj.get("deprecatedCount") or 1
+        message = ev.note or ""
+        first = parse_time_or_none(ev.deprecatedFirstTimestamp) or event_time
+        last = parse_time_or_none(ev.deprecatedLastTimestamp)
+        count = ev.deprecatedCount
     else:
-        message = obj.get("message") or ""
-        first = parse_time_or_none(obj.get("firstTimestamp")) or event_time
-        last = parse_time_or_none(obj.get("lastTimestamp"))
-        count = series.get("count") or obj.get("count") or 1
-    observed = parse_time_or_none(series.get("lastObservedTime"))
-    last = max(t for t in (last, observed, event_time, first, -1.0) if t is not None)
-    last_or_none = last if last >= 0 else None
+        message = ev.message or ""
+        first = parse_time_or_none(ev.firstTimestamp) or event_time
+        last = parse_time_or_none(ev.lastTimestamp)
+        count = ev.count
+    series = ev.series
+    if series is not None:
+        count = series.count or count
+        observed = parse_time_or_none(series.lastObservedTime)
+        if observed is not None and (last is None or observed > last):
+            last = observed
+    for t in (event_time, first):  # the latest time the Event carries
+        if t is not None and (last is None or t > last):
+            last = t
     return PodEvent(
         watch=watch,
-        key=f"{meta.get('namespace') or namespace}/{meta.get('name') or meta.get('uid') or ''}",
-        pod_uid=subject.get("uid") or None,
+        pod_uid=subject.uid or None,
         namespace=namespace,
-        pod=pod,
-        reason=reason,
+        pod=subject.name,
+        reason=ev.reason,
         message=message,
-        container=container_from_field_path(subject.get("fieldPath")),
-        first=first if first is not None else last_or_none,
-        last=last_or_none,
-        count=int(count),
-        at=last_or_none,
+        container=container_from_field_path(subject.fieldPath),
+        first=first if first is not None else last,
+        last=last,
+        count=count or 1,
+        at=last,
     )

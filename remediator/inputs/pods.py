@@ -5,11 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from remediator.inputs.records import JSON, InputError, PodSeen, WatchType
+from remediator.inputs.records import InputError, PodSeen, WatchType
+from remediator.inputs.schema import Container, ContainerStatus, ObjectMeta, Pod, PodSpec
 from remediator.inputs.timefmt import parse_time_or_none
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MODEL_LABELS = ("model", "app.kubernetes.io/model", "remediator.io/model")
+_EMPTY_SPEC = PodSpec()
+_NO_LABELS: dict[str, str] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,70 +27,73 @@ class SpecInfo:
     gpu_util: str | None
 
 
-def pod_seen(watch: WatchType, obj: JSON) -> PodSeen:
-    meta = _dict(obj.get("metadata"), "metadata")
-    uid, ns, name = _str(meta, "uid"), _str(meta, "namespace"), _str(meta, "name")
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    created = parse_time_or_none(meta.get("creationTimestamp"))
+def pod_seen(watch: WatchType, pod: Pod) -> PodSeen:
+    meta = pod.metadata
+    if meta is None or not meta.uid or not meta.name or not meta.namespace:
+        raise InputError("Pod without metadata.uid, name or namespace")
+    spec = pod.spec or _EMPTY_SPEC
+    status = pod.status
+    created = parse_time_or_none(meta.creationTimestamp)
     scheduled = ready = None
     unschedulable = None
     latest = created
-    for cond in status.get("conditions") or ():
-        t = parse_time_or_none(cond.get("lastTransitionTime"))
-        if t is not None and (latest is None or t > latest):
-            latest = t
-        ctype, cstatus = cond.get("type"), cond.get("status")
-        if ctype == "PodScheduled":
-            if cstatus == "True":
-                scheduled = t
-            elif cond.get("reason") == "Unschedulable":
-                unschedulable = cond.get("message") or "Unschedulable"
-        elif ctype == "Ready" and cstatus == "True":
-            ready = t
-    main = _main_status(spec, status)
+    phase = None
+    main = None
+    if status is not None:
+        phase = status.phase
+        for cond in status.conditions or ():
+            t = parse_time_or_none(cond.lastTransitionTime)
+            if t is not None and (latest is None or t > latest):
+                latest = t
+            if cond.type == "PodScheduled":
+                if cond.status == "True":
+                    scheduled = t
+                elif cond.reason == "Unschedulable":
+                    unschedulable = cond.message or "Unschedulable"
+            elif cond.type == "Ready" and cond.status == "True":
+                ready = t
+        main = _main_status(spec, status.containerStatuses)
     started, restarts, waiting = None, 0, None
     if main is not None:
-        restarts = int(main.get("restartCount") or 0)
-        state = main.get("state") or {}
-        running = state.get("running")
-        if running:
-            started = parse_time_or_none(running.get("startedAt"))
+        restarts = main.restartCount
+        state = main.state
+        if state is not None and state.running is not None:
+            started = parse_time_or_none(state.running.startedAt)
             if started is not None and (latest is None or started > latest):
                 latest = started
-        elif state.get("waiting"):
-            waiting = state["waiting"].get("reason")
+        elif state is not None and state.waiting is not None:
+            waiting = state.waiting.reason
     return PodSeen(
         watch=watch,
-        uid=uid,
-        namespace=ns,
-        name=name,
+        uid=meta.uid,
+        namespace=meta.namespace,
+        name=meta.name,
         created=created,
-        node=spec.get("nodeName"),
-        phase=status.get("phase"),
+        node=spec.nodeName,
+        phase=phase,
         scheduled=scheduled,
         unschedulable=unschedulable,
         ready=ready,
         started=started,
         restarts=restarts,
         waiting_reason=waiting,
-        deleting=bool(meta.get("deletionTimestamp")),
-        labels=meta.get("labels") or {},
+        deleting=bool(meta.deletionTimestamp),
+        labels=meta.labels or _NO_LABELS,
         spec=spec,
         owner=_owner(meta),
         at=latest,
     )
 
 
-def spec_info(spec: JSON, labels: JSON) -> SpecInfo:
+def spec_info(spec: PodSpec, labels: dict[str, Any]) -> SpecInfo:
     main = _main_container(spec)
     if main is None:
         return SpecInfo(None, None, 0, _label_model(labels), None, None)
-    args = [str(a) for a in (main.get("command") or []) + (main.get("args") or [])]
+    args = (main.command or []) + (main.args or [])
     model = _flag(args, "--model") or _positional_model(args) or _label_model(labels)
     return SpecInfo(
-        container=main.get("name"),
-        image=main.get("image"),
+        container=main.name,
+        image=main.image,
         gpus=_gpus(main),
         model=model,
         tp_size=_flag(args, "--tensor-parallel-size") or _flag(args, "-tp"),
@@ -95,32 +101,31 @@ def spec_info(spec: JSON, labels: JSON) -> SpecInfo:
     )
 
 
-def _main_container(spec: JSON) -> JSON | None:
+def _main_container(spec: PodSpec) -> Container | None:
     """The container that holds GPUs, else the first one."""
-    containers = spec.get("containers") or []
+    containers = spec.containers or []
     for c in containers:
         if _gpus(c):
-            return c  # type: ignore[no-any-return]
+            return c
     return containers[0] if containers else None
 
 
-def _main_status(spec: JSON, status: JSON) -> JSON | None:
-    statuses = status.get("containerStatuses") or []
+def _main_status(spec: PodSpec, statuses: list[ContainerStatus] | None) -> ContainerStatus | None:
     if not statuses:
         return None
     main = _main_container(spec)
     if main is not None:
         for s in statuses:
-            if s.get("name") == main.get("name"):
-                return s  # type: ignore[no-any-return]
-    return statuses[0]  # type: ignore[no-any-return]
+            if s.name == main.name:
+                return s
+    return statuses[0]
 
 
-def _gpus(container: JSON) -> int:
-    res = container.get("resources") or {}
-    value = (res.get("limits") or {}).get(GPU_RESOURCE) or (res.get("requests") or {}).get(
-        GPU_RESOURCE
-    )
+def _gpus(container: Container) -> int:
+    res = container.resources
+    if res is None:
+        return 0
+    value = (res.limits or {}).get(GPU_RESOURCE) or (res.requests or {}).get(GPU_RESOURCE)
     try:
         return int(value) if value is not None else 0
     except (TypeError, ValueError):
@@ -145,28 +150,15 @@ def _positional_model(args: list[str]) -> str | None:
     return None
 
 
-def _label_model(labels: JSON) -> str | None:
+def _label_model(labels: dict[str, Any]) -> str | None:
     for key in MODEL_LABELS:
         if labels.get(key):
             return str(labels[key])
     return None
 
 
-def _owner(meta: JSON) -> str | None:
-    for ref in meta.get("ownerReferences") or ():
-        if ref.get("controller"):
-            return f"{ref.get('kind')}/{ref.get('name')}"
+def _owner(meta: ObjectMeta) -> str | None:
+    for ref in meta.ownerReferences or ():
+        if ref.controller:
+            return f"{ref.kind}/{ref.name}"
     return None
-
-
-def _dict(value: Any, what: str) -> JSON:
-    if not isinstance(value, dict):
-        raise InputError(f"{what} is missing or not an object")
-    return value
-
-
-def _str(obj: JSON, key: str) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str) or not value:
-        raise InputError(f"metadata.{key} is missing")
-    return value

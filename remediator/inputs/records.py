@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from remediator.inputs.schema import PodSpec
+
 WatchType = Literal["ADDED", "MODIFIED", "DELETED"]
 JSON = dict[str, Any]
 
@@ -31,8 +33,8 @@ class PodSeen:
     restarts: int
     waiting_reason: str | None  # main container state.waiting.reason (ImagePullBackOff, ...)
     deleting: bool  # deletionTimestamp set
-    labels: JSON
-    spec: JSON  # referenced, parsed once per pod by the timeline (see inputs.pods.spec_info)
+    labels: dict[str, str]
+    spec: PodSpec  # parsed once per pod by the timeline (see inputs.pods.spec_info)
     owner: str | None  # "Kind/name" of the controller
     at: float | None
 
@@ -42,7 +44,6 @@ class PodEvent:
     """A core/v1 or events.k8s.io/v1 Event whose subject is a Pod."""
 
     watch: WatchType
-    key: str  # the Event's own namespace/name: a `count` bump re-sends the same key
     pod_uid: str | None
     namespace: str
     pod: str

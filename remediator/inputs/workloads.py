@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from remediator.inputs.pods import spec_info
 from remediator.inputs.records import JSON, InputError, WatchType, WorkloadSeen
+from remediator.inputs.schema import PodSpec
 from remediator.inputs.timefmt import parse_time_or_none
 
 WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet"})
@@ -31,7 +34,7 @@ def workload_seen(watch: WatchType, kind: str, obj: JSON) -> WorkloadSeen:
         replicas = spec.get("replicas", 1)
         ready = status.get("readyReplicas") or 0
         updated = status.get("updatedReplicas") or 0
-    info = spec_info(tspec, tlabels)
+    info = spec_info(msgspec.convert(tspec, PodSpec), tlabels)
     latest = parse_time_or_none(meta.get("creationTimestamp"))
     for cond in status.get("conditions") or ():
         t = parse_time_or_none(cond.get("lastUpdateTime") or cond.get("lastTransitionTime"))

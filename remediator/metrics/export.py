@@ -19,6 +19,7 @@ from remediator.timeline.tracker import StateChange, Tracker
 # Cold starts of large models run from seconds (warm node) to tens of minutes (cold pull).
 COLD_START_BUCKETS = (1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1800)
 _TOTAL_BIT = 1 << len(PHASES)
+_ALL_BITS = (_TOTAL_BIT << 1) - 1
 
 
 class TimelineMetrics:
@@ -38,25 +39,44 @@ class TimelineMetrics:
             buckets=COLD_START_BUCKETS,
             registry=registry,
         )
+        self._phase_children: dict[tuple[str, str, str], Histogram] = {}
+        self._engine_children: dict[tuple[str, str, str], Histogram] = {}
 
     def observe(self, change: StateChange) -> None:
         """Export what this change made known, once per phase per pod."""
         t = change.timeline
+        if t.observed == _ALL_BITS:
+            return
         model = t.model or "unknown"
         for i, (phase, value) in enumerate(t.phases().items()):
             bit = 1 << i
             if value is None or t.observed & bit:
                 continue
             t.observed |= bit
-            self.phase_seconds.labels(phase, model, t.namespace).observe(value)
+            self._phase(phase, model, t.namespace).observe(value)
             if phase == "engine_init":
-                self.engine_init.labels(model, t.tp_size or "", t.gpu_util or "").observe(value)
+                self._engine(model, t.tp_size or "", t.gpu_util or "").observe(value)
         # Total once the cold start has ended (first token, else Ready).
         if change.after in ("ready", "serving") and not t.observed & _TOTAL_BIT:
             total = t.total()
             if total is not None and (change.after == "serving" or t.first_token is None):
                 t.observed |= _TOTAL_BIT
-                self.phase_seconds.labels("total", model, t.namespace).observe(total)
+                self._phase("total", model, t.namespace).observe(total)
+
+    def _phase(self, phase: str, model: str, namespace: str) -> Histogram:
+        # prometheus-client's labels() validates and locks on every call: keep the children.
+        key = (phase, model, namespace)
+        child = self._phase_children.get(key)
+        if child is None:
+            child = self._phase_children[key] = self.phase_seconds.labels(phase, model, namespace)
+        return child
+
+    def _engine(self, model: str, tp: str, util: str) -> Histogram:
+        key = (model, tp, util)
+        child = self._engine_children.get(key)
+        if child is None:
+            child = self._engine_children[key] = self.engine_init.labels(model, tp, util)
+        return child
 
 
 class TrackerCollector(Collector):

@@ -75,6 +75,7 @@ class PodTimeline:
     deleted_at: float | None = None
     last_seen: float | None = None
     observed: int = 0  # bitmask of phases already exported to histograms
+    counted: str | None = None  # the state the tracker counts this pod in (None: not yet)
 
     # ---- facts in -------------------------------------------------------------------
     def see_started(self, started: float) -> None:

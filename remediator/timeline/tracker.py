@@ -13,6 +13,7 @@ from remediator.timeline.model import PodTimeline
 
 _SCHEDULED_TO = " to "
 _MAX_PARKED = 10_000
+_MAX_LABEL_SETS = 4_096
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,7 @@ class Tracker:
         self._by_name: dict[tuple[str, str], str] = {}
         self.in_state: dict[tuple[str, str], int] = {}  # (namespace, state) → pods
         self._parked: dict[tuple[str, str], float] = {}  # name-only first tokens, pod unseen
+        self._label_sets: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
 
     def __len__(self) -> int:
         return len(self.by_uid)
@@ -52,11 +54,9 @@ class Tracker:
     def apply(self, item: Input, now: float) -> StateChange | None:
         if isinstance(item, PodSeen):
             t = self._timeline(item.uid, item.namespace, item.name)
-            before = t.state() if t.pod_seen or t.last_seen is not None else None
             self._pod(t, item)
         elif isinstance(item, PodEvent):
             t = self._event_timeline(item)
-            before = t.state() if t.last_seen is not None else None
             _event(t, item)
         elif isinstance(item, FirstToken):
             if item.uid:
@@ -67,17 +67,28 @@ class Tracker:
                     self._park_first_token(item)  # the pod comes later: keep it till then
                     return None
                 t = found
-            before = t.state() if t.pod_seen or t.last_seen is not None else None
             t.first_token = item.at if t.first_token is None else min(t.first_token, item.at)
         else:
             return None
         t.last_seen = now if t.last_seen is None else max(t.last_seen, now)
-        after = t.state()
+        before, after = t.counted, t.state()
         if after == before:
             return None
+        t.counted = after
         self._count(t.namespace, before, -1)
         self._count(t.namespace, after, +1)
         return StateChange(t, before, after, now)
+
+    def _share(self, labels: dict[str, str]) -> dict[str, str]:
+        """One dict per distinct label set: a Deployment's replicas carry the same labels,
+        and holding them once is most of what keeps a tracked pod under 2 KiB."""
+        key = tuple(labels.items())
+        shared = self._label_sets.get(key)
+        if shared is not None:
+            return shared
+        if len(self._label_sets) < _MAX_LABEL_SETS:  # bounded: unique sets stay unshared
+            self._label_sets[key] = labels
+        return labels
 
     def _park_first_token(self, item: FirstToken) -> None:
         key = (item.namespace, item.pod)
@@ -90,7 +101,7 @@ class Tracker:
         t = self.by_uid.pop(uid, None)
         if t is None:
             return
-        self._count(t.namespace, t.state(), -1)
+        self._count(t.namespace, t.counted, -1)
         if self._by_name.get((t.namespace, t.name)) == uid:
             del self._by_name[(t.namespace, t.name)]
 
@@ -128,13 +139,14 @@ class Tracker:
         t.image_backoff = orphan.image_backoff
         t.node = t.node or orphan.node
         t.last_seen = orphan.last_seen
+        t.counted = orphan.counted
 
     def _pod(self, t: PodTimeline, p: PodSeen) -> None:
         if not t.pod_seen:
             t.pod_seen = True
             info = spec_info(p.spec, p.labels)
-            t.model, t.tp_size, t.gpu_util = info.model, info.tp_size, info.gpu_util
-            t.labels, t.owner = p.labels, p.owner
+            t.model, t.tp_size, t.gpu_util = _intern(info.model), info.tp_size, info.gpu_util
+            t.labels, t.owner = self._share(p.labels), _intern(p.owner)
             if p.created is not None or (p.namespace, p.name) not in self._by_name:
                 self._claim_name(t, p.created)
             parked = self._parked.pop((p.namespace, p.name), None)
@@ -142,8 +154,8 @@ class Tracker:
                 t.first_token = parked if t.first_token is None else min(t.first_token, parked)
         if p.created is not None:
             t.created = p.created
-        if p.node:
-            t.node = p.node
+        if p.node and p.node != t.node:
+            t.node = sys.intern(p.node)
         if p.scheduled is not None:
             t.scheduled = p.scheduled if t.scheduled is None else min(t.scheduled, p.scheduled)
         if p.started is not None:
@@ -166,10 +178,10 @@ class Tracker:
         if holder is None or holder is t or (holder.created or 0.0) <= (created or 0.0):
             self._by_name[key] = t.uid
             if holder is not None and holder is not t and not holder.deleted:
-                before = holder.state()
                 holder.deleted, holder.deleted_at = True, created
-                self._count(holder.namespace, before, -1)
+                self._count(holder.namespace, holder.counted, -1)
                 self._count(holder.namespace, "deleted", +1)
+                holder.counted = "deleted"
         elif not t.deleted:
             t.deleted, t.deleted_at = True, holder.created  # apply() counts t's change
 
@@ -182,6 +194,10 @@ class Tracker:
             self.in_state[key] = n
         else:
             self.in_state.pop(key, None)
+
+
+def _intern(value: str | None) -> str | None:
+    return sys.intern(value) if value is not None else None
 
 
 def _orphan_key(namespace: str, name: str) -> str:

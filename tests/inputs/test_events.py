@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from remediator.inputs.decode import decode
+from remediator.inputs.events import USED_REASONS
 from remediator.inputs.records import InputError, PodEvent
 from remediator.inputs.timefmt import parse_time
 from tests.timeline.streams import NS, POD, UID, at, event, new_event, watch
@@ -88,16 +89,18 @@ def _eventlist(name: str) -> list[PodEvent]:
 
 def test_real_default_eventlist() -> None:
     raw = orjson.loads((K8S / "eventlist_default_redis_k8s-v1.31_minikube.json").read_bytes())
-    pod_items = [e for e in raw["items"] if e["involvedObject"]["kind"] == "Pod"]
+    about_pods = [e for e in raw["items"] if e["involvedObject"]["kind"] == "Pod"]
+    pod_items = [e for e in about_pods if e["reason"] in USED_REASONS]
     events = _eventlist("eventlist_default_redis_k8s-v1.31_minikube.json")
-    # Node, PVC and StatefulSet Events are not about pods: dropped, not errors.
-    assert len(events) == len(pod_items) == 18
+    # Node, PVC and StatefulSet Events are not about pods, and Created/Killing tell the
+    # timeline nothing: dropped, not errors.
+    assert len(about_pods) == 18
+    assert len(events) == len(pod_items) == 14
     for ev, src in zip(events, pod_items, strict=True):
         assert ev.reason == src["reason"]
         assert ev.pod_uid == src["involvedObject"]["uid"]
         assert ev.first == parse_time(src["firstTimestamp"])
         assert ev.last == parse_time(src["lastTimestamp"])
-        assert ev.key == f"default/{src['metadata']['name']}"
     pulled = [e for e in events if e.reason == "Pulled"]
     assert [e.container for e in pulled] == ["redis", "redis", "redis"]
     # redis-0 was deleted and recreated by its StatefulSet: two UIDs under one name.

@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 import pytest
 
 from remediator.inputs.decode import decode
 from remediator.inputs.pods import spec_info
 from remediator.inputs.records import InputError, PodSeen
+from remediator.inputs.schema import PodSpec
 from remediator.inputs.timefmt import parse_time
 from tests.timeline.streams import MODEL, NODE, UID, at, pod, watch
 
@@ -100,7 +102,7 @@ def test_engine_from_spec(
     util: str | None,
 ) -> None:
     doc = pod(args=args, command=command, labels=labels)
-    info = spec_info(doc["spec"], doc["metadata"]["labels"])
+    info = spec_info(msgspec.convert(doc["spec"], PodSpec), doc["metadata"]["labels"])
     assert (info.model, info.tp_size, info.gpu_util) == (model, tp, util)
 
 
