@@ -123,14 +123,15 @@ def test_api_errors_back_off_and_recover(watching) -> None:  # type: ignore[no-u
     api, got, _, registry = watching
     api.faults.append(Fault("GET", "/pods", 500, times=2))
     api.close_watches()
-    api.store.create(pod("llm", "vllm-1"))
+
+    def errors() -> float:
+        labels = {"kind": "Pod", "reason": "error"}
+        return registry.get_sample_value("remediator_watch_restarts_total", labels) or 0.0
+
+    wait(lambda: errors() == 2.0)
+    api.store.create(pod("llm", "vllm-1"))  # after both failures: only a recovered watch sees it
     wait(lambda: ("vllm-1", "ADDED") in got.pods())
-    assert (
-        registry.get_sample_value(
-            "remediator_watch_restarts_total", {"kind": "Pod", "reason": "error"}
-        )
-        == 2.0
-    )
+    assert errors() == 2.0
 
 
 def test_targets_cover_every_kind_and_the_warmup_daemonset_by_name() -> None:
