@@ -32,29 +32,21 @@ def stuck_incident(t: PodTimeline, phase: str) -> str:
 
 
 def decide_stuck(t: PodTimeline, phase: str, why: str, facts: Facts, now: float) -> Decision:
-    if phase in DELETE_PHASES:
-        return Decision(
-            action="delete-pod",
-            namespace=t.namespace,
-            target=t.name,
-            uid=t.uid,
-            reason=f"{why}; deleting it gives the engine a fresh start",
-            incident=stuck_incident(t, phase),
-            at=now,
-            workload=facts.workload,
-            pod_created_at=t.created,
-            expected_cold_start_s=facts.expected_cold_start_s,
-            replicas=facts.replicas,
-        )
+    deletes = phase in DELETE_PHASES
+    then = "deleting it gives the engine a fresh start" if deletes else diagnose(t, phase)
     return Decision(
-        action="notify",
+        action="delete-pod" if deletes else "notify",
         namespace=t.namespace,
         target=t.name,
         uid=t.uid,
-        reason=f"{why}; {diagnose(t, phase)}",
+        reason=f"{why}; {then}",
         incident=stuck_incident(t, phase),
         at=now,
         workload=facts.workload,
+        # min_age and blast_radius weigh these; a notify needs none of them.
+        pod_created_at=t.created if deletes else None,
+        expected_cold_start_s=facts.expected_cold_start_s if deletes else None,
+        replicas=facts.replicas if deletes else None,
     )
 
 
