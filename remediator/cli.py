@@ -22,15 +22,18 @@ def main() -> None:
     Start here:
       remediator replay examples/incident-70b.jsonl      # see a recorded incident
       remediator replay --output json FILE               # machine-readable
+      remediator serve --help                            # the live service
       remediator step --help                             # the commands workflow steps run
     """
 
 
 def _register() -> None:
     from remediator.replay import replay_command
+    from remediator.serve import serve
     from remediator.steps.cli import step
 
     main.add_command(replay_command)
+    main.add_command(serve)
     main.add_command(step)
 
 

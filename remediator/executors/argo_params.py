@@ -127,5 +127,5 @@ def parameters_for(decision: Decision) -> list[tuple[str, str]]:
             )
         params.append((key, check(key, value)))
     params.append(("incident", v.incident("incident", decision.incident)))
-    params.append(("reason", v.reason("reason", decision.reason)))
+    params.append(("reason", v.reason("reason", v.plain_text(decision.reason))))
     return params

@@ -69,6 +69,16 @@ def reason(field: str, value: str) -> str:
     return _check(_REASON, field, value, "plain text without shell or template syntax", 512)
 
 
+_UNSAFE_TEXT = re.compile(r"[^A-Za-z0-9 ._:,=<>%/+()\[\]#@*-]+")
+
+
+def plain_text(value: str, limit: int = 512) -> str:
+    """Text written for people (a decision's reason), made safe for a workflow parameter:
+    whatever could close a quote, start a shell expansion or open an Argo `{{...}}`
+    becomes ','. Free text is made safe, never refused: refusing would drop the action."""
+    return _UNSAFE_TEXT.sub(",", value).strip(" ,")[:limit] or "see the incident"
+
+
 def label_selector(field: str, value: str) -> str:
     for term in value.split(","):
         _check(_SELECTOR_TERM, field, term, "an equality label selector", 317)

@@ -14,10 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from remediator.executors.argo import (
@@ -43,7 +42,6 @@ from remediator.timeline.tracker import StateChange
 
 log = logging.getLogger("remediator.runtime")
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9 ._:,=<>%/+()\[\]#@*-]+")
 _ON = frozenset({"on", "true", "1", "yes", "engaged"})
 _OFF = frozenset({"off", "false", "0", "no", ""})
 
@@ -83,15 +81,6 @@ class Batch:
             "ignored",
             extra={"rule": ignored.rule, "subject": ignored.subject, "reason": ignored.reason},
         )
-
-
-def argo_safe(d: Decision) -> Decision:
-    """The decision with its reason in the plain-text charset workflow parameters accept.
-    The policy writes reasons for people ("...; deleting it ..."); Argo substitutes them
-    into templates, so `;` and the like are replaced rather than the submit refused.
-    The incident, hence the workflow name, is unchanged; Slack still gets the original."""
-    reason = _UNSAFE.sub(",", d.reason).strip(" ,")[:512] or "see incident"
-    return d if reason == d.reason else replace(d, reason=reason)
 
 
 class Runtime:
@@ -311,7 +300,7 @@ class Runtime:
 
     async def _submit(self, row: Row) -> Submitted | None:
         assert self.argo is not None
-        submitted = await self.argo.submit(argo_safe(row.decision))
+        submitted = await self.argo.submit(row.decision)
         result = "submitted" if submitted.created else "duplicate"
         self.metrics.executions.labels(row.decision.action, result).inc()
         await asyncio.to_thread(self.outbox.mark, row.id, "submitted", workflow=submitted.name)
