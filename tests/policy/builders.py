@@ -142,7 +142,7 @@ def alert(
 ) -> dict[str, Any]:
     return {
         "version": "4",
-        "groupKey": '{}:{alertname="%s"}' % name,
+        "groupKey": "{}:{alertname=" + f'"{name}"' + "}",
         "status": status,
         "receiver": "remediator",
         "alerts": [

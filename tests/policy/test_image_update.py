@@ -42,8 +42,8 @@ def test_the_same_update_seen_twice_acts_once_and_a_quick_rollback_waits(run: Ru
     run.feed(deployment(OLD, watch="ADDED"), deployment(NEW, generation=2, at=60))
     run.feed(deployment(OLD, generation=3, at=120), deployment(NEW, generation=4, at=180))
     assert len(run.decisions) == 1
-    # the rollback to OLD is a new incident held as a repeat on the same warmup (dedup); NEW again is the
-    # incident already acted on
+    # the rollback to OLD is a new incident held as a repeat on the same warmup (dedup);
+    # NEW again is the incident already acted on
     assert [s.guardrail for s in run.held] == ["dedup", "idempotency"]
 
 
