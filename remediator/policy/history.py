@@ -14,6 +14,7 @@ class PhaseHistory:
     def __init__(self, window: int) -> None:
         self._window = window
         self._samples: dict[tuple[str, str], deque[float]] = {}
+        self._p99: dict[tuple[str, str], float] = {}  # until the next sample of that key
 
     def add(self, model: str, phase: str, seconds: float) -> None:
         key = (model, phase)
@@ -21,13 +22,20 @@ class PhaseHistory:
         if samples is None:
             samples = self._samples[key] = deque(maxlen=self._window)
         samples.append(seconds)
+        self._p99.pop(key, None)
 
     def p99(self, model: str, phase: str, min_samples: int) -> float | None:
-        samples = self._samples.get((model, phase))
+        key = (model, phase)
+        samples = self._samples.get(key)
         if samples is None or len(samples) < min_samples:
             return None
-        ordered = sorted(samples)
-        return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
+        p99 = self._p99.get(key)
+        if p99 is None:
+            ordered = sorted(samples)
+            p99 = self._p99[key] = ordered[
+                min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)
+            ]
+        return p99
 
 
 def budget(
