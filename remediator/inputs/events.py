@@ -5,7 +5,7 @@ from __future__ import annotations
 from remediator.inputs.kubelet import container_from_field_path
 from remediator.inputs.records import InputError, PodEvent, WatchType
 from remediator.inputs.schema import Event
-from remediator.inputs.timefmt import parse_time_or_none
+from remediator.inputs.timefmt import parse_time
 
 # Reasons the timeline and the policy read; other Events about Pods (Unhealthy probes,
 # Killing, Created, SandboxChanged...) are dropped before their timestamps are parsed.
@@ -27,21 +27,24 @@ def pod_event(watch: WatchType, ev: Event) -> PodEvent | None:
         raise InputError("Pod Event without namespace, pod name or reason")
     if ev.reason not in USED_REASONS:
         return None
-    event_time = parse_time_or_none(ev.eventTime)
+    # Typed fields are `str | None` already: parse_time (cached) without a checking wrapper.
+    event_time = parse_time(ev.eventTime) if ev.eventTime else None
     if new_api:
-        message = ev.note or ""
-        first = parse_time_or_none(ev.deprecatedFirstTimestamp) or event_time
-        last = parse_time_or_none(ev.deprecatedLastTimestamp)
+        message, first_s, last_s = (
+            ev.note or "",
+            ev.deprecatedFirstTimestamp,
+            ev.deprecatedLastTimestamp,
+        )
         count = ev.deprecatedCount
     else:
-        message = ev.message or ""
-        first = parse_time_or_none(ev.firstTimestamp) or event_time
-        last = parse_time_or_none(ev.lastTimestamp)
+        message, first_s, last_s = ev.message or "", ev.firstTimestamp, ev.lastTimestamp
         count = ev.count
+    first = parse_time(first_s) if first_s else event_time
+    last = parse_time(last_s) if last_s else None
     series = ev.series
     if series is not None:
         count = series.count or count
-        observed = parse_time_or_none(series.lastObservedTime)
+        observed = parse_time(series.lastObservedTime) if series.lastObservedTime else None
         if observed is not None and (last is None or observed > last):
             last = observed
     for t in (event_time, first):  # the latest time the Event carries

@@ -7,7 +7,7 @@ from typing import Any
 
 from remediator.inputs.records import InputError, PodSeen, WatchType
 from remediator.inputs.schema import Container, ContainerStatus, ObjectMeta, Pod, PodSpec
-from remediator.inputs.timefmt import parse_time_or_none
+from remediator.inputs.timefmt import parse_time
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MODEL_LABELS = ("model", "app.kubernetes.io/model", "remediator.io/model")
@@ -33,7 +33,7 @@ def pod_seen(watch: WatchType, pod: Pod) -> PodSeen:
         raise InputError("Pod without metadata.uid, name or namespace")
     spec = pod.spec or _EMPTY_SPEC
     status = pod.status
-    created = parse_time_or_none(meta.creationTimestamp)
+    created = parse_time(meta.creationTimestamp) if meta.creationTimestamp else None
     scheduled = ready = None
     unschedulable = None
     latest = created
@@ -42,7 +42,7 @@ def pod_seen(watch: WatchType, pod: Pod) -> PodSeen:
     if status is not None:
         phase = status.phase
         for cond in status.conditions or ():
-            t = parse_time_or_none(cond.lastTransitionTime)
+            t = parse_time(cond.lastTransitionTime) if cond.lastTransitionTime else None
             if t is not None and (latest is None or t > latest):
                 latest = t
             if cond.type == "PodScheduled":
@@ -58,7 +58,7 @@ def pod_seen(watch: WatchType, pod: Pod) -> PodSeen:
         restarts = main.restartCount
         state = main.state
         if state is not None and state.running is not None:
-            started = parse_time_or_none(state.running.startedAt)
+            started = parse_time(state.running.startedAt) if state.running.startedAt else None
             if started is not None and (latest is None or started > latest):
                 latest = started
         elif state is not None and state.waiting is not None:

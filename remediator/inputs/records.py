@@ -1,13 +1,16 @@
 """The small typed records every raw input is normalised into.
 
 A record keeps references into the decoded JSON where copying would cost time on the
-hot path (labels, the pod spec), and is otherwise flat: strings, floats, ints.
+hot path (labels, the pod spec), and is otherwise flat: strings, floats, ints. Records
+are frozen msgspec structs: built in C, about six times cheaper than a frozen dataclass,
+which matters at one record per watch event.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
+
+import msgspec
 
 from remediator.inputs.schema import PodSpec
 
@@ -15,8 +18,7 @@ WatchType = Literal["ADDED", "MODIFIED", "DELETED"]
 JSON = dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class PodSeen:
+class PodSeen(msgspec.Struct, frozen=True):
     """A Pod as a watch event (or a list item) shows it."""
 
     watch: WatchType
@@ -39,8 +41,7 @@ class PodSeen:
     at: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class PodEvent:
+class PodEvent(msgspec.Struct, frozen=True):
     """A core/v1 or events.k8s.io/v1 Event whose subject is a Pod."""
 
     watch: WatchType
@@ -56,8 +57,7 @@ class PodEvent:
     at: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class WorkloadSeen:
+class WorkloadSeen(msgspec.Struct, frozen=True):
     """A Deployment, StatefulSet or DaemonSet."""
 
     watch: WatchType
@@ -78,8 +78,7 @@ class WorkloadSeen:
     at: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class AlertSeen:
+class AlertSeen(msgspec.Struct, frozen=True):
     """One alert of an Alertmanager webhook (version 4)."""
 
     status: Literal["firing", "resolved"]
@@ -93,8 +92,7 @@ class AlertSeen:
     at: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class FirstToken:
+class FirstToken(msgspec.Struct, frozen=True):
     """The engine answered its first request (from a probe, a log line or a sidecar)."""
 
     namespace: str
@@ -103,8 +101,7 @@ class FirstToken:
     at: float
 
 
-@dataclass(frozen=True, slots=True)
-class GpuVerdict:
+class GpuVerdict(msgspec.Struct, frozen=True):
     """The outcome of a GPU memory verification on one node."""
 
     node: str

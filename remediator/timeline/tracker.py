@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+
+import msgspec
 
 from remediator.inputs.kubelet import parse_pulled
 from remediator.inputs.pods import spec_info
@@ -16,8 +17,7 @@ _MAX_PARKED = 10_000
 _MAX_LABEL_SETS = 4_096
 
 
-@dataclass(frozen=True, slots=True)
-class StateChange:
+class StateChange(msgspec.Struct, frozen=True):
     """A timeline moved from one state to another (or was first seen)."""
 
     timeline: PodTimeline
