@@ -7,6 +7,13 @@
 The session is only ever touched from the loop's thread, so it needs no lock. A
 decision is written to the outbox, with the guard state that let it through, before
 anything acts on it; the executor (leader only) takes open rows from there.
+
+Every replica writes every decision let through to its own outbox (state is per
+replica); only the leader executes rows. A replica that becomes leader executes its
+pending rows written within `fresh_for_s` and marks older ones `expired`. Rows it
+inherited this way say so in Slack ("taken over from <old holder>"): the old leader
+may already have acted, which Argo answers with 409 (done), but a notify-only row
+leaves no trace in Argo to check, so it is posted again rather than maybe lost.
 """
 
 from __future__ import annotations
@@ -16,13 +23,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from remediator.executors.argo import (
     ArgoError,
     ArgoExecutor,
     ArgoUnavailable,
+    Ended,
     Submitted,
     TrackTimeout,
 )
@@ -54,6 +62,7 @@ class RuntimeSettings:
     executor_poll_s: float = 2.0  # open outbox rows are re-examined at least this often
     track_timeout_s: float = 3600.0
     stuck_after_s: float = 30.0  # /healthz fails when the timer has not ticked for this long
+    fresh_for_s: float = 600.0  # a new leader executes pending rows younger than this
 
 
 @dataclass
@@ -115,6 +124,10 @@ class Runtime:
         self._carrying: dict[int, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._kill_switch: bool | None = None
+        self._gained: tuple[float, str | None] | None = None  # (when, from whom) we lead
+        self._fresh_lead = False  # expire stale rows before executing any
+        self._leader_gauge = metrics.leader.labels(leader.identity)
+        leader.subscribe(self._on_leadership)
         self._restore_guard_state()
 
     def _restore_guard_state(self) -> None:
@@ -165,6 +178,7 @@ class Runtime:
             "executor": self._execute(),
         }
         self._tasks = [asyncio.create_task(c, name=n) for n, c in parts.items()]
+        self._on_leadership(self.leader.is_leader(), None)  # `Always` leads from the start
         self._work.set()  # resume open rows at once
         log.info("runtime started", extra={"leader": self.leader.is_leader()})
         try:
@@ -173,7 +187,21 @@ class Runtime:
             for task in [*self._tasks, *self._carrying.values()]:
                 task.cancel()
             await asyncio.gather(*self._tasks, *self._carrying.values(), return_exceptions=True)
+            await self.leader.release()  # nothing executes any more: a standby may take over
             log.info("runtime stopped", extra={"open_rows": len(self.outbox.open_rows())})
+
+    def _on_leadership(self, leading: bool, previous: str | None) -> None:
+        self._leader_gauge.set(1 if leading else 0)
+        if leading:
+            self._gained = (time.time(), previous)
+            self._fresh_lead = True
+            self._work.set()
+            return
+        self._gained = None
+        for task in self._carrying.values():  # a lost leader stops at once
+            task.cancel()
+        if self._carrying:
+            log.warning("not leader: executions stopped", extra={"rows": len(self._carrying)})
 
     async def _consume(self) -> None:
         while True:
@@ -211,11 +239,9 @@ class Runtime:
                 self._spawn(self.notes.would_have(s.decision, s.reason), s.decision.incident)
         if not batch.acts:
             return
-        if not leader:
-            self.outbox.save_guard(self.session.guard_state)  # warm, but acts on nothing
-            return
-        self.outbox.record(batch.acts, self.session.guard_state)
-        self._work.set()
+        self.outbox.record(batch.acts, self.session.guard_state)  # a standby's too: takeover
+        if leader:
+            self._work.set()
 
     def _spawn(self, coro: object, incident: str) -> None:
         async def guarded() -> None:
@@ -261,14 +287,36 @@ class Runtime:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._work.wait(), self.settings.executor_poll_s)
             self._work.clear()
-            self.metrics.leader.set(1 if self.leader.is_leader() else 0)
-            if not self.leader.is_leader():
+            leading = self.leader.is_leader()
+            self._leader_gauge.set(1 if leading else 0)
+            if not leading or self._fresh_lead:
+                self._fresh_lead = False
+                await self._expire_stale()  # a standby keeps only what a takeover may run
+            if not leading:
                 continue
             for row in await asyncio.to_thread(self.outbox.open_rows):
                 if row.id not in self._carrying:
                     task = asyncio.create_task(self._carry(row), name=f"row-{row.id}")
                     self._carrying[row.id] = task
                     task.add_done_callback(self._forget)
+
+    async def _expire_stale(self) -> None:
+        fresh_for = self.settings.fresh_for_s
+        why = f"not executed: pending longer than {fresh_for:g}s before this replica led"
+        for row in await asyncio.to_thread(self.outbox.expire, time.time() - fresh_for, why):
+            log.warning(
+                "outbox row expired, never executed late",
+                extra={"incident": row.incident, "action": row.decision.action, "row": row.id},
+            )
+
+    def _for_slack(self, row: Row) -> Decision:
+        """A row written before this replica took the lead over from another says so."""
+        if self._gained is None:
+            return row.decision
+        since, previous = self._gained
+        if previous is None or previous == self.leader.identity or row.created_at >= since:
+            return row.decision
+        return replace(row.decision, reason=f"{row.decision.reason} (taken over from {previous})")
 
     def _forget(self, task: asyncio.Task[None]) -> None:
         for rid, t in list(self._carrying.items()):
@@ -277,6 +325,8 @@ class Runtime:
 
     async def _carry(self, row: Row) -> None:
         d, fields = row.decision, {"incident": row.incident, "action": row.decision.action}
+        if not self.leader.is_leader():
+            return
         try:
             if d.action == "notify":
                 await self._notify_only(row)
@@ -311,7 +361,7 @@ class Runtime:
         return submitted
 
     async def _told(self, row: Row, submitted: Submitted) -> Row:
-        ts = await self._slack_acted(row.decision, submitted)
+        ts = await self._slack_acted(self._for_slack(row), submitted)
         if ts is not None:
             await asyncio.to_thread(self.outbox.mark, row.id, "submitted", slack_ts=ts)
         return self.outbox.get(row.id) or row
@@ -330,12 +380,22 @@ class Runtime:
             "workflow ended",
             extra={"incident": row.incident, "workflow": name, "phase": ended.phase},
         )
-        if self.slack is not None:
-            try:
-                await self.slack.ended(row.incident, ended)
-            except SlackError as exc:
-                self.metrics.slack_errors.inc()
-                log.error("slack failed", extra={"incident": row.incident, "error": str(exc)})
+        try:
+            await self._slack_ended(row, ended)
+        except SlackError as exc:
+            self.metrics.slack_errors.inc()
+            log.error("slack failed", extra={"incident": row.incident, "error": str(exc)})
+
+    async def _slack_ended(self, row: Row, ended: Ended) -> None:
+        """In the act message's thread: the notifier's (this process) or the stored one
+        (the act message was posted before a restart)."""
+        if self.slack is None:
+            return
+        stored = row.slack_ts
+        if stored and self.notes is not None and self.slack.thread_of(row.incident) != stored:
+            await self.notes.ended_in(stored, row.decision, ended)
+        else:
+            await self.slack.ended(row.incident, ended)
 
     def _resubmitted(self, d: Decision, name: str) -> Submitted:
         assert self.argo is not None
@@ -349,7 +409,7 @@ class Runtime:
         )
 
     async def _notify_only(self, row: Row) -> None:
-        ts = await self._slack_acted(row.decision, None)
+        ts = await self._slack_acted(self._for_slack(row), None)
         await asyncio.to_thread(self.outbox.mark, row.id, "ended", phase="notified", slack_ts=ts)
         self.metrics.executions.labels("notify", "notified").inc()
 

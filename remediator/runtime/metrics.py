@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from remediator.runtime.outbox import Outbox
+from remediator.runtime.outbox import STATES, Outbox
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,10 @@ class RuntimeMetrics:
                 registry=registry,
             ),
             leader=Gauge(
-                "remediator_leader", "1 while this replica leads (acts).", registry=registry
+                "remediator_leader",
+                "1 while this replica leads (executes its outbox), 0 on a standby.",
+                ["identity"],
+                registry=registry,
             ),
             kill_switch=Gauge(
                 "remediator_kill_switch_engaged",
@@ -69,6 +72,6 @@ class OutboxCollector(Collector):
             "remediator_outbox_rows", "Outbox rows by state.", labels=["state"]
         )
         counts = self._outbox.counts()
-        for state in ("pending", "submitted", "ended", "failed"):
+        for state in STATES:
             family.add_metric([state], counts.get(state, 0))
         yield family

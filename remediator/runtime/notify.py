@@ -1,5 +1,7 @@
 """Slack notes the executors' notifier has no message for: what a dry run would have
-done, and a decision that could not be carried out. Same channel, same token."""
+done, a decision that could not be carried out, and a workflow's end replied under an
+act message that an earlier process posted (its thread ts comes from the outbox).
+Same channel, same token."""
 
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from remediator.executors.argo import Ended
 from remediator.executors.secrets import read_token
-from remediator.executors.slack import SlackConfig, SlackError
+from remediator.executors.slack import SlackConfig, SlackError, end_blocks
 from remediator.policy.decision import Decision
 
 log = logging.getLogger(__name__)
@@ -54,11 +57,27 @@ class Notes:
         target = f"{d.namespace}/{d.target}" if d.namespace else d.target
         await self._post(d, f"Could not act: {d.action} {target}", error)
 
+    async def ended_in(self, thread_ts: str, d: Decision, ended: Ended) -> None:
+        """The end of a workflow, in the thread of the act message stored in the outbox;
+        broadcast to the channel unless it succeeded, as the notifier does."""
+        text = f"workflow {ended.name} {ended.phase}"
+        await self._send(
+            d,
+            text,
+            channel=self._channel,
+            text=text,
+            blocks=end_blocks(ended),
+            thread_ts=thread_ts,
+            reply_broadcast=ended.phase != "Succeeded",
+        )
+
     async def _post(self, d: Decision, headline: str, detail: str) -> None:
+        blocks = note_blocks(headline, d, detail)
+        await self._send(d, headline, channel=self._channel, text=headline, blocks=blocks)
+
+    async def _send(self, d: Decision, headline: str, **kwargs: Any) -> None:
         try:
-            await self._client.chat_postMessage(
-                channel=self._channel, text=headline, blocks=note_blocks(headline, d, detail)
-            )
+            await self._client.chat_postMessage(**kwargs)
         except SlackApiError as err:
             code = err.response.get("error", "unknown_error")
             raise SlackError(f"Slack refused chat.postMessage: {code}") from None

@@ -5,7 +5,8 @@ it through are committed in one transaction, then executors take rows from here:
 
     pending ──submit──▶ submitted ──track──▶ ended      (a workflow ran to its end)
        │                    │
-       └──────────refused───┴──────────────▶ failed     (Argo said no; will not retry)
+       ├──────────refused───┴──────────────▶ failed     (Argo said no; will not retry)
+       └──too old when this replica leads──▶ expired    (never executed late)
 
 A crash at any point loses nothing and doubles nothing: a pending row is submitted
 again on start, and the workflow name is deterministic, so a submit that had in
@@ -27,7 +28,8 @@ from typing import Any, Literal
 from remediator.guard.state import GuardState
 from remediator.policy.decision import Decision
 
-State = Literal["pending", "submitted", "ended", "failed"]
+State = Literal["pending", "submitted", "ended", "failed", "expired"]
+STATES: tuple[State, ...] = ("pending", "submitted", "ended", "failed", "expired")
 OPEN: tuple[State, ...] = ("pending", "submitted")
 
 _SCHEMA = """
@@ -77,6 +79,7 @@ class Row:
     error: str | None
     slack_ts: str | None
     attempts: int
+    created_at: float  # wall time the decision was written
 
     @property
     def incident(self) -> str:
@@ -148,6 +151,22 @@ class Outbox:
         with self._lock:
             self._db.execute(sql, (state, time.time(), *fields.values(), row_id))
 
+    def expire(self, written_before: float, why: str) -> list[Row]:
+        """Pending rows written before `written_before` become `expired`: a decision that
+        waited too long (on a standby, or behind an outage) is not acted on late."""
+        stale = self._rows(
+            "WHERE state = 'pending' AND created_at < ? ORDER BY id", (written_before,)
+        )
+        if stale:
+            now = time.time()
+            with self._lock:
+                self._db.executemany(
+                    "UPDATE outbox SET state = 'expired', error = ?, updated_at = ?"
+                    " WHERE id = ? AND state = 'pending'",
+                    [(why, now, r.id) for r in stale],
+                )
+        return stale
+
     # --- reads -------------------------------------------------------------------------
     def guard_state(self) -> GuardState | None:
         with self._lock:
@@ -172,12 +191,12 @@ class Outbox:
 
     def _rows(self, where: str, args: tuple[Any, ...] = ()) -> list[Row]:
         sql = (
-            "SELECT id, decision, state, workflow, phase, error, slack_ts, attempts FROM outbox "
-            + where
+            "SELECT id, decision, state, workflow, phase, error, slack_ts, attempts, created_at"
+            " FROM outbox " + where
         )
         with self._lock:
             found = self._db.execute(sql, args).fetchall()
         return [
-            Row(rid, decision_from_json(doc), state, wf, phase, err, ts, attempts)
-            for rid, doc, state, wf, phase, err, ts, attempts in found
+            Row(rid, decision_from_json(doc), state, wf, phase, err, ts, attempts, at)
+            for rid, doc, state, wf, phase, err, ts, attempts, at in found
         ]

@@ -22,7 +22,7 @@ from remediator.executors.slack import SlackConfig, SlackNotifier
 from remediator.metrics.export import TrackerCollector
 from remediator.policy.config import PolicyConfig, load_policy_file
 from remediator.runtime.embedded import Runtime, RuntimeSettings
-from remediator.runtime.leader import Always, Leadership
+from remediator.runtime.leader import Always, Leadership, LeaseLeadership, LeaseSettings
 from remediator.runtime.metrics import OutboxCollector, RuntimeMetrics
 from remediator.runtime.notify import Notes
 from remediator.runtime.outbox import Outbox
@@ -57,6 +57,7 @@ class ServiceConfig:
     webhook_token_env: str = "REMEDIATOR_WEBHOOK_TOKEN"
     webhook_token_file_env: str = "REMEDIATOR_WEBHOOK_TOKEN_FILE"
     runtime: RuntimeSettings = RuntimeSettings()
+    lease: LeaseSettings | None = None  # None: no election, this replica always acts
     watch_settings: WatchSettings = WatchSettings()
 
 
@@ -74,6 +75,7 @@ class Service:
         self.cfg = cfg
         self.registry = CollectorRegistry()
         self.session = Session(load_policy(cfg), self.registry)
+        leader = leader or self._leadership()
         self.outbox = Outbox(cfg.state_db)
         self.registry.register(TrackerCollector(self.session.tracker, lambda: self.session.now))
         self.registry.register(OutboxCollector(self.outbox))
@@ -82,7 +84,7 @@ class Service:
         self.runtime = Runtime(
             self.session,
             self.outbox,
-            leader or Always(),
+            leader,
             RuntimeMetrics.on(self.registry),
             argo=self._argo(dry),
             slack=self._slack(),
@@ -94,6 +96,11 @@ class Service:
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
         self._run_task: asyncio.Task[None] | None = None
+
+    def _leadership(self) -> Leadership:
+        if self.cfg.lease is None:
+            return Always()
+        return LeaseLeadership(api_client(self.cfg.kubeconfig), self.cfg.lease)
 
     def _argo(self, dry: bool) -> ArgoExecutor | None:
         if not self.cfg.argo_server:
