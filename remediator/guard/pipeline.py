@@ -1,13 +1,14 @@
 """The guardrails in their fixed order; the first "no" wins.
 
-    kill_switch -> dry_run -> idempotency -> dedup -> cooldown -> min_age
-                -> blast_radius -> rate_limit
+    kill_switch -> idempotency -> dedup -> cooldown -> min_age -> blast_radius
+                -> rate_limit -> dry_run
 
-Cheap global switches first, so a kill switch or dry run says so plainly; then
-the stages that recognise a repeat, so a duplicate is reported as a duplicate
-rather than as a cap hit; the spending caps last, so a token or a slot of the
-blast radius is only used by a decision that every other stage accepted.
-Only a decision let through by every stage is recorded, in every stage.
+The kill switch first, so it says so plainly; then the stages that recognise a
+repeat, so a duplicate is reported as a duplicate rather than as a cap hit; the
+spending caps next, so a token or a slot of the blast radius is only used by a
+decision that every other stage accepted; dry run last, so "would have" means
+exactly what a live run would have done. Only a decision let through by every
+stage (or held by dry run alone, which simulates the run) is recorded.
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ from remediator.policy.decision import Decision, Suppressed
 
 ORDER: tuple[str, ...] = (
     "kill_switch",
-    "dry_run",
     "idempotency",
     "dedup",
     "cooldown",
     "min_age",
     "blast_radius",
     "rate_limit",
+    "dry_run",
 )
 
 
@@ -57,11 +58,20 @@ class Pipeline:
         now = float(now)
         for stage in self.stages:
             verdict = stage.check(decision, now, state)
-            if verdict.reason is not None:
-                return Suppressed(decision, guardrail=stage.name, reason=verdict.reason), state
+            if verdict.reason is None:
+                continue
+            held = Suppressed(decision, guardrail=stage.name, reason=verdict.reason)
+            if stage.name != "dry_run":
+                return held, state
+            # A dry run passed every other guardrail: remember it as if it had run, so it
+            # shows exactly what a live run would do, repeats and caps included.
+            return held, self._record(decision, now, state)
+        return decision, self._record(decision, now, state)
+
+    def _record(self, decision: Decision, now: float, state: GuardState) -> GuardState:
         for stage in self.stages:
             state = stage.record(decision, now, state)
-        return decision, state
+        return state
 
 
 def build_pipeline(config: GuardConfig | None = None) -> Pipeline:
@@ -69,12 +79,12 @@ def build_pipeline(config: GuardConfig | None = None) -> Pipeline:
     return Pipeline(
         stages=(
             KillSwitch(config.kill_switch),
-            DryRun(config.dry_run),
             Idempotency(config.idempotency),
             Dedup(config.dedup),
             Cooldown(config.cooldown),
             MinAge(config.min_age),
             BlastRadius(config.blast_radius),
             RateLimit(config.rate_limit),
+            DryRun(config.dry_run),
         )
     )

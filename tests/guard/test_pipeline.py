@@ -19,13 +19,13 @@ def test_order_is_fixed_and_documented() -> None:
         == ORDER
         == (
             "kill_switch",
-            "dry_run",
             "idempotency",
             "dedup",
             "cooldown",
             "min_age",
             "blast_radius",
             "rate_limit",
+            "dry_run",
         )
     )
 
@@ -84,11 +84,16 @@ def test_kill_switch_wins_over_dry_run() -> None:
     assert isinstance(result, Suppressed) and result.guardrail == "kill_switch"
 
 
-def test_dry_run_reports_before_the_later_guardrails() -> None:
+def test_dry_run_says_would_only_for_what_a_live_run_would_do() -> None:
     pipeline = build_pipeline(GuardConfig(dry_run=DryRunConfig(enabled=True)))
-    young = make(pod_created_at=T0 - 1)  # min_age would also say no
-    result, _ = pipeline.run(young, T0, GuardState())
-    assert result == Suppressed(young, "dry_run", "dry-run: would delete-pod ml/vllm-0")
+    young = make(pod_created_at=T0 - 1)  # min_age says no first: not a "would delete"
+    result, state = pipeline.run(young, T0, GuardState())
+    assert isinstance(result, Suppressed) and result.guardrail == "min_age"
+    result, state = pipeline.run(make(), T0, state)
+    assert result == Suppressed(make(), "dry_run", "dry-run: would delete-pod ml/vllm-0")
+    # remembered as if it had run: the repeat is a repeat, not a second "would"
+    again, _ = pipeline.run(make(), T0 + 60, state)
+    assert isinstance(again, Suppressed) and again.guardrail == "idempotency"
 
 
 def test_a_suppressed_decision_leaves_no_trace() -> None:
