@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+import socket
 
 import click
 
+from remediator.executors.argo_params import remediator_image
 from remediator.executors.secrets import MissingSecret
+from remediator.executors.validate import InvalidParameter
 from remediator.policy.errors import ConfigError
 from remediator.runtime.embedded import RuntimeSettings
-from remediator.runtime.leader import Always
+from remediator.runtime.leader import LeaseSettings
 from remediator.runtime.logs import setup_logging
 from remediator.runtime.service import Service, ServiceConfig
 
@@ -24,6 +28,12 @@ Secrets (environment only, never flags, never logged):
   SLACK_BOT_TOKEN / _FILE           xoxb-... bot token (required with --slack-channel)
 
 \b
+Leader election (on when POD_NAME is set, i.e. in a cluster):
+  POD_NAME         this replica's identity in the Lease (else the hostname)
+  POD_NAMESPACE    the Lease's namespace (or --lease-namespace)
+  REMEDIATOR_IMAGE image workflow steps run (WorkflowTemplate remediator-image)
+
+\b
 Endpoints on --listen:
   POST /events   Alertmanager webhook, CloudEvent (structured or binary), watch event
   GET  /healthz  liveness     GET /readyz  readiness (policy loaded, watches synced)
@@ -34,7 +44,7 @@ Example (a laptop against a kind cluster, dry run):
   export REMEDIATOR_WEBHOOK_TOKEN=$(openssl rand -hex 16) SLACK_BOT_TOKEN=xoxb-...
   remediator serve --policy examples/policy.yaml --namespaces llm \\
       --listen 127.0.0.1:8080 --state-db ./state.db --slack-channel C0123456789 \\
-      --dry-run --no-leader-election
+      --dry-run
 """
 
 
@@ -141,8 +151,54 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     "--no-leader-election",
     is_flag=True,
     envvar="REMEDIATOR_NO_LEADER_ELECTION",
-    help="This replica always acts. Required today: Lease-based election is not "
-    "implemented yet, so run ONE replica.  [env REMEDIATOR_NO_LEADER_ELECTION]",
+    help="This replica always acts: run ONE replica. Default outside a cluster "
+    "(POD_NAME unset).  [env REMEDIATOR_NO_LEADER_ELECTION]",
+)
+@click.option(
+    "--leader-election",
+    is_flag=True,
+    envvar="REMEDIATOR_LEADER_ELECTION",
+    help="Elect a leader through the Lease even without POD_NAME (identity: the "
+    "hostname). Default in a cluster.  [env REMEDIATOR_LEADER_ELECTION]",
+)
+@click.option(
+    "--lease-name",
+    envvar="REMEDIATOR_LEASE_NAME",
+    default="remediator-leader",
+    show_default=True,
+    help="The pre-created coordination.k8s.io Lease (get/update only, never created).  "
+    "[env REMEDIATOR_LEASE_NAME]",
+)
+@click.option(
+    "--lease-namespace",
+    envvar="POD_NAMESPACE",
+    default=None,
+    help="The Lease's namespace. Default: this pod's.  [env POD_NAMESPACE]",
+)
+@click.option(
+    "--lease-duration",
+    envvar="REMEDIATOR_LEASE_DURATION",
+    type=click.FloatRange(min=1),
+    default=15.0,
+    show_default=True,
+    help="Seconds a leader's claim lasts without renewal.  [env REMEDIATOR_LEASE_DURATION]",
+)
+@click.option(
+    "--renew-deadline",
+    envvar="REMEDIATOR_RENEW_DEADLINE",
+    type=click.FloatRange(min=0, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="A leader that could not renew for this long stops acting.  "
+    "[env REMEDIATOR_RENEW_DEADLINE]",
+)
+@click.option(
+    "--retry-period",
+    envvar="REMEDIATOR_RETRY_PERIOD",
+    type=click.FloatRange(min=0, min_open=True),
+    default=2.0,
+    show_default=True,
+    help="Seconds between Lease attempts.  [env REMEDIATOR_RETRY_PERIOD]",
 )
 @click.option(
     "--log-level",
@@ -167,6 +223,12 @@ def serve(
     dry_run: bool,
     kill_switch_file: str | None,
     no_leader_election: bool,
+    leader_election: bool,
+    lease_name: str,
+    lease_namespace: str | None,
+    lease_duration: float,
+    renew_deadline: float,
+    retry_period: float,
     log_level: str,
 ) -> None:
     """Run remediator as a service: watch inference pods, take webhooks, track every
@@ -179,11 +241,17 @@ def serve(
     it gracefully.
     """
     setup_logging(log_level)
-    if not no_leader_election:
-        raise click.UsageError(
-            "leader election (Lease) is not implemented yet: run one replica with "
-            "--no-leader-election (or REMEDIATOR_NO_LEADER_ELECTION=true)"
+    try:
+        remediator_image()  # a bad REMEDIATOR_IMAGE stops the start, not the first workflow
+        lease = _lease(
+            no_leader_election,
+            leader_election,
+            lease_name,
+            lease_namespace,
+            (lease_duration, renew_deadline, retry_period),
         )
+    except (InvalidParameter, ValueError) as exc:
+        raise click.UsageError(str(exc)) from None
     cfg = ServiceConfig(
         policy=policy,
         listen=listen,
@@ -198,6 +266,7 @@ def serve(
         slack_channel=slack_channel,
         dry_run=dry_run,
         runtime=RuntimeSettings(kill_switch_file=kill_switch_file),
+        lease=lease,
     )
     try:
         asyncio.run(_main(cfg))
@@ -205,8 +274,38 @@ def serve(
         raise click.ClickException(str(exc)) from None
 
 
+def _lease(
+    off: bool,
+    on: bool,
+    name: str,
+    namespace: str | None,
+    timing: tuple[float, float, float],
+) -> LeaseSettings | None:
+    """On in a cluster (POD_NAME set) or with --leader-election; off with
+    --no-leader-election or outside a cluster, where one process is the norm."""
+    pod = os.environ.get("POD_NAME", "").strip()
+    if on and off:
+        raise ValueError("--leader-election and --no-leader-election contradict each other")
+    if off or not (on or pod):
+        log.info("leader election off: this replica always acts", extra={"pod": pod or None})
+        return None
+    if not namespace:
+        raise ValueError(
+            "leader election needs the Lease's namespace: POD_NAMESPACE or --lease-namespace"
+        )
+    duration, deadline, retry = timing
+    return LeaseSettings(
+        name=name,
+        namespace=namespace,
+        identity=pod or socket.gethostname(),
+        lease_duration_s=duration,
+        renew_deadline_s=deadline,
+        retry_period_s=retry,
+    )
+
+
 async def _main(cfg: ServiceConfig) -> None:
-    service = Service(cfg, Always())
+    service = Service(cfg)
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

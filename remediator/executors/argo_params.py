@@ -7,6 +7,7 @@ parameter is refused rather than passed through.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Callable
 
@@ -15,6 +16,7 @@ from remediator.policy.decision import TEMPLATE_FOR_ACTION, Decision
 
 LABEL_INCIDENT = "remediator.io/incident"
 LABEL_ACTION = "remediator.io/action"
+IMAGE_ENV = "REMEDIATOR_IMAGE"  # the service's own image; steps run exactly it
 
 _NAME_MAX = 63  # the workflow name becomes a label value on its pods
 _HASH_LEN = 10
@@ -113,6 +115,13 @@ def _targets(decision: Decision) -> list[tuple[str, str]]:
     return []  # verify-gpu-memory fans out over every GPU node
 
 
+def remediator_image() -> str | None:
+    """$REMEDIATOR_IMAGE, checked against the image grammar; None when unset (the
+    templates' default `remediator-image` then applies)."""
+    value = os.environ.get(IMAGE_ENV, "").strip()
+    return v.image(IMAGE_ENV, value) if value else None
+
+
 def parameters_for(decision: Decision) -> list[tuple[str, str]]:
     """Validated (name, value) pairs for the template's `spec.arguments`."""
     template_for(decision)
@@ -128,4 +137,7 @@ def parameters_for(decision: Decision) -> list[tuple[str, str]]:
         params.append((key, check(key, value)))
     params.append(("incident", v.incident("incident", decision.incident)))
     params.append(("reason", v.reason("reason", v.plain_text(decision.reason))))
+    image = remediator_image()
+    if image is not None:
+        params.append(("remediator-image", image))
     return params

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -323,14 +323,24 @@ class LeaseLeadership:
         return _json(response.data)
 
     def _replace(self, body: dict[str, Any]) -> dict[str, Any]:
+        """PUT the Lease as read, through the client's transport and auth. Not through
+        `replace_namespaced_lease`: it validates the body into a V1Lease model, which
+        refuses fields the model does not know (a newer server's, a stand-in's) and writes
+        MicroTime back with `isoformat()` (no fraction on a whole second: a 400)."""
         s = self.settings
-        response: Any = self._api.replace_namespaced_lease(
-            s.name,
-            s.namespace,
-            cast(Any, body),  # a dict is sent as is: MicroTime keeps its six digits
-            _preload_content=False,
-            _request_timeout=s.renew_deadline_s,
+        api = self._api.api_client
+        request = api.param_serialize(
+            method="PUT",
+            resource_path="/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}",
+            path_params={"namespace": s.namespace, "name": s.name},
+            header_params={"Accept": "application/json", "Content-Type": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
         )
+        response = api.call_api(*request, _request_timeout=s.renew_deadline_s)
+        response.read()
+        if not 200 <= response.status <= 299:
+            raise ApiException.from_response(http_resp=response, body=None, data=None)
         return _json(response.data)
 
     # --- graceful shutdown -------------------------------------------------------------------

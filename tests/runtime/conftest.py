@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from remediator.runtime.embedded import RuntimeSettings
-from remediator.runtime.leader import Leadership
+from remediator.runtime.leader import Leadership, LeaseSettings
 from remediator.runtime.service import Service, ServiceConfig
 from remediator.sources.kube_watch import WatchSettings
 from tests.standins.argo_server import ArgoStandin
@@ -192,3 +192,25 @@ async def running(cfg: ServiceConfig, leader: Leadership | None = None) -> Async
 
 def without_watch(cfg: ServiceConfig) -> ServiceConfig:
     return replace(cfg, watch=False)
+
+
+LEASE = "remediator-leader"
+LEASE_NS = "remediator"
+
+
+def lease_settings(identity: str) -> LeaseSettings:
+    """Short timings so a takeover happens within seconds; the same rules as 15/10/2."""
+    return LeaseSettings(
+        name=LEASE,
+        namespace=LEASE_NS,
+        identity=identity,
+        lease_duration_s=2.0,
+        renew_deadline_s=1.5,
+        retry_period_s=0.2,
+    )
+
+
+def lease_spec(kube: KubeApiServer) -> dict[str, Any]:
+    res = kube.resource("coordination.k8s.io/v1", "leases")
+    spec: dict[str, Any] = kube.store.get(res, LEASE_NS, LEASE)["spec"]
+    return spec

@@ -573,8 +573,32 @@ def _patch(store: Store, r: Request) -> tuple[int, Obj]:
     return 200, store.update(r.res, r.namespace, r.name, patched, r.dry)
 
 
+# MicroTime as the API server parses it (layout 2006-01-02T15:04:05.000000Z07:00):
+# exactly six fractional digits; a time without them is a 400, not a default.
+_MICRO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(?:Z|[+-]\d{2}:\d{2})")
+
+
+def _check_lease(body: Any) -> None:
+    spec = body.get("spec") or {} if isinstance(body, dict) else {}
+    for key in ("acquireTime", "renewTime"):
+        value = spec.get(key)
+        if value is not None and not (isinstance(value, str) and _MICRO_TIME.fullmatch(value)):
+            raise ApiError(
+                400,
+                "BadRequest",
+                f'Lease in version "v1" cannot be handled as a Lease: parsing time {value!r} '
+                'as "2006-01-02T15:04:05.000000Z07:00"',
+            )
+    for key in ("leaseDurationSeconds", "leaseTransitions"):
+        value = spec.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise ApiError(400, "BadRequest", f"spec.{key}: expected an integer, got {value!r}")
+
+
 def _put(store: Store, r: Request) -> tuple[int, Obj]:
     assert r.name is not None
+    if r.res.plural == "leases":
+        _check_lease(r.body)
     return 200, store.update(r.res, r.namespace, r.name, r.body, r.dry)
 
 
@@ -925,3 +949,14 @@ def node(name: str, unschedulable: bool = False) -> Obj:
 
 def seed(store: Store, objects: Iterable[Obj]) -> list[Obj]:
     return [store.create(o) for o in objects]
+
+
+def lease(namespace: str, name: str, **spec: Any) -> Obj:
+    """A pre-created Lease, as deploy/base/lease.yaml ships it (no holder) unless `spec`
+    says otherwise (holderIdentity, renewTime, leaseDurationSeconds, ...)."""
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"leaseDurationSeconds": 15, **spec},
+    }
