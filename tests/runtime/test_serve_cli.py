@@ -43,6 +43,15 @@ def test_help_names_every_option_and_env_var() -> None:
         "--dry-run",
         "--kill-switch-file",
         "--no-leader-election",
+        "--leader-election",
+        "--lease-name",
+        "--lease-duration",
+        "--renew-deadline",
+        "--retry-period",
+        "REMEDIATOR_LEASE_NAME",
+        "POD_NAME",
+        "POD_NAMESPACE",
+        "REMEDIATOR_IMAGE",
         "REMEDIATOR_INFERENCE_NAMESPACES",
         "REMEDIATOR_KILL_SWITCH_FILE",
         "REMEDIATOR_WEBHOOK_TOKEN",
@@ -107,7 +116,33 @@ def test_bad_policy_is_named_and_exits_nonzero(tmp_path: Path) -> None:
     assert "checks" in err
 
 
-def test_refuses_to_run_without_leader_election_choice() -> None:
-    proc = serve("--dry-run", env={"REMEDIATOR_WEBHOOK_TOKEN": WEBHOOK_TOKEN})
+def test_in_a_cluster_election_needs_the_lease_namespace() -> None:
+    env = {
+        "REMEDIATOR_WEBHOOK_TOKEN": WEBHOOK_TOKEN,
+        "POD_NAME": "remediator-0",
+        "POD_NAMESPACE": "",
+    }
+    proc = serve("--dry-run", env=env)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2 and "--no-leader-election" in err
+    assert proc.returncode == 2 and "POD_NAMESPACE" in err
+
+
+def test_contradictory_election_flags_are_refused() -> None:
+    env = {"REMEDIATOR_WEBHOOK_TOKEN": WEBHOOK_TOKEN}
+    proc = serve("--dry-run", "--leader-election", "--no-leader-election", env=env)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "contradict" in err
+
+
+def test_bad_lease_timings_are_refused() -> None:
+    env = {"REMEDIATOR_WEBHOOK_TOKEN": WEBHOOK_TOKEN, "POD_NAME": "r-0", "POD_NAMESPACE": "r"}
+    proc = serve("--dry-run", "--lease-duration", "5", "--renew-deadline", "8", env=env)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "renew deadline" in err
+
+
+def test_a_bad_remediator_image_is_refused_at_start() -> None:
+    env = {"REMEDIATOR_WEBHOOK_TOKEN": WEBHOOK_TOKEN, "REMEDIATOR_IMAGE": "Not An Image!"}
+    proc = serve("--dry-run", "--no-leader-election", env=env)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "REMEDIATOR_IMAGE" in err
