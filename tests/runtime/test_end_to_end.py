@@ -27,6 +27,8 @@ async def test_stuck_pod_is_deleted_through_argo_and_told_in_slack(
         row = await wait_until(
             lambda: [r for r in service.outbox.rows() if r.state == "ended"], what="ended row"
         )
+        # the end reply is posted after the row is marked ended
+        await wait_until(lambda: len(slack.posted()) >= 2, what="act and end told")
         ready = service.runtime.ready()
     assert ready == (True, "policy loaded; 4 watches synced")
     assert len(row) == 1 and row[0].decision.action == "delete-pod"

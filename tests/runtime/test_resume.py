@@ -53,6 +53,7 @@ async def test_the_end_reply_goes_into_the_thread_posted_before_a_restart(
     argo.script(row[0].workflow, "Succeeded")
     async with running(config) as second:
         await wait_until(lambda: [r for r in second.outbox.rows() if r.state == "ended"])
+        await wait_until(lambda: len(slack.posted()) >= 2, what="the end reply")
     posted = slack.posted()
     assert len(posted) == 2, "the act message is not posted again"
     end = posted[1]

@@ -146,6 +146,8 @@ async def test_a_killed_leader_is_replaced_after_expiry_and_its_work_is_a_409(
             done = await wait_until(
                 lambda: [r for r in b.outbox.rows() if r.state == "ended"], what="ended"
             )
+            # the end reply is posted after the row is marked ended
+            await wait_until(lambda: len(slack.posted()) >= 2, what="act and end told")
             duplicates = b.registry.get_sample_value(
                 "remediator_executions_total", {"action": "delete-pod", "result": "duplicate"}
             )
