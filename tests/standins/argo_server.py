@@ -19,13 +19,15 @@ import threading
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import jsonschema  # type: ignore[import-untyped]
 import yaml
+
+from tests.standins.loopback import LoopbackServer
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO / ".." / "shared"
@@ -127,7 +129,7 @@ class ArgoStandin:
     _faults: deque[int] = field(default_factory=deque)
     _scripts: dict[str, deque[tuple[str, str]]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _server: ThreadingHTTPServer | None = None
+    _server: LoopbackServer | None = None
 
     # -- scripting -------------------------------------------------------------
     def fail_next(self, *statuses: int) -> None:
@@ -144,21 +146,15 @@ class ArgoStandin:
     @property
     def url(self) -> str:
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_port}"
+        return f"http://127.0.0.1:{self._server.port}"
 
     def __enter__(self) -> ArgoStandin:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        # a short poll keeps shutdown() quick between tests
-        threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        ).start()
+        self._server = LoopbackServer(_handler(self))
         return self
 
     def __exit__(self, *exc: object) -> None:
         assert self._server is not None
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.close()
 
     # -- behaviour -------------------------------------------------------------
     def handle(self, method: str, raw_path: str, auth: str | None, body: bytes) -> tuple[int, Any]:

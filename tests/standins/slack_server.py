@@ -12,9 +12,11 @@ import json
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs
+
+from tests.standins.loopback import LoopbackServer
 
 _BLOCK_TYPES = {"header", "section", "context", "divider", "actions", "image", "rich_text"}
 _TEXT_LIMIT = {"header": 150, "section": 3000}
@@ -37,7 +39,7 @@ class SlackStandin:
     _rate_limits: deque[int] = field(default_factory=deque)
     _next_ts: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _server: ThreadingHTTPServer | None = None
+    _server: LoopbackServer | None = None
 
     def rate_limit_next(self, retry_after_s: int = 0, times: int = 1) -> None:
         """The next `times` calls get 429 with this Retry-After."""
@@ -50,21 +52,15 @@ class SlackStandin:
     @property
     def url(self) -> str:
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_port}/api/"
+        return f"http://127.0.0.1:{self._server.port}/api/"
 
     def __enter__(self) -> SlackStandin:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        # a short poll keeps shutdown() quick between tests
-        threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        ).start()
+        self._server = LoopbackServer(_handler(self))
         return self
 
     def __exit__(self, *exc: object) -> None:
         assert self._server is not None
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.close()
 
     def handle(
         self, path: str, auth: str | None, ctype: str, raw: bytes
