@@ -7,6 +7,7 @@ cluster: decisions are printed, not executed.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -120,6 +121,12 @@ def replay_command(
     except ConfigError as exc:
         raise click.UsageError(f"policy file {policy}: {exc}") from None
     out: Output = JsonOutput(sys.stdout) if output == "json" else TextOutput(sys.stdout)
-    stats = run_replay(list(files), session, out, until_ts)
+    try:
+        stats = run_replay(list(files), session, out, until_ts)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `remediator replay ... | head`: the reader has what it wanted; not an error.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
     if stats.skipped:
         sys.exit(EXIT_SKIPPED)

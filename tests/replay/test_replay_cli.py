@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ import orjson
 import pytest
 
 from tests.data import make
-from tests.replay.conftest import REPO, run_replay_cli
+from tests.replay.conftest import REPO, _replay_argv, run_replay_cli
 from tests.timeline.streams import COLD_START, COLD_START_TOTAL, MODEL, NODE, UID, at
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -160,3 +161,23 @@ def test_missing_file_is_a_usage_error() -> None:
     assert r.returncode == 2
     assert "no-such-file.jsonl" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_reader_that_stops_early_is_not_an_error(tmp_path: Path) -> None:
+    """`remediator replay ... | head`: a closed pipe ends the replay quietly, exit 0."""
+    from remediator.sim import watch_stream
+
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(b"\n".join(line for line, _ in watch_stream(300, seed=3)) + b"\n")
+    proc = subprocess.Popen(
+        [*_replay_argv(), "-o", "json", str(big)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # what `head -1` does
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 0, err
+    assert b'"kind":"transition"' in first and b"Traceback" not in err
