@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import orjson
@@ -150,6 +151,21 @@ class TextOutput:
             self._say(f"{skipped} lines skipped (see stderr)")
         for t in sorted(timelines, key=lambda t: (t.namespace, t.created or 0.0, t.name)):
             self._pod(t, longest)
+        self._summary(timelines)
+
+    def _summary(self, timelines: list[PodTimeline]) -> None:
+        """Where the time goes, per model: P50 / P95 of each phase over the pods that
+        finished it (the figures an SRE tunes against)."""
+        models = sorted({t.model or "-" for t in timelines})
+        cols = (*PHASES, "total")
+        self._say()
+        self._say(f"{'model':<40} {'pods':>4}  " + "  ".join(f"{c:>15}" for c in cols))
+        self._say(f"{'':<40} {'':>4}  " + "  ".join(f"{'p50 / p95':>15}" for _ in cols))
+        for model in models:
+            mine = [t for t in timelines if (t.model or "-") == model]
+            cells = [_p50_p95([t.phases()[c] for t in mine]) for c in PHASES]
+            cells.append(_p50_p95([t.total() for t in mine]))
+            self._say(f"{model[-40:]:<40} {len(mine):>4}  " + "  ".join(f"{c:>15}" for c in cells))
 
     def _pod(self, t: PodTimeline, longest: float) -> None:
         total = t.total()
@@ -170,6 +186,17 @@ class TextOutput:
         self._say(f"  {'total':<16} {f'{total:.1f}s' if total is not None else '-':>8}")
 
 
+def _p50_p95(values: list[float | None]) -> str:
+    done = sorted(v for v in values if v is not None)
+    if not done:
+        return "-"
+
+    def pick(q: float) -> float:  # nearest rank
+        return done[max(0, math.ceil(q * len(done)) - 1)]
+
+    return f"{pick(0.5):.0f}s / {pick(0.95):.0f}s"
+
+
 def _clock(ts: float) -> str:
     return format_time(ts)[11:19]
 
@@ -181,6 +208,3 @@ def _what(d: Decision) -> str:
 
 def _sum(t: PodTimeline) -> float:
     return sum(v for v in t.phases().values() if v is not None)
-
-
-assert PHASES  # the order of t.phases() is PHASES

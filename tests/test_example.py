@@ -51,3 +51,14 @@ def test_the_example_text_output_is_for_people() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "ACT      delete-pod inference/vllm-llama-70b-58wrnxw6gp-r4cwh" in proc.stdout
     assert "engine_init" in proc.stdout and "█" in proc.stdout
+
+
+def test_the_text_output_ends_with_where_the_time_goes_per_model() -> None:
+    proc = replay_example()
+    lines = proc.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("model "))
+    rows = {line.split()[0]: line for line in lines[header + 2 :]}
+    llama = rows["meta-llama/Llama-3.1-70B-Instruct"].split()
+    assert llama[1] == "7"  # pods of that model
+    # engine_init of the 5 llama pods that finished it: 220, 242, 246, 266, 314 (nearest rank)
+    assert "246s / 314s" in rows["meta-llama/Llama-3.1-70B-Instruct"]
