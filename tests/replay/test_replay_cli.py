@@ -112,7 +112,7 @@ def test_text_output_is_readable() -> None:
     out = r.stdout
     assert "2 pods" in out
     blocks = {b.split()[0]: b for b in out.split("\n\n")[1:]}
-    assert set(blocks) == {"llm/llama-70b-0", "llm/llama-70b-1"}
+    assert set(blocks) == {"llm/llama-70b-0", "llm/llama-70b-1", "model"}  # + the summary
     done = blocks["llm/llama-70b-0"]
     assert "state=serving" in done and f"node={NODE}" in done and f"model={MODEL}" in done
     for phase, value in {**COLD_START, "total": COLD_START_TOTAL}.items():
