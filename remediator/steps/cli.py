@@ -366,6 +366,22 @@ def cordon_node_command(
 @click.option(
     "--node", envvar="NODE_NAME", metavar="NAME", help="Node name for the verdict [env NODE_NAME]."
 )
+@click.option(
+    "--report-to",
+    envvar="REMEDIATOR_EVENTS_URL",
+    metavar="URL",
+    help="Also POST the verdict to remediator's /events as a CloudEvent "
+    "(io.remediator.gpu-verdict), so it can tell on-call and cordon if its policy says so. "
+    "Needs --node. A failed post is "
+    "logged and does not change the exit code [env REMEDIATOR_EVENTS_URL].",
+)
+@click.option(
+    "--report-token",
+    envvar="REMEDIATOR_WEBHOOK_TOKEN",
+    metavar="TOKEN",
+    help="Bearer token for --report-to; give it through the environment (or "
+    "REMEDIATOR_WEBHOOK_TOKEN_FILE), never on a command line [env REMEDIATOR_WEBHOOK_TOKEN].",
+)
 @_incident
 def verify_gpu_memory_command(
     samples: int | None,
@@ -376,6 +392,8 @@ def verify_gpu_memory_command(
     columns: str,
     nvidia_smi: str,
     node: str | None,
+    report_to: str | None,
+    report_token: str | None,
     incident: str | None,
 ) -> None:
     """Decide whether each GPU's memory has settled (exit 0) or not (exit 1).
@@ -394,11 +412,33 @@ def verify_gpu_memory_command(
     """
     from remediator.steps.verify import run_verify
 
-    _run(
-        "verify-gpu-memory",
-        incident,
-        {"node": node},
-        lambda: run_verify(
+    if report_to and not node:
+        raise click.UsageError("--report-to needs --node (or NODE_NAME): the verdict names it")
+
+    def body() -> tuple[ExitCode, dict[str, Any]]:
+        code, fields = run_verify(
             samples, interval, max_spread_mib, max_rise_mib, from_file, columns, nvidia_smi
-        ),
-    )
+        )
+        if report_to and node and code in (ExitCode.OK, ExitCode.UNSTABLE):
+            fields["reported"] = _report(report_to, report_token, node, incident, fields)
+        return code, fields
+
+    _run("verify-gpu-memory", incident, {"node": node}, body)
+
+
+def _report(
+    url: str, token: str | None, node: str, incident: str | None, fields: dict[str, Any]
+) -> bool:
+    from remediator.steps import report_back
+
+    event = report_back.cloudevent(node, incident, fields)
+    try:
+        status = report_back.post(url, event, token or report_back.token_from_file())
+    except OSError as e:
+        log("verdict not reported", level=30, url=url, error=str(e))
+        return False
+    if status >= 300:
+        log("verdict not accepted", level=30, url=url, status=status)
+        return False
+    log("verdict reported", url=url, status=status)
+    return True

@@ -340,7 +340,7 @@ def test_verify_fans_out_over_gpu_nodes_without_taking_a_gpu() -> None:
     node = templates["verify-node"]
     assert node["nodeSelector"] == {"kubernetes.io/hostname": "{{inputs.parameters.node}}"}
     assert json.loads(node["podSpecPatch"]) == {"runtimeClassName": "nvidia"}
-    env = {e["name"]: e["value"] for e in node["container"]["env"]}
+    env = {e["name"]: e.get("value") for e in node["container"]["env"]}
     assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
     for box in ("requests", "limits"):
         assert not any("nvidia.com" in k for k in node["container"]["resources"][box])
