@@ -204,7 +204,9 @@ class PolicyEngine:
             Decision("notify", "", verdict.node, reason, incident, now),
         ]
         if self.config.gpu_memory.cordon:
-            out.append(Decision("cordon-node", "", verdict.node, reason, incident + "-c", now))
+            # One cordon per node: a warmup's verification reports every node under one id.
+            cordon = incident_id("cordon", incident, verdict.node)
+            out.append(Decision("cordon-node", "", verdict.node, reason, cordon, now))
         return out
 
     # ---- workloads --------------------------------------------------------------------

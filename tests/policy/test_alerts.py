@@ -115,3 +115,15 @@ def test_gpu_memory_alert_verifies_the_node_and_an_unstable_verdict_is_told(run:
 def test_gpu_alert_without_a_node_label_is_ignored(run: Run) -> None:
     run.feed(alert("firing", {"job": "dcgm"}, 10, name="GPUMemoryUnstable"))
     assert run.decisions == [] and "no node label" in run.notes[0].reason
+
+
+def test_one_verification_with_two_unstable_nodes_cordons_both() -> None:
+    from tests.policy.conftest import make_run
+
+    run = make_run("gpu_memory: {cordon: true}\nguardrails: {min_age: {factor: 0}}")
+    for node in ("gpu-node-1", "gpu-node-2"):
+        run.feed({"kind": "GpuMemoryVerdict", "node": node, "stable": False,
+                  "incident": "image-update-abc", "time": "2025-10-09T09:00:00Z"})  # fmt: skip
+    cordoned = [d.target for d in run.decisions if d.action == "cordon-node"]
+    assert cordoned == ["gpu-node-1", "gpu-node-2"]
+    assert [d.target for d in run.decisions if d.action == "notify"] == cordoned
