@@ -1,7 +1,8 @@
 """Raw bytes → normalised input records. The one entry point of the core for data.
 
 Understands, at any nesting a real pipeline produces:
-  - Kubernetes watch events {"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": {...}}
+  - Kubernetes watch events {"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": {...}},
+    a MODIFIED optionally with its "oldObject" (what the object was before the update)
   - bare objects and Lists (PodList, EventList, ...) as `kubectl get -o json` prints them
   - Alertmanager webhook payloads (version 4)
   - CloudEvents 1.0 in structured JSON whose data is any of the above, including Argo Events'
@@ -94,7 +95,13 @@ def _normalize(doc: JSON, depth: int) -> list[Input]:
             return []
         if wtype not in _WATCH_TYPES:
             raise InputError(f"unknown watch event type {wtype!r}")
-        return _object(cast(WatchType, wtype), doc["object"], None)
+        out = _object(cast(WatchType, wtype), doc["object"], None)
+        old = doc.get("oldObject")
+        if isinstance(old, dict) and wtype == "MODIFIED":
+            # An update that carries its before (Argo Events' resource source: oldBody):
+            # the before first, as if seen earlier, so a webhook-only service can compare.
+            out = _object("ADDED", old, None) + out
+        return out
     if "alerts" in doc and "version" in doc:
         return list(alerts_seen(doc))
     kind = doc.get("kind")
@@ -170,7 +177,10 @@ def _argo_events_body(data: JSON) -> Any:
             raise InputError(f"Argo Events body is not JSON: {exc}") from None
     rtype = data.get("type")
     if isinstance(rtype, str) and rtype in _ARGO_RESOURCE_TYPES:
-        return {"type": _ARGO_RESOURCE_TYPES[rtype], "object": body}
+        event = {"type": _ARGO_RESOURCE_TYPES[rtype], "object": body}
+        if isinstance(data.get("oldBody"), dict):
+            event["oldObject"] = data["oldBody"]
+        return event
     return body
 
 

@@ -54,3 +54,37 @@ def test_configured_warmup_target_and_disabled_rule() -> None:
     run = make_run("image_update: {enabled: false}")
     run.feed(deployment(OLD, watch="ADDED"), deployment(NEW, generation=2))
     assert run.decisions == []
+
+
+def test_an_update_that_carries_its_before_is_compared_without_a_watch(run: Run) -> None:
+    """What sensors/sensor-image-update-to-remediator.yaml posts: a webhook-only service
+    has never seen the workload, and still tells an image update from a first sighting."""
+    old, new = deployment(OLD)["object"], deployment(NEW, generation=2, at=60)["object"]
+    run.feed(
+        {
+            "specversion": "1.0",
+            "id": "e1",
+            "source": "argo-events/inference-workloads",
+            "type": "io.k8s.watch.workload",
+            "time": "2025-10-09T09:00:00Z",
+            "data": {"type": "MODIFIED", "object": new, "oldObject": old},
+        }
+    )
+    assert [(d.action, d.param("image")) for d in run.decisions] == [("restart-warmup", NEW)]
+
+
+def test_argo_events_resource_envelope_with_old_body(run: Run) -> None:
+    old, new = deployment(OLD)["object"], deployment(NEW, generation=2, at=60)["object"]
+    run.feed(
+        {
+            "specversion": "1.0",
+            "id": "e2",
+            "source": "inference-workloads",
+            "type": "resource",
+            "data": {"type": "UPDATE", "body": new, "oldBody": old, "group": "apps"},
+        }
+    )
+    assert [d.action for d in run.decisions] == ["restart-warmup"]
+    # the same update again (the service also watches): one incident, acted on once
+    run.feed(deployment(OLD, generation=1), deployment(NEW, generation=2, at=60))
+    assert len(run.decisions) == 1
