@@ -95,13 +95,13 @@ def _normalize(doc: JSON, depth: int) -> list[Input]:
             return []
         if wtype not in _WATCH_TYPES:
             raise InputError(f"unknown watch event type {wtype!r}")
-        out = _object(cast(WatchType, wtype), doc["object"], None)
+        now = _object(cast(WatchType, wtype), doc["object"], None)
         old = doc.get("oldObject")
         if isinstance(old, dict) and wtype == "MODIFIED":
             # An update that carries its before (Argo Events' resource source: oldBody):
             # the before first, as if seen earlier, so a webhook-only service can compare.
-            out = _object("ADDED", old, None) + out
-        return out
+            return _object("ADDED", old, None) + now
+        return now
     if "alerts" in doc and "version" in doc:
         return list(alerts_seen(doc))
     kind = doc.get("kind")
