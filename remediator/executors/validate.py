@@ -19,7 +19,8 @@ _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 _INCIDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,252}")
 # Free text for humans: words, numbers and a little punctuation; no quotes,
 # `$`, backticks, `;`, `|`, `&`, braces, backslashes or line breaks.
-_REASON = re.compile(r"[A-Za-z0-9 ._:,=<>%/+()\[\]#@*-]{1,512}")
+_TEXT_CHARS = r"A-Za-z0-9 ._:,=<>%/+()\[\]#@*-"
+_REASON = re.compile(rf"[{_TEXT_CHARS}]{{1,512}}")
 _SELECTOR_TERM = re.compile(
     r"(?:[a-z0-9.-]{1,253}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
     r"(?:(?:=|==|!=)([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?)?"
@@ -69,7 +70,7 @@ def reason(field: str, value: str) -> str:
     return _check(_REASON, field, value, "plain text without shell or template syntax", 512)
 
 
-_UNSAFE_TEXT = re.compile(r"[^A-Za-z0-9 ._:,=<>%/+()\[\]#@*-]+")
+_UNSAFE_TEXT = re.compile(rf"[^{_TEXT_CHARS}]+")  # the complement of what _REASON accepts
 
 
 def plain_text(value: str, limit: int = 512) -> str:
