@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -23,6 +22,7 @@ from remediator.inputs.records import (
     WorkloadSeen,
 )
 from remediator.inputs.timefmt import parse_time
+from tests.data import CAPTURES
 from tests.timeline.streams import (
     IMAGE,
     MODEL,
@@ -37,7 +37,7 @@ from tests.timeline.streams import (
     watch,
 )
 
-AM = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "alertmanager"
+AM = CAPTURES / "alertmanager"
 
 
 def _decode(doc: Any) -> list[Input]:

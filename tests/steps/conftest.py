@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner
 
 from remediator.steps.cli import step
+from tests.data import CAPTURES
 from tests.standins.kube_api import KubeApiServer
 
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
-SMI = SHARED / "fixtures" / "nvidia-smi"
+SMI = CAPTURES / "nvidia-smi"
 TRACE = SMI / "smi_trace.csv"
 TRACE_COLUMNS = "timestamp,index,memory.used,memory.total,utilization.gpu"
 H200_UUID = "GPU-310120a7-1c6c-d5d8-776f-27da3337a90e"  # from smi_query.csv
