@@ -16,7 +16,6 @@ refuses the whole body: the sender retries it, nothing is half-applied.
 from __future__ import annotations
 
 import hmac
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -29,9 +28,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from remediator.inputs.decode import decode, normalize
 from remediator.inputs.records import Input, InputError
+from remediator.logfields import get_logger
 from remediator.sources.metrics import SourceMetrics
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 MAX_BODY = 4 * 1024 * 1024  # an Alertmanager group of many alerts stays far below this
 STRUCTURED = "application/cloudevents+json"
