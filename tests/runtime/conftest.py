@@ -18,7 +18,7 @@ from remediator.runtime.embedded import RuntimeSettings
 from remediator.runtime.leader import Leadership, LeaseSettings
 from remediator.runtime.service import Service, ServiceConfig
 from remediator.sources.kube_watch import WatchSettings
-from tests.logcheck import strict_logging
+from tests.logcheck import LogRecorder, strict_logging
 from tests.standins.argo_server import ArgoStandin
 from tests.standins.kube_api import KubeApiServer
 from tests.standins.slack_server import SlackStandin
@@ -120,10 +120,10 @@ async def wait_until(check: Callable[[], Any], timeout: float = 20.0, what: str 
 
 
 @pytest.fixture(autouse=True)
-def logs_at_debug() -> Iterator[None]:
+def logs_at_debug() -> Iterator[LogRecorder]:
     """Every test here runs with every log call live; a logging error fails the test."""
     with strict_logging(logging.DEBUG) as logs:
-        yield
+        yield logs
     assert logs.problems() == []
 
 
