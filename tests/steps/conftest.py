@@ -39,6 +39,7 @@ def run_step(*args: str, env: dict[str, str] | None = None) -> StepResult:
     out_lines = [line for line in result.stdout.splitlines() if line.strip()]
     verdict = json.loads(out_lines[0]) if len(out_lines) == 1 else {}
     logs = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    assert "Logging error" not in result.stderr, result.stderr  # every log call at INFO works
     return StepResult(result.exit_code, verdict, logs, result.stdout, result.stderr)
 
 
