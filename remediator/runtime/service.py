@@ -12,6 +12,7 @@ import logging
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -132,6 +133,12 @@ class Service:
     def _webhook_token(self) -> str:
         return read_token(self.cfg.webhook_token_env, self.cfg.webhook_token_file_env)
 
+    def _timelines(self) -> list[dict[str, Any]]:
+        """Oldest first, as replay prints them; pods seen only through stray events too."""
+        tracked = [t for t in self.session.tracker if t.pod_seen or t.state() != "unknown"]
+        tracked.sort(key=lambda t: (t.namespace, t.name, t.created or 0.0))
+        return [t.to_json() for t in tracked]
+
     def _sources_ready(self) -> tuple[bool, str]:
         waiting = [w.target.label for w in self.watches if not w.synced.is_set()]
         if waiting:
@@ -140,7 +147,13 @@ class Service:
 
     async def start(self) -> None:
         self._webhook_token()  # fail at start, not on the first webhook
-        app = make_app(self.runtime, self.registry, self._webhook_token, self.source_metrics)
+        app = make_app(
+            self.runtime,
+            self.registry,
+            self._webhook_token,
+            self.source_metrics,
+            timelines=self._timelines,
+        )
         self._runner, self.port = await serve_app(app, Listen.parse(self.cfg.listen))
         self._run_task = asyncio.create_task(self.runtime.run(), name="runtime")
         await asyncio.sleep(0)  # let the runtime bind the loop before watches deliver

@@ -8,6 +8,10 @@
     GET  /healthz  200 while the process and its loop are alive (liveness).
     GET  /readyz   200 once the policy is loaded and every watch has synced.
     GET  /metrics  Prometheus text exposition of the service's registry.
+    GET  /timelines[?namespace=NS&state=STATE]   every tracked pod's cold start, one JSON
+                   object per line (application/x-ndjson): the `timeline` lines replay prints.
+    GET  /timelines/{namespace}/{pod}   that pod's timelines (a recreated pod has several,
+                   oldest first); 404 when none is tracked.
 
 A body is decoded entirely before anything is queued, so a bad alert among good ones
 refuses the whole body: the sender retries it, nothing is half-applied.
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -37,6 +41,8 @@ MAX_BODY = 4 * 1024 * 1024  # an Alertmanager group of many alerts stays far bel
 STRUCTURED = "application/cloudevents+json"
 
 TokenSource = Callable[[], str]  # the expected bearer token, re-read on each call
+Timelines = Callable[[], Iterable[dict[str, Any]]]  # the `timeline` objects, read on request
+NDJSON = "application/x-ndjson"
 
 
 class Intake(Protocol):
@@ -94,8 +100,39 @@ def _decode_body(headers: Any, body: bytes) -> tuple[list[Input], str]:
     return inputs, "webhook"
 
 
+def _ndjson(docs: Iterable[dict[str, Any]]) -> bytes:
+    return b"".join(orjson.dumps(d) + b"\n" for d in docs)
+
+
+def timeline_routes(app: web.Application, timelines: Timelines) -> None:
+    """GET /timelines and /timelines/{namespace}/{pod}: the same JSON lines replay prints."""
+
+    async def every(request: web.Request) -> web.Response:
+        ns, state = request.query.get("namespace"), request.query.get("state")
+        docs = (
+            d
+            for d in timelines()
+            if (ns is None or d["namespace"] == ns) and (state is None or d["state"] == state)
+        )
+        return web.Response(body=_ndjson(docs), content_type=NDJSON)
+
+    async def one(request: web.Request) -> web.Response:
+        ns, pod = request.match_info["namespace"], request.match_info["pod"]
+        docs = [d for d in timelines() if d["namespace"] == ns and d["pod"] == pod]
+        if not docs:
+            return _error(404, f"no timeline for pod {ns}/{pod}")
+        return web.Response(body=_ndjson(docs), content_type=NDJSON)
+
+    app.router.add_get("/timelines", every)
+    app.router.add_get("/timelines/{namespace}/{pod}", one)
+
+
 def make_app(
-    intake: Intake, registry: CollectorRegistry, token: TokenSource, metrics: SourceMetrics
+    intake: Intake,
+    registry: CollectorRegistry,
+    token: TokenSource,
+    metrics: SourceMetrics,
+    timelines: Timelines | None = None,
 ) -> web.Application:
     async def events(request: web.Request) -> web.Response:
         if not _authorized(request, token):
@@ -129,6 +166,8 @@ def make_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_handler)
+    if timelines is not None:
+        timeline_routes(app, timelines)
     return app
 
 
