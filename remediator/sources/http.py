@@ -32,7 +32,7 @@ from cloudevents.v1.http import from_http
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from remediator.inputs.decode import decode, normalize
-from remediator.inputs.records import Input, InputError
+from remediator.inputs.records import AlertSeen, Input, InputError
 from remediator.sources.metrics import SourceMetrics
 
 log = logging.getLogger(__name__)
@@ -146,6 +146,9 @@ def make_app(
             return _error(400, str(exc), accepted=0)
         intake.accept(inputs, kind)
         metrics.inputs.labels("http").inc(len(inputs))
+        for item in inputs:
+            if isinstance(item, AlertSeen):
+                metrics.alerts.labels(item.alertname, item.status).inc()
         return web.json_response({"accepted": len(inputs), "kind": kind}, status=202)
 
     async def healthz(request: web.Request) -> web.Response:
