@@ -70,6 +70,7 @@ class Session:
         elif isinstance(item, EngineStep):
             t = self.tracker.timeline_of(item)
             if t is not None:
+                self.metrics.init_steps(t)
                 self.metrics.observe_steps(t)
         for outcome in self.engine.on_input(item, change, self.now):
             self._settle(outcome, self.now, out)

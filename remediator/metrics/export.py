@@ -50,6 +50,7 @@ class TimelineMetrics:
             registry=registry,
         )
         self._phase_children: dict[tuple[str, str, str], Histogram] = {}
+        self._step_models: set[str] = set()
         self._engine_children: dict[tuple[str, str, str], Histogram] = {}
 
     def observe(self, change: StateChange) -> None:
@@ -58,6 +59,8 @@ class TimelineMetrics:
         if t.observed == _ALL_BITS:
             return
         model = t.model or "unknown"
+        if change.before is None and t.pod_seen:
+            self._init_series(model, t)
         for i, (phase, value) in enumerate(t.phases().items()):
             bit = 1 << i
             if value is None or t.observed & bit:
@@ -74,6 +77,21 @@ class TimelineMetrics:
             if total is not None and (change.after == "serving" or t.first_token is None):
                 t.observed |= _TOTAL_BIT
                 self._phase("total", model, t.namespace).observe(total)
+
+    def _init_series(self, model: str, t: PodTimeline) -> None:
+        """A model's series exist at zero from its first pod on: Prometheus' increase() only
+        counts what happens after a series appears, so a first cold start is not lost."""
+        for phase in (*PHASES, "total"):
+            self._phase(phase, model, t.namespace)
+        self._engine(model, t.tp_size or "", t.gpu_util or "")
+
+    def init_steps(self, t: PodTimeline) -> None:
+        """Likewise for the engine-init steps, once a pod's log is read."""
+        model = t.model or "unknown"
+        if model not in self._step_models:
+            self._step_models.add(model)
+            for step in TIMELINE_STEPS:
+                self.engine_step.labels(step, model)
 
     def observe_steps(self, t: PodTimeline) -> None:
         """Engine-init steps once engine init is over, each once per pod (a log line read
