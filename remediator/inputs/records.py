@@ -39,6 +39,7 @@ class PodSeen(msgspec.Struct, frozen=True):
     spec: PodSpec  # parsed once per pod by the timeline (see inputs.pods.spec_info)
     owner: str | None  # "Kind/name" of the controller
     at: float | None
+    pod_ip: str | None = None  # status.podIP: where a first-token probe connects
 
 
 class PodEvent(msgspec.Struct, frozen=True):

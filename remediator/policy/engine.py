@@ -88,6 +88,10 @@ class PolicyEngine:
         self._arm(due, t, t.state(), since)
 
     # ---- stuck pods -------------------------------------------------------------------
+    def selected(self, t: PodTimeline) -> bool:
+        """An inference pod this policy watches over (its selector and namespaces)."""
+        return self._selected(t)
+
     def _selected(self, t: PodTimeline) -> bool:
         cfg = self.config.stuck_pod
         if not cfg.enabled or not t.pod_seen:

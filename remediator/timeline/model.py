@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from remediator.timeline.endpoint import Endpoint
 from remediator.timeline.engine_steps import EngineSteps
 
 # Cold-start phases, in order; `total` is reported beside them.
@@ -79,6 +80,7 @@ class PodTimeline:
     observed: int = 0  # bitmask of phases already exported to histograms
     counted: str | None = None  # the state the tracker counts this pod in (None: not yet)
     engine: EngineSteps | None = None  # vLLM's own init steps, when its log was read
+    endpoint: Endpoint | None = None  # where its server answers (first-token probe)
 
     # ---- facts in -------------------------------------------------------------------
     def see_started(self, started: float) -> None:

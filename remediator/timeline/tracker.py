@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 
 import msgspec
 
 from remediator.inputs.kubelet import parse_pulled
 from remediator.inputs.pods import spec_info
 from remediator.inputs.records import EngineStep, FirstToken, Input, PodEvent, PodSeen
+from remediator.timeline.endpoint import Endpoint, port_of
 from remediator.timeline.engine_steps import EngineSteps
 from remediator.timeline.model import PodTimeline
 
@@ -183,6 +185,8 @@ class Tracker:
             info = spec_info(p.spec, p.labels)
             t.model, t.tp_size, t.gpu_util = _intern(info.model), info.tp_size, info.gpu_util
             t.labels, t.owner = self._share(p.labels), _intern(p.owner)
+            model = info.served_model or info.model
+            t.endpoint = Endpoint(info.container, p.pod_ip, port_of(info.port), model)
             if p.created is not None or (p.namespace, p.name) not in self._by_name:
                 self._claim_name(t, p.created)
             self._adopt_steps(t, p.created)
@@ -191,6 +195,8 @@ class Tracker:
                 t.first_token = parked if t.first_token is None else min(t.first_token, parked)
         if p.created is not None:
             t.created = p.created
+        if p.pod_ip and t.endpoint is not None and p.pod_ip != t.endpoint.ip:
+            t.endpoint = replace(t.endpoint, ip=p.pod_ip)
         if p.node and p.node != t.node:
             t.node = sys.intern(p.node)
         if p.scheduled is not None:
