@@ -17,6 +17,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import cast
@@ -46,6 +47,7 @@ class LogMetrics:
     lines: Counter
     steps: Counter
     errors: Counter
+    cpu: Counter
 
     @classmethod
     def on(cls, registry: CollectorRegistry) -> LogMetrics:
@@ -70,6 +72,11 @@ class LogMetrics:
             errors=Counter(
                 "remediator_engine_log_errors_total",
                 "Log follows that failed (API errors, broken streams).",
+                registry=registry,
+            ),
+            cpu=Counter(
+                "remediator_engine_log_cpu_seconds_total",
+                "CPU the log-following threads used (read, filter, parse), counted as each ends.",
                 registry=registry,
             ),
         )
@@ -118,6 +125,7 @@ class _Follow:
         self._resp: urllib3.HTTPResponse | None = None
         self._stop = threading.Event()
         self.read = 0
+        self.cpu_s = 0.0  # this follow's own CPU (its thread's), once it has ended
         self.thread = threading.Thread(target=self._run, name=f"log-{t.name}", daemon=True)
         self.thread.start()
 
@@ -167,6 +175,8 @@ class _Follow:
                 self._metrics.errors.inc()
                 log.warning("pod log stream broke", extra={**fields, "error": repr(exc)})
         finally:
+            self.cpu_s = time.thread_time()
+            self._metrics.cpu.inc(self.cpu_s)
             self._metrics.bytes_read.inc(self.read)
             if self._resp is not None:
                 with contextlib.suppress(Exception):
@@ -187,6 +197,7 @@ class EngineLogFollower:
         self._metrics = metrics
         self._following: dict[str, _Follow] = {}
         self._ended: dict[str, float] = {}  # uid → when its log ended: never read twice
+        self.history: deque[tuple[str, int, float]] = deque(maxlen=256)  # (pod, bytes, CPU s)
 
     def sync(self, in_engine_init: list[PodTimeline]) -> None:
         """From the loop, about once a second: follow these pods, let go of all others."""
@@ -195,6 +206,7 @@ class EngineLogFollower:
             if uid not in wanted or f.done:
                 f.stop()
                 del self._following[uid]
+                self.history.append((f"{f.namespace}/{f.pod}", f.read, f.cpu_s))
                 self._ended[uid] = time.monotonic()
         if len(self._ended) > _FORGET_AFTER:
             for uid in sorted(self._ended, key=self._ended.__getitem__)[: _FORGET_AFTER // 2]:
@@ -218,6 +230,7 @@ class EngineLogFollower:
             f.stop()
         for f in self._following.values():
             f.thread.join(join_s)
+            self.history.append((f"{f.namespace}/{f.pod}", f.read, f.cpu_s))
         self._following.clear()
         self._metrics.followed.set(0)
 
