@@ -175,10 +175,10 @@ class TextOutput:
         for step, value in t.engine_steps().items():
             bar = "▒" * max(1 if value > 0 else 0, round(value / longest * self.WIDTH))
             note = f"  {detail[step]}" if step in detail else ""
-            self._say(f"    · {step:<12} {value:>7.1f}s {bar}{note}")
+            self._say(f" · {step:<16}{value:>7.1f}s {bar}{note}")
         now = t.engine_step()
         if now is not None:
-            self._say(f"    · {now:<12} {'…':>8} (in progress)")
+            self._say(f" · {now:<16}{'…':>8} in progress")
 
     def _pod(self, t: PodTimeline, longest: float) -> None:
         total = t.total()
@@ -193,6 +193,8 @@ class TextOutput:
         for phase, value in t.phases().items():
             if value is None:
                 self._say(f"  {phase:<16} {'-':>8}")
+                if phase == "engine_init":
+                    self._steps(t, longest)
                 continue
             bar = "█" * max(1 if value > 0 else 0, round(value / longest * self.WIDTH))
             self._say(f"  {phase:<16} {value:>7.1f}s {bar}")

@@ -158,8 +158,8 @@ def test_steps_reach_the_metrics_and_the_text_output() -> None:
             in exposition
         )
     shown = text.getvalue()
-    assert "    · cuda_graphs     37.0s" in shown and "0.45 GiB" in shown
-    assert "    · until_ready    132.0s" in shown
+    assert " · cuda_graphs        37.0s" in shown and "0.45 GiB" in shown
+    assert " · until_ready       132.0s" in shown
 
 
 def test_a_line_read_after_ready_still_counts_once() -> None:
