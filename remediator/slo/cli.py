@@ -8,7 +8,7 @@ import click
 import orjson
 import requests
 
-from remediator.inputs.timefmt import format_time, parse_time
+from remediator.inputs.timefmt import parse_time
 from remediator.slo.prom import Prom
 from remediator.slo.report import build, write_png, write_table
 from remediator.slo.target import parse_target
@@ -35,7 +35,7 @@ from remediator.slo.target import parse_target
 @click.option(
     "--at",
     metavar="RFC3339",
-    help="End of the window (default: now), e.g. last Monday's report.",
+    help="End of the window (default: the last scrape of serve), e.g. last Monday's report.",
 )
 @click.option("--top", default=10, show_default=True, help="How many worst pods to list.")
 @click.option(
@@ -64,9 +64,9 @@ def slo_report(
     unfinished phase (remediator_pod_phase_elapsed_seconds, sampled at each scrape).
 
     \b
-    Counts come from increase() over the window: exact for series that start inside it at
-    zero (serve exports every model's series at zero from its first pod), extrapolated by
-    up to one scrape interval at the window's end unless --at is a scrape's time.
+    Counts come from increase() over the window, evaluated at serve's last scrape (or --at):
+    whole for series that start inside it at zero (serve exports a model's series at zero
+    from its first pod on; a pod whose phase ended before that scrape is not counted).
 
     \b
     Exit codes: 0 every target met; 1 a target missed; 2 bad usage or Prometheus unreachable.
@@ -87,8 +87,6 @@ def slo_report(
         if type(exc).__name__ != "PrometheusApiClientException":
             raise
         raise click.UsageError(f"Prometheus at {prometheus} refused the query: {exc}") from None
-    if at_ts is not None:
-        report["at"] = format_time(at_ts)
     if output == "json":
         sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:

@@ -44,6 +44,15 @@ class Prom:
         )
         return result
 
+    def pin_to_last_scrape(self) -> None:
+        """Evaluate as of serve's last scrape (not now): increase() then does not extrapolate
+        past the data, so a short window's counts stay whole numbers."""
+        if self.at is not None:
+            return
+        found = self._query(f"max(timestamp({PHASE}_count))")
+        if found:
+            self.at = _value(found[0])
+
     def quantile_rows(self, metric: str, by: str, window: str) -> list[Row]:
         """P50/P95/P99 and the count of each (model, `by`) over the window."""
         groups = f"model, {by}"

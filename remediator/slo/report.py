@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import IO, Any
 
+from remediator.inputs.timefmt import format_time
 from remediator.slo.prom import PHASE, STEP, Prom, Row
 from remediator.slo.target import Target, share_within
 from remediator.timeline.engine_steps import TIMELINE_STEPS
@@ -16,6 +17,7 @@ _STEP_ORDER = {s: i for i, s in enumerate(TIMELINE_STEPS)}
 
 
 def build(prom: Prom, window: str, targets: list[Target], top: int) -> dict[str, Any]:
+    prom.pin_to_last_scrape()
     phases = prom.quantile_rows(PHASE, "phase", window)
     steps = prom.quantile_rows(STEP, "step", window)
     phases.sort(key=lambda r: (r.model, _PHASE_ORDER.get(r.phase, 99)))
@@ -23,6 +25,7 @@ def build(prom: Prom, window: str, targets: list[Target], top: int) -> dict[str,
     return {
         "prometheus": prom.url,
         "window": window,
+        "at": format_time(prom.at) if prom.at is not None else None,
         "phases": [_row(r, "phase") for r in phases],
         "engine_init_steps": [_row(r, "step") for r in steps],
         "targets": [_target(prom, t, window) for t in targets],
@@ -79,7 +82,8 @@ def write_table(report: dict[str, Any], out: IO[str]) -> None:
     def say(line: str = "") -> None:
         out.write(line + "\n")
 
-    say(f"cold starts over {report['window']} (Prometheus {report['prometheus']})")
+    at = f" to {report['at']}" if report["at"] else ""
+    say(f"cold starts over {report['window']}{at} (Prometheus {report['prometheus']})")
     _quantiles(say, "phase", report["phases"])
     if report["engine_init_steps"]:
         say()
@@ -150,7 +154,8 @@ def write_png(report: dict[str, Any], path: str) -> None:
         ax.set_title(f"{model} — cold start over {report['window']}")
         for t in report["targets"]:
             if any(lbl.strip("· ") == t["phase"] for lbl in labels):
-                ax.axvline(t["seconds"], color="black", linestyle="--", linewidth=1)
+                style = ("--", ":", "-.")[report["targets"].index(t) % 3]
+                ax.axvline(t["seconds"], color="black", linestyle=style, label=t["target"])
         ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(path, format="png", dpi=100)
