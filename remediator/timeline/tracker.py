@@ -185,8 +185,9 @@ class Tracker:
             info = spec_info(p.spec, p.labels)
             t.model, t.tp_size, t.gpu_util = _intern(info.model), info.tp_size, info.gpu_util
             t.labels, t.owner = self._share(p.labels), _intern(p.owner)
-            model = info.served_model or info.model
-            t.endpoint = Endpoint(info.container, p.pod_ip, port_of(info.port), model)
+            model = _intern(info.served_model) if info.served_model else t.model
+            ep = Endpoint(_intern(info.container), p.pod_ip, port_of(info.port), model)
+            t.endpoint = ep
             if p.created is not None or (p.namespace, p.name) not in self._by_name:
                 self._claim_name(t, p.created)
             self._adopt_steps(t, p.created)
