@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 
+from remediator.logfields import get_logger
 from remediator.session import Session
 from remediator.sources.engine_logs import EngineLogFollower, in_engine_init
 from remediator.sources.first_token import FirstTokenProber, ready_without_first_token
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 class Observers:

@@ -14,7 +14,6 @@ become `EngineStep` inputs, stamped with the kubelet's time for the line.
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 import time
 from collections import deque
@@ -30,10 +29,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from remediator.inputs.records import EngineStep, Input
 from remediator.inputs.timefmt import parse_time
 from remediator.inputs.vllm_log import KEYWORDS, parse_line
+from remediator.logfields import get_logger
 from remediator.policy.config import EngineLogsConfig
 from remediator.timeline.model import PodTimeline
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 Deliver = Callable[[list[Input]], None]  # must be safe to call from a worker thread
 _KEYS = tuple(k.encode() for k in KEYWORDS)

@@ -14,7 +14,6 @@ engine's own measure of the same request) is read back to confirm it.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -25,11 +24,12 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.parser import text_string_to_metric_families
 
 from remediator.inputs.records import FirstToken, Input
+from remediator.logfields import get_logger
 from remediator.metrics.export import COLD_START_BUCKETS
 from remediator.policy.config import FirstTokenProbeConfig
 from remediator.timeline.model import PodTimeline
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 Deliver = Callable[[list[Input]], None]  # called on the loop's thread
 PROMPT = "Hello"
