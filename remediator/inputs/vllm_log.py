@@ -126,11 +126,5 @@ def parse_line(line: str) -> StepMark | None:
     return None
 
 
-def relevant(line: str | bytes) -> bool:
-    """Cheap pre-filter for the log follower: could this line mark a step?"""
-    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
-    return parse_line(text) is not None
-
-
 def _f(text: str) -> float:
     return float(text.replace(",", ""))
