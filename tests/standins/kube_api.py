@@ -15,6 +15,12 @@ store's change log), BOOKMARKs when `allowWatchBookmarks=true`, and an ERROR eve
 with a 410 Expired Status when the version is older than the log keeps
 (`store.compact()` forgets history; `close_watches()` ends every open stream).
 
+Since the real control plane runs under tests/live (tests/cluster), this stand-in is kept only
+where it still earns its keep: fast, exact fault injection a real server cannot be asked for
+(a 410 ERROR event mid-stream, a stream cut after N bytes, 500 and 403 bursts on a watch, a
+DaemonSet rollout that never finishes) and the runtime tests that need them in milliseconds.
+Every flow it serves also runs against the real API server in tests/live.
+
     with KubeApiServer() as api:
         api.store.create(pod("llm", "vllm-0"))
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
