@@ -31,10 +31,13 @@ def _register() -> None:
     from remediator.replay import replay_command
     from remediator.serve import serve
     from remediator.steps.cli import step
+    from remediator.streams.cli import ingest, worker
 
     main.add_command(replay_command)
     main.add_command(serve)
     main.add_command(step)
+    main.add_command(worker)
+    main.add_command(ingest)
 
 
 _register()
