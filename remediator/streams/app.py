@@ -94,13 +94,14 @@ def build_app(
         broker_session_timeout=streams.session_timeout_s,
         broker_heartbeat_interval=min(3.0, streams.session_timeout_s / 3),
         autodiscover=False,
+        topic_disable_leader=True,  # one more topic Faust would create with its own count
     )
     raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes}
     raw |= {"key_serializer": "raw", "value_serializer": "raw"}
     inputs = app.topic(streams.inputs.name, partitions=streams.inputs.partitions, **raw)
     candidates = app.topic(streams.candidates.name, partitions=1, **raw)
     commands = app.topic(streams.commands.name, partitions=streams.commands.partitions, **raw)
-    as_json: faust.Schema = faust.Schema(key_serializer="json", value_serializer="json")
+    as_json: faust.Schema[Any, Any] = faust.Schema(key_serializer="json", value_serializer="json")
     pods = app.Table("pods", partitions=streams.inputs.partitions, schema=as_json)
     guard_table = app.Table("guard", partitions=1, schema=as_json)
     metrics = WorkerMetrics(registry)
@@ -259,7 +260,8 @@ def build_app(
     # ---- web: every worker answers on its own loopback port -----------------------------
     @app.page("/metrics")
     async def metrics_page(web: Any, request: Any) -> Any:
-        return web.bytes(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+        # aiohttp refuses a charset in content_type: the exposition's header goes as is.
+        return web.bytes(generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     @app.page("/healthz")
     async def healthz(web: Any, request: Any) -> Any:

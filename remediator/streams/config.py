@@ -44,3 +44,12 @@ class StreamsConfig:
     @property
     def topics(self) -> tuple[Topic, ...]:
         return (self.inputs, self.candidates, self.commands)
+
+    @property
+    def changelogs(self) -> tuple[Topic, ...]:
+        """The tables' changelog topics, named as Faust names them, co-partitioned with
+        the topic each table is written from."""
+        return (
+            Topic(f"{self.group}-pods-changelog", self.inputs.partitions),
+            Topic(f"{self.group}-guard-changelog", 1),
+        )

@@ -7,6 +7,7 @@ a crash) submits nothing new: Argo answers 409 AlreadyExists, counted as done.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 from dataclasses import dataclass
@@ -53,14 +54,13 @@ class ArgoCarrier:
 
 
 class DryRunRecorder:
-    """Writes what would run, one JSON line per workflow name, each name once."""
+    """Writes what would run, one JSON line per workflow name, each name once, as Argo
+    would refuse a second submit under one name: workers sharing the file (on one host)
+    check it under a lock, so a command redelivered to another worker records nothing."""
 
     def __init__(self, path: str | None) -> None:
         self._path = Path(path) if path else None
         self._seen: set[str] = set()
-        if self._path is not None and self._path.exists():
-            for line in self._path.read_text().splitlines():
-                self._seen.add(json.loads(line)["workflow"])
 
     async def carry(self, decision: Decision) -> Outcome:
         name = (
@@ -71,8 +71,13 @@ class DryRunRecorder:
         if name in self._seen:
             return Outcome("exists", name)
         self._seen.add(name)
-        if self._path is not None:
-            with self._path.open("a") as f:
-                line = {"workflow": name, "incident": decision.incident, "action": decision.action}
-                f.write(json.dumps(line) + "\n")
+        if self._path is None:
+            return Outcome("recorded", name)
+        line = {"workflow": name, "incident": decision.incident, "action": decision.action}
+        with self._path.open("a+") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            f.seek(0)
+            if any(json.loads(seen)["workflow"] == name for seen in f.read().splitlines()):
+                return Outcome("exists", name)
+            f.write(json.dumps(line) + "\n")
         return Outcome("recorded", name)

@@ -21,18 +21,24 @@ async def ensure_topics(cfg: StreamsConfig) -> None:
     await admin.start()
     try:
         existing = set(await admin.list_topics())
+        compact = {"cleanup.policy": "compact"}  # a table keeps each key's last value
         wanted = [
             NewTopic(t.name, t.partitions, cfg.replication)
             for t in cfg.topics
+            if t.name not in existing
+        ] + [
+            NewTopic(t.name, t.partitions, cfg.replication, topic_configs=compact)
+            for t in cfg.changelogs
             if t.name not in existing
         ]
         if wanted:
             # Another worker may have made them first: the count is checked below.
             with contextlib.suppress(TopicAlreadyExistsError):
                 await admin.create_topics(wanted)
-        described = await admin.describe_topics([t.name for t in cfg.topics])
+        everything = cfg.topics + cfg.changelogs
+        described = await admin.describe_topics([t.name for t in everything])
         counts = {d["topic"]: len(d["partitions"]) for d in described}
-        for t in cfg.topics:
+        for t in everything:
             if counts.get(t.name) != t.partitions:
                 raise TopicMismatch(
                     f"topic {t.name} has {counts.get(t.name)} partitions, configured"

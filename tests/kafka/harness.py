@@ -130,7 +130,7 @@ class Worker:
         if self.argo:
             cmd += ["--argo-server", self.argo]
         else:
-            cmd += ["--dry-run-log", str(self.workdir / f"dry-run-{self.name}.jsonl")]
+            cmd += ["--dry-run-log", str(self.workdir / "dry-run.jsonl")]  # shared, as Argo is
         if self.cpus:
             cmd = ["taskset", "-c", self.cpus, *cmd]
         log = open(self.workdir / f"worker-{self.name}.log", "ab")  # noqa: SIM115
@@ -191,40 +191,48 @@ def config(bootstrap: str, name: str, partitions: int = 8) -> StreamsConfig:
     )
 
 
-async def lag(cfg: StreamsConfig) -> int:
-    """Records of our three topics the group has not committed yet."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=cfg.bootstrap)
-    consumer = AIOKafkaConsumer(bootstrap_servers=cfg.bootstrap)
-    await admin.start()
-    await consumer.start()
-    try:
-        committed = await admin.list_consumer_group_offsets(cfg.group)
-        tps = [TopicPartition(t.name, p) for t in cfg.topics for p in range(t.partitions)]
-        ends = await consumer.end_offsets(tps)
+class Lag:
+    """Records of our three topics the group has not committed yet (one admin client and
+    one consumer, kept open: polled often)."""
+
+    def __init__(self, cfg: StreamsConfig) -> None:
+        self.cfg = cfg
+        self.admin = AIOKafkaAdminClient(bootstrap_servers=cfg.bootstrap)
+        self.consumer = AIOKafkaConsumer(bootstrap_servers=cfg.bootstrap)
+        self.tps = [TopicPartition(t.name, p) for t in cfg.topics for p in range(t.partitions)]
+
+    async def __aenter__(self) -> Lag:
+        await self.admin.start()
+        await self.consumer.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.consumer.stop()
+        await self.admin.close()
+
+    async def __call__(self) -> int:
+        committed = await self.admin.list_consumer_group_offsets(self.cfg.group)
+        ends = await self.consumer.end_offsets(self.tps)
         total = 0
-        for tp in tps:
+        for tp in self.tps:
             done = committed.get(tp)
             total += ends[tp] - (done.offset if done is not None and done.offset >= 0 else 0)
         return total
-    finally:
-        await consumer.stop()
-        await admin.close()
 
-
-async def wait_idle(cfg: StreamsConfig, timeout: float = 120.0, workers: list[Worker] = ()) -> None:
-    """Until every record of the three topics is processed and committed (twice in a row:
-    a retry record may be on its way)."""
-    deadline = time.monotonic() + timeout
-    calm = 0
-    while time.monotonic() < deadline:
-        for w in workers:
-            if w.proc is not None and w.proc.poll() is not None and w.proc.returncode != -9:
-                raise RuntimeError(f"worker {w.name} exited; see {w.log_path}")
-        calm = calm + 1 if await lag(cfg) == 0 else 0
-        if calm >= 2:
-            return
-        await asyncio.sleep(0.2)
-    raise TimeoutError(f"group {cfg.group} still has lag {await lag(cfg)}")
+    async def wait_idle(self, workers: list[Worker], timeout: float = 180.0) -> None:
+        """Until every record is processed and committed, twice in a row (a retry record
+        may be on its way)."""
+        deadline = time.monotonic() + timeout
+        calm = 0
+        while time.monotonic() < deadline:
+            for w in workers:
+                if w.proc is not None and w.proc.poll() not in (None, -signal.SIGKILL):
+                    raise RuntimeError(f"worker {w.name} exited; see {w.log_path}")
+            calm = calm + 1 if await self() == 0 else 0
+            if calm >= 2:
+                return
+            await asyncio.sleep(0.1)
+        raise TimeoutError(f"group {self.cfg.group} still has lag {await self()}")
 
 
 async def commands(cfg: StreamsConfig) -> list[Decision]:
@@ -253,6 +261,12 @@ def group_owner(cfg: StreamsConfig, workers: list[Worker]) -> Iterator[Worker]:
         status, body = w.get("/metrics")
         if status == 200 and b'remediator_kafka_stage_seconds_count{agent="guard"}' in body:
             yield w
+
+
+def recorded(workdir: Path) -> list[dict[str, str]]:
+    """What the workers' dry-run recorder says would have run."""
+    path = workdir / "dry-run.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
 def dump(decisions: list[Decision]) -> str:
