@@ -53,17 +53,21 @@ class Publisher:
 
     async def publish(self, body: bytes) -> int:
         """Send `body`'s records; returns how many, once the broker acked every one."""
+        records, acks = await self.enqueue(body)
+        await asyncio.gather(*acks)
+        self.records.inc(len(acks))
+        return records
+
+    async def enqueue(self, body: bytes) -> tuple[int, list[asyncio.Future[object]]]:
+        """Hand `body`'s records to the producer, in order; their acks come later. A
+        caller that needs many bodies in flight (a bench, a relist) keeps their order."""
         records = split(body)
-        waits = []
+        acks = []
         for r in records:
-            if r.key == BROADCAST:
-                for p in range(self.cfg.inputs.partitions):
-                    waits.append(await self._send(r.key, r.value, p))
-            else:
-                waits.append(await self._send(r.key, r.value, None))
-        await asyncio.gather(*waits)
-        self.records.inc(len(waits))
-        return len(records)
+            targets = range(self.cfg.inputs.partitions) if r.key == BROADCAST else [None]
+            for p in targets:
+                acks.append(await self._send(r.key, r.value, p))
+        return len(records), acks
 
     async def tick(self, at: float) -> None:
         """Move every partition's clock to `at` (stream time)."""

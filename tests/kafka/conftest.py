@@ -14,7 +14,7 @@ from tests.kafka.broker import Broker
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    given = os.environ.get("REMEDIATOR_KAFKA_DIR")
+    given = os.environ.get("REMEDIATOR_KAFKA_DIR")  # scripts/test started one there
     if given and (Path(given) / "state.json").exists():
         known = Broker.load(Path(given))
         if known.running():
