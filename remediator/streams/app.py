@@ -10,9 +10,9 @@ Three agents, one per topic (see `streams.core` for what each decides):
 State lives in Faust Tables with changelog topics, so a worker that takes over a
 partition takes its history with it:
 
-  pods   "<partition>|<pod key>" -> the records of that pod, with their offsets; the
-         partition's timelines, incidents and timers are rebuilt from them in offset
-         order (the same core, fed the same inputs in the same order)
+  pods   "<partition>|<offset>" -> the input record at that offset; the partition's
+         timelines, incidents and timers are rebuilt from them in offset order (the same
+         core, fed the same inputs in the same order)
   guard  "cluster" -> the guard state, candidates waiting for the watermark, watermarks
 
 Delivery is at least once: the producer is flushed before offsets are committed, a
@@ -121,13 +121,11 @@ def build_app(
         they may not have left the dead worker."""
         core = PartitionCore(policy, p, streams.inputs.partitions, CollectorRegistry())
         prefix = f"{p}|"
-        rows = [
-            (offset, text)
+        rows = sorted(
+            (value[0], value[1]) if key.endswith(TICK) else (int(key[len(prefix) :]), value)
             for key, value in pods.items()
             if key.startswith(prefix)
-            for offset, text in value
-        ]
-        rows.sort()
+        )
         resend: list[Candidate | Learned] = []
         for offset, text in rows:
             out = core.feed(text.encode())
@@ -138,13 +136,13 @@ def build_app(
         log.info("partition rebuilt", extra={"partition": p, "records": len(rows)})
         return core, resend
 
-    def remember(p: int, key: str, offset: int, value: bytes) -> None:
-        tkey = f"{p}|{TICK}" if value.startswith(b'{"remediator":"tick"') else f"{p}|{key}"
-        text = value.decode()
-        if tkey.endswith(TICK):
-            pods[tkey] = [[offset, text]]  # only the last tick matters
+    def remember(p: int, offset: int, value: bytes) -> None:
+        """One row per record, keyed by its offset: a write costs the record, not the
+        pod's whole history. Of the ticks only the last matters."""
+        if value.startswith(b'{"remediator":"tick"'):
+            pods[f"{p}|{TICK}"] = [offset, value.decode()]
         else:
-            pods[tkey] = [*(pods.get(tkey) or []), [offset, text]]
+            pods[f"{p}|{offset:012d}"] = value.decode()
 
     @app.agent(inputs)
     async def partitions(stream: StreamT[bytes]) -> AsyncIterator[None]:
@@ -152,7 +150,6 @@ def build_app(
         async for event in stream.events():
             msg = event.message
             p, offset, value = msg.partition, msg.offset, msg.value or b""
-            key = msg.key.decode() if msg.key else ""
             core = held.cores.get(p)
             out: list[Candidate | Learned] = []
             if core is None:
@@ -169,7 +166,7 @@ def build_app(
                     log.warning("bad input skipped", extra={"partition": p, "error": str(exc)})
                     yield None
                     continue
-                remember(p, key, offset, value)
+                remember(p, offset, value)
                 held.applied[p] = offset
                 metrics.stage("partition", time.perf_counter() - started)
             metrics.inputs.inc()
@@ -199,10 +196,14 @@ def build_app(
         async for event in stream.events():
             core = guard_core()
             started = time.perf_counter()
-            results = core.take(parse_guard_record(event.message.value or b"{}"))
+            record = parse_guard_record(event.message.value or b"{}")
+            results = core.take(record)
             for result, origin in results:
                 await _settled(result, origin)
-            guard_table["cluster"] = core.to_json()
+            if results or not isinstance(record, Watermark):
+                # A watermark that released nothing is not worth a write: after a
+                # takeover, the next tick brings every partition's again.
+                guard_table["cluster"] = core.to_json()
             metrics.stage("guard", time.perf_counter() - started)
             yield None
 

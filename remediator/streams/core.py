@@ -220,13 +220,16 @@ class GuardCore:
     # (at, 0 = learned | 1 = candidate, payload, origin partition), a heap
     pending: list[tuple[float, int, str, int]] = field(default_factory=list)
     watermarks: dict[int, float] = field(default_factory=dict)
-    learned: list[list[Any]] = field(default_factory=list)  # the history's inputs, bounded
+    # the history's samples, "model\nphase" -> the last `window` of them
+    learned: dict[str, list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.pipeline = build_pipeline(self.config.guardrails)
         self.history = PhaseHistory(self.config.stuck_pod.adaptive.window)
-        for model, phase, seconds in self.learned:
-            self.history.add(model, phase, seconds)
+        for key, samples in self.learned.items():
+            model, phase = key.split("\n", 1)
+            for seconds in samples:
+                self.history.add(model, phase, seconds)
 
     @property
     def frontier(self) -> float:
@@ -265,10 +268,12 @@ class GuardCore:
         return out
 
     def _learn(self, samples: list[list[Any]]) -> None:
+        window = self.config.stuck_pod.adaptive.window
         for model, phase, seconds in samples:
             self.history.add(model, phase, seconds)
-            self.learned.append([model, phase, seconds])
-        del self.learned[: -64 * self.config.stuck_pod.adaptive.window]  # ample per model
+            kept = self.learned.setdefault(f"{model}\n{phase}", [])
+            kept.append(seconds)
+            del kept[:-window]
 
     def _weigh(self, d: Decision, model: str | None) -> Decision:
         """What a cold start of the pod's model takes, over every partition's pods."""
@@ -295,7 +300,7 @@ class GuardCore:
     @classmethod
     def from_json(cls, config: PolicyConfig, partitions: int, text: str) -> GuardCore:
         doc = json.loads(text)
-        learned = [list(x) for x in doc.get("learned", [])]
+        learned = {str(k): [float(x) for x in v] for k, v in doc.get("learned", {}).items()}
         core = cls(config, partitions, GuardState.from_json(doc["state"]), learned=learned)
         core.pending = [(float(a), int(k), str(t), int(p)) for a, k, t, p in doc["pending"]]
         heapq.heapify(core.pending)

@@ -197,7 +197,8 @@ class Broker:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         out.close()
         if wait and proc.wait() != 0:
-            raise RuntimeError(f"broker: {main} failed; see {self.dir / 'format.out'}")
+            tail = (self.dir / "format.out").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"broker: {main} exited {proc.returncode}:\n{tail}")
         return proc
 
     def _wait_serving(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
