@@ -36,7 +36,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from remediator.inputs.records import InputError
 from remediator.policy.config import PolicyConfig
 from remediator.policy.decision import Decision, Suppressed
-from remediator.runtime.outbox import decision_from_json, decision_to_json
+from remediator.runtime.outbox import decision_from_json
 from remediator.streams.config import StreamsConfig
 from remediator.streams.core import (
     INTERNAL,
@@ -45,6 +45,7 @@ from remediator.streams.core import (
     Learned,
     PartitionCore,
     Watermark,
+    decision_to_json,
     parse_guard_record,
     retry_record,
     tick_record,

@@ -37,10 +37,16 @@ from remediator.policy.decision import Decision, Suppressed
 from remediator.policy.engine import RETRYABLE
 from remediator.policy.history import PhaseHistory, expected_cold_start
 from remediator.policy.outcome import Ignored, Outcome
-from remediator.runtime.outbox import decision_from_json, decision_to_json
+from remediator.runtime.outbox import decision_from_json
 from remediator.session import Session, Sink
 from remediator.streams.keys import owner, workload_owner_key
 from remediator.timeline.tracker import StateChange
+
+
+def decision_to_json(d: Decision) -> str:
+    """What `outbox.decision_from_json` reads, by orjson (dataclasses natively, no asdict)."""
+    return orjson.dumps(d).decode()
+
 
 # Internal records share the input topic with raw documents; they start with this.
 INTERNAL = b'{"remediator":'
@@ -288,14 +294,14 @@ class GuardCore:
 
     # ---- the table's value ------------------------------------------------------------
     def to_json(self) -> str:
-        return json.dumps(
+        return orjson.dumps(
             {
                 "state": self.state.to_json(),
                 "pending": [list(p) for p in self.pending],
                 "watermarks": {str(k): v for k, v in self.watermarks.items()},
                 "learned": self.learned,
             }
-        )
+        ).decode()
 
     @classmethod
     def from_json(cls, config: PolicyConfig, partitions: int, text: str) -> GuardCore:

@@ -4,6 +4,7 @@ PartitionsMismatch. An existing topic with another count is refused, never used.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -36,8 +37,13 @@ async def ensure_topics(cfg: StreamsConfig) -> None:
             with contextlib.suppress(TopicAlreadyExistsError):
                 await admin.create_topics(wanted)
         everything = cfg.topics + cfg.changelogs
-        described = await admin.describe_topics([t.name for t in everything])
-        counts = {d["topic"]: len(d["partitions"]) for d in described}
+        counts: dict[str, int] = {}
+        for _ in range(50):  # a topic just created may be described empty for a moment
+            described = await admin.describe_topics([t.name for t in everything])
+            counts = {d["topic"]: len(d["partitions"]) for d in described}
+            if all(counts.get(t.name) for t in everything):
+                break
+            await asyncio.sleep(0.1)
         for t in everything:
             if counts.get(t.name) != t.partitions:
                 raise TopicMismatch(
