@@ -199,6 +199,7 @@ def report(name: str, r: dict[str, object], inputs: int) -> None:
         f"{name:<22} {r['rate']:>9.0f} inputs/s   latency p50 {1000 * r['p50']:.0f} ms"  # type: ignore[operator]
         f"  p99 {1000 * r['p99']:.0f} ms  ({r['probes']} probes, {r['missing']} missing)"  # type: ignore[operator]
     )
+    print(f"{'':<22} ingest alone (acked): {r['ingest_rate']:.0f} inputs/s")
     print(
         f"{'':<22} time goes: ingest {r['ingest_cpu']:.1f} s CPU, broker {r['broker_cpu']:.1f} s,"
         f" workers {' + '.join(f'{c:.1f}' for c in wc)} s over {r['elapsed']:.1f} s wall;"
