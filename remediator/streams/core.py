@@ -226,6 +226,7 @@ class GuardCore:
     # (at, 0 = learned | 1 = candidate, payload, origin partition), a heap
     pending: list[tuple[float, int, str, int]] = field(default_factory=list)
     watermarks: dict[int, float] = field(default_factory=dict)
+    clock: float = -math.inf  # the latest time the guardrails judged at; never goes back
     # the history's samples, "model\nphase" -> the last `window` of them
     learned: dict[str, list[float]] = field(default_factory=dict)
 
@@ -269,7 +270,10 @@ class GuardCore:
                 continue
             model, text = orjson.loads(payload)
             d = self._weigh(decision_from_json(text), model)
-            result, self.state = self.pipeline.run(d, at, self.state)
+            # A late candidate (a retry that came back after its partition ran ahead) is
+            # judged now, not in the past the guard state has already moved beyond.
+            self.clock = max(self.clock, at)
+            result, self.state = self.pipeline.run(d, self.clock, self.state)
             out.append((result, origin))
         return out
 
@@ -300,6 +304,7 @@ class GuardCore:
                 "pending": [list(p) for p in self.pending],
                 "watermarks": {str(k): v for k, v in self.watermarks.items()},
                 "learned": self.learned,
+                "clock": self.clock if math.isfinite(self.clock) else None,
             }
         ).decode()
 
@@ -311,4 +316,5 @@ class GuardCore:
         core.pending = [(float(a), int(k), str(t), int(p)) for a, k, t, p in doc["pending"]]
         heapq.heapify(core.pending)
         core.watermarks = {int(k): float(v) for k, v in doc["watermarks"].items()}
+        core.clock = -math.inf if doc.get("clock") is None else float(doc["clock"])
         return core
