@@ -28,6 +28,7 @@ import orjson
 from remediator.inputs.decode import decode
 from remediator.inputs.records import (
     AlertSeen,
+    EngineStep,
     FirstToken,
     GpuVerdict,
     Input,
@@ -44,7 +45,7 @@ BROADCAST = "*"  # the key of a record sent to every partition
 def key_of(item: Input) -> str:
     if isinstance(item, PodSeen):
         return f"{item.namespace}/{item.name}"
-    if isinstance(item, PodEvent | FirstToken):
+    if isinstance(item, PodEvent | FirstToken | EngineStep):
         return f"{item.namespace}/{item.pod}"
     if isinstance(item, WorkloadSeen):
         return BROADCAST

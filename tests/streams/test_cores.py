@@ -161,3 +161,11 @@ def test_an_alert_group_is_cut_by_pod() -> None:
     ]}  # fmt: skip
     records = split(orjson.dumps(doc))
     assert sorted((r.key, len(r.inputs)) for r in records) == [("llm/a", 2), ("llm/b", 1)]
+
+
+def test_an_engine_step_goes_with_its_pod() -> None:
+    from remediator.inputs.records import EngineStep
+    from remediator.streams.keys import key_of
+
+    step = EngineStep("llm", "vllm-0", None, "weights_loaded", 12.5, None, 1.0)
+    assert key_of(step) == "llm/vllm-0"
