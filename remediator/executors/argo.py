@@ -31,10 +31,10 @@ from argo_workflows.model.io_argoproj_workflow_v1alpha1_workflow_submit_request 
     IoArgoprojWorkflowV1alpha1WorkflowSubmitRequest,
 )
 
+from remediator.contract.decision import Decision
 from remediator.executors import argo_params
 from remediator.executors.secrets import read_token
 from remediator.executors.validate import dns1123_label, dns1123_subdomain
-from remediator.policy.decision import Decision
 
 log = logging.getLogger(__name__)
 

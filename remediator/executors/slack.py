@@ -18,9 +18,10 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from remediator.contract.actions import action
+from remediator.contract.decision import Decision
 from remediator.executors.argo import Ended, Submitted
 from remediator.executors.secrets import read_token
-from remediator.policy.decision import Decision
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +50,6 @@ def _esc(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _target(d: Decision) -> str:
-    return d.target if d.action == "cordon-node" or not d.namespace else f"{d.namespace}/{d.target}"
-
-
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "unknown duration"
@@ -62,7 +59,7 @@ def _duration(seconds: float | None) -> str:
 
 def act_blocks(d: Decision, submitted: Submitted | None) -> list[dict[str, Any]]:
     """The first message: what, where, why, which incident, which workflow."""
-    verb = "Remediating" if d.action != "notify" else "Needs attention"
+    verb = "Remediating" if action(d.action).acts else "Needs attention"
     if submitted is None:
         workflow = "none (notify only)"
     else:
@@ -73,13 +70,13 @@ def act_blocks(d: Decision, submitted: Submitted | None) -> list[dict[str, Any]]
     return [
         {
             "type": "header",
-            "text": {"type": "plain_text", "text": f"{verb}: {d.action} {_target(d)}"[:150]},
+            "text": {"type": "plain_text", "text": f"{verb}: {d.action} {d.where}"[:150]},
         },
         {
             "type": "section",
             "fields": [
                 {"type": "mrkdwn", "text": f"*Action*\n{_esc(d.action)}"},
-                {"type": "mrkdwn", "text": f"*Target*\n`{_esc(_target(d))}`"},
+                {"type": "mrkdwn", "text": f"*Target*\n`{_esc(d.where)}`"},
                 {"type": "mrkdwn", "text": f"*Incident*\n`{_esc(d.incident)}`"},
                 {"type": "mrkdwn", "text": f"*Workflow*\n{workflow}"},
             ],
@@ -118,7 +115,7 @@ class SlackNotifier:
 
     async def acted(self, decision: Decision, submitted: Submitted | None = None) -> str:
         """Post (or, for a repeat of the incident, reply) about an action taken."""
-        text = f"{decision.action} {_target(decision)}: {decision.reason}"
+        text = f"{decision.action} {decision.where}: {decision.reason}"
         return await self._post(decision.incident, text, act_blocks(decision, submitted))
 
     async def ended(self, incident: str, ended: Ended) -> str:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from remediator.contract.decision import Decision, Suppressed
 from remediator.executors.argo import (
     ArgoError,
     ArgoExecutor,
@@ -39,7 +40,6 @@ from remediator.executors.slack import SlackError, SlackNotifier
 from remediator.executors.validate import InvalidParameter
 from remediator.inputs.records import Input
 from remediator.output import decision_json, suppressed_json
-from remediator.policy.decision import Decision, Suppressed
 from remediator.policy.outcome import Ignored
 from remediator.runtime.leader import Leadership
 from remediator.runtime.metrics import RuntimeMetrics
@@ -133,7 +133,7 @@ class Runtime:
     def _restore_guard_state(self) -> None:
         state = self.outbox.guard_state()
         if state is not None:
-            self.session.guard_state = state
+            self.session.restore_guard_state(state)
             log.info("guard state restored", extra={"open_rows": len(self.outbox.open_rows())})
 
     # --- intake (the loop's thread; accept_threadsafe from watch threads) -----------------

@@ -11,10 +11,10 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from remediator.contract.decision import Decision
 from remediator.executors.argo import Ended
 from remediator.executors.secrets import read_token
 from remediator.executors.slack import SlackConfig, SlackError, end_blocks
-from remediator.policy.decision import Decision
 
 log = logging.getLogger(__name__)
 

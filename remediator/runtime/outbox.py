@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from remediator.contract.decision import Decision
 from remediator.guard.state import GuardState
-from remediator.policy.decision import Decision
 
 State = Literal["pending", "submitted", "ended", "failed", "expired"]
 STATES: tuple[State, ...] = ("pending", "submitted", "ended", "failed", "expired")
@@ -168,10 +168,11 @@ class Outbox:
         return stale
 
     # --- reads -------------------------------------------------------------------------
-    def guard_state(self) -> GuardState | None:
+    def guard_state(self) -> str | None:
+        """The guard state as last saved (`GuardState.to_json`); the session reads it."""
         with self._lock:
             found = self._db.execute("SELECT state FROM guard_state WHERE id = 1").fetchone()
-        return GuardState.from_json(found[0]) if found else None
+        return str(found[0]) if found else None
 
     def open_rows(self) -> list[Row]:
         """Pending and submitted rows, oldest first: what a (new) leader has to finish."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
@@ -20,7 +20,7 @@ from remediator.executors.argo import ArgoConfig, ArgoExecutor, Backoff
 from remediator.executors.secrets import read_token
 from remediator.executors.slack import SlackConfig, SlackNotifier
 from remediator.metrics.export import TrackerCollector
-from remediator.policy.config import PolicyConfig, load_policy_file
+from remediator.policy_file import PolicyFile, load_policy_file
 from remediator.runtime.embedded import Runtime, RuntimeSettings
 from remediator.runtime.leader import Always, Leadership, LeaseLeadership, LeaseSettings
 from remediator.runtime.metrics import OutboxCollector, RuntimeMetrics
@@ -61,13 +61,10 @@ class ServiceConfig:
     watch_settings: WatchSettings = WatchSettings()
 
 
-def load_policy(cfg: ServiceConfig) -> PolicyConfig:
-    policy = load_policy_file(cfg.policy) if cfg.policy else PolicyConfig()
-    if cfg.dry_run:  # the flag can only add safety, never remove the policy's dry run
-        guard = policy.guardrails
-        guard = replace(guard, dry_run=replace(guard.dry_run, enabled=True))
-        policy = replace(policy, guardrails=guard)
-    return policy
+def load_policy(cfg: ServiceConfig) -> PolicyFile:
+    policy = load_policy_file(cfg.policy) if cfg.policy else PolicyFile()
+    # The flag can only add safety, never remove the policy's dry run.
+    return policy.with_dry_run() if cfg.dry_run else policy
 
 
 class Service:
@@ -80,7 +77,7 @@ class Service:
         self.registry.register(TrackerCollector(self.session.tracker, lambda: self.session.now))
         self.registry.register(OutboxCollector(self.outbox))
         self.source_metrics = SourceMetrics.on(self.registry)
-        dry = self.session.config.guardrails.dry_run.enabled
+        dry = self.session.policy.dry_run
         self.runtime = Runtime(
             self.session,
             self.outbox,
