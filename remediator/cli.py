@@ -1,13 +1,44 @@
-"""The `remediator` command line. Subcommands live beside what they drive."""
+"""The `remediator` command line. Subcommands live beside what they drive and are
+imported only when run: `remediator replay` loads none of serve's clients (kubernetes,
+Argo, Slack, aiohttp)."""
 
 from __future__ import annotations
+
+import importlib
 
 import click
 
 from remediator import __version__
 
+# name -> "module:attribute" of the click command
+COMMANDS = {
+    "replay": "remediator.replay:replay_command",
+    "serve": "remediator.serve:serve",
+    "step": "remediator.steps.cli:step",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+
+class LazyGroup(click.Group):
+    """click's documented lazy-loading group: a command is imported when it is called
+    (or when --help lists it)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="remediator")
 def main() -> None:
     """Self-healing for LLM inference on Kubernetes.
@@ -25,16 +56,3 @@ def main() -> None:
       remediator serve --help                            # the live service
       remediator step --help                             # the commands workflow steps run
     """
-
-
-def _register() -> None:
-    from remediator.replay import replay_command
-    from remediator.serve import serve
-    from remediator.steps.cli import step
-
-    main.add_command(replay_command)
-    main.add_command(serve)
-    main.add_command(step)
-
-
-_register()
