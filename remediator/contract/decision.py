@@ -57,3 +57,4 @@ class Suppressed:
     guardrail: str
     reason: str
     retry_at: float | None = None
+    simulated: bool = False  # held by a stage that simulates (dry run): "would have"

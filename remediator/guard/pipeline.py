@@ -78,7 +78,7 @@ class Pipeline:
             if verdict.reason is None:
                 continue
             retry_at = self._retry_at(verdict, decision, now, state, self.stages[i + 1 :])
-            held = Suppressed(decision, stage.name, verdict.reason, retry_at)
+            held = Suppressed(decision, stage.name, verdict.reason, retry_at, stage.simulates)
             if not stage.simulates:
                 return held, state
             # A dry run passed every other guardrail: remember it as if it had run, so it

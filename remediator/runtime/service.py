@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from aiohttp import web
@@ -21,10 +21,10 @@ from remediator.executors.secrets import read_token
 from remediator.executors.slack import SlackConfig, SlackNotifier
 from remediator.metrics.export import TrackerCollector
 from remediator.policy_file import PolicyFile, load_policy_file
+from remediator.runtime.clock import Clock, SystemClock
 from remediator.runtime.embedded import Runtime, RuntimeSettings
 from remediator.runtime.leader import Always, Leadership, LeaseLeadership, LeaseSettings
 from remediator.runtime.metrics import OutboxCollector, RuntimeMetrics
-from remediator.runtime.notify import Notes
 from remediator.runtime.outbox import Outbox
 from remediator.session import Session
 from remediator.sources.http import Listen, make_app, serve_app
@@ -68,12 +68,15 @@ def load_policy(cfg: ServiceConfig) -> PolicyFile:
 
 
 class Service:
-    def __init__(self, cfg: ServiceConfig, leader: Leadership | None = None) -> None:
+    def __init__(
+        self, cfg: ServiceConfig, leader: Leadership | None = None, clock: Clock | None = None
+    ) -> None:
         self.cfg = cfg
+        self.clock = clock or SystemClock()  # one clock for the runtime, outbox and Lease
         self.registry = CollectorRegistry()
         self.session = Session(load_policy(cfg), self.registry)
         leader = leader or self._leadership()
-        self.outbox = Outbox(cfg.state_db)
+        self.outbox = Outbox(cfg.state_db, self.clock.now)
         self.registry.register(TrackerCollector(self.session.tracker, lambda: self.session.now))
         self.registry.register(OutboxCollector(self.outbox))
         self.source_metrics = SourceMetrics.on(self.registry)
@@ -83,10 +86,10 @@ class Service:
             self.outbox,
             leader,
             RuntimeMetrics.on(self.registry),
-            argo=self._argo(dry),
-            slack=self._slack(),
-            notes=self._notes(),
-            settings=cfg.runtime,
+            cluster=self._argo(dry),
+            notifier=self._slack(),
+            settings=replace(cfg.runtime, workflow_poll_s=cfg.argo_poll_s),
+            clock=self.clock,
             sources_ready=self._sources_ready,
         )
         self.watches: list[KubeWatch] = []
@@ -97,7 +100,7 @@ class Service:
     def _leadership(self) -> Leadership:
         if self.cfg.lease is None:
             return Always()
-        return LeaseLeadership(api_client(self.cfg.kubeconfig), self.cfg.lease)
+        return LeaseLeadership(api_client(self.cfg.kubeconfig), self.cfg.lease, self.clock)
 
     def _argo(self, dry: bool) -> ArgoExecutor | None:
         if not self.cfg.argo_server:
@@ -121,10 +124,6 @@ class Service:
     def _slack(self) -> SlackNotifier | None:
         config = self._slack_config()
         return SlackNotifier(config) if config else None
-
-    def _notes(self) -> Notes | None:
-        config = self._slack_config()
-        return Notes(config) if config else None
 
     def _webhook_token(self) -> str:
         return read_token(self.cfg.webhook_token_env, self.cfg.webhook_token_file_env)
