@@ -99,7 +99,9 @@ def test_dry_run_says_would_only_for_what_a_live_run_would_do() -> None:
     result, state = pipeline.run(young, T0, GuardState())
     assert isinstance(result, Suppressed) and result.guardrail == "min_age"
     result, state = pipeline.run(make(), T0, state)
-    assert result == Suppressed(make(), "dry_run", "dry-run: would delete-pod ml/vllm-0", simulated=True)
+    assert result == Suppressed(
+        make(), "dry_run", "dry-run: would delete-pod ml/vllm-0", simulated=True
+    )
     # remembered as if it had run: the repeat is a repeat, not a second "would"
     again, _ = pipeline.run(make(), T0 + 60, state)
     assert isinstance(again, Suppressed) and again.guardrail == "idempotency"
