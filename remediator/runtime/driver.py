@@ -72,6 +72,7 @@ class Driver:
         wake_worker: Callable[[], None],
         simulated: Callable[[Suppressed], None],
         kill_switch_file: str | None = None,
+        forget_after_s: float = 600.0,
     ) -> None:
         self.session = session
         self.outbox = outbox
@@ -82,6 +83,7 @@ class Driver:
         self._simulated = simulated
         self._kill_switch_file = kill_switch_file
         self._kill_switch: bool | None = None
+        self._forget_after_s = forget_after_s
         self.rearm = asyncio.Event()  # a new input may have armed an earlier timer
         self.last_tick = clock.monotonic()
 
@@ -98,6 +100,8 @@ class Driver:
         batch = Batch()
         self.session.advance(self.clock.now(), batch)
         self._settle(batch)
+        # Deleted pods leave memory (and /metrics) once their grace has passed.
+        self.session.tracker.prune(self.session.now, self._forget_after_s)
         self.last_tick = self.clock.monotonic()
 
     def _settle(self, batch: Batch) -> None:

@@ -48,6 +48,7 @@ class RuntimeSettings:
     workflow_poll_s: float = 5.0  # a running workflow is looked at no more often than this
     stuck_after_s: float = 30.0  # /healthz fails when the timer has not ticked for this long
     fresh_for_s: float = 600.0  # a new leader executes pending rows younger than this
+    forget_after_s: float = 600.0  # a deleted pod's timeline is kept this long, then pruned
 
 
 class Runtime:
@@ -94,6 +95,7 @@ class Runtime:
             wake_worker=self._work.set,
             simulated=self._would_have,
             kill_switch_file=s.kill_switch_file,
+            forget_after_s=s.forget_after_s,
         )
         self._leader_gauge = metrics.leader.labels(leader.identity)
         leader.subscribe(self._on_leadership)
