@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -47,8 +46,9 @@ from remediator.executors.protocol import (
 )
 from remediator.executors.secrets import read_token
 from remediator.executors.validate import InvalidParameter, dns1123_label, dns1123_subdomain
+from remediator.logfields import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 END_PHASES = frozenset({"Succeeded", "Failed", "Error"})
 _GRPC_ALREADY_EXISTS = 6

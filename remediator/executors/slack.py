@@ -12,7 +12,6 @@ Unavailable (connection, timeout, 5xx, still rate limited) or Refused (anything 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -40,8 +39,9 @@ from remediator.executors.protocol import (
     WouldHave,
 )
 from remediator.executors.secrets import read_token
+from remediator.logfields import get_logger
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _THREADS_KEPT = 10_000
 _END_ICON = {"Succeeded": ":white_check_mark:", "Failed": ":x:", "Error": ":warning:"}

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from remediator.contract.decision import Decision, Suppressed
 from remediator.inputs.records import Input
+from remediator.logfields import get_logger
 from remediator.output import decision_json, suppressed_json
 from remediator.policy.outcome import Ignored
 from remediator.runtime.clock import Clock, wait
@@ -27,7 +28,7 @@ from remediator.runtime.outbox import Outbox
 from remediator.session import Session
 from remediator.timeline.tracker import StateChange
 
-log = logging.getLogger("remediator.runtime")
+log = get_logger("remediator.runtime")
 
 _ON = frozenset({"on", "true", "1", "yes", "engaged"})
 _OFF = frozenset({"off", "false", "0", "no", ""})

@@ -20,7 +20,6 @@ leaves no trace in Argo to check, so it is posted again rather than maybe lost.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,6 +27,7 @@ from remediator.contract.decision import Suppressed
 from remediator.executors.protocol import Executor, WouldHave
 from remediator.executors.recorder import Recorder
 from remediator.inputs.records import Input
+from remediator.logfields import get_logger
 from remediator.runtime.clock import Clock, SystemClock, wait
 from remediator.runtime.driver import Driver
 from remediator.runtime.leader import Leadership
@@ -36,7 +36,7 @@ from remediator.runtime.outbox import Outbox
 from remediator.runtime.worker import OutboxWorker, WorkerSettings
 from remediator.session import Session
 
-log = logging.getLogger("remediator.runtime")
+log = get_logger("remediator.runtime")
 
 
 @dataclass(frozen=True, slots=True)

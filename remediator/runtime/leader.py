@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import random
 import socket
 import threading
@@ -26,9 +25,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from remediator.logfields import get_logger
 from remediator.runtime.clock import Clock, SystemClock, wait
 
-log = logging.getLogger("remediator.leader")
+log = get_logger("remediator.leader")
 
 # Told on every change: (leading now, the holder before us when we just took it over).
 OnChange = Callable[[bool, str | None], None]

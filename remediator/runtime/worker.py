@@ -14,7 +14,6 @@ task, so a slow call holds up only its row. Time is the injected clock's.
 from __future__ import annotations
 
 import asyncio
-import logging
 from dataclasses import dataclass, replace
 
 from remediator.contract.actions import action
@@ -37,11 +36,12 @@ from remediator.executors.protocol import (
     Tell,
     Unavailable,
 )
+from remediator.logfields import get_logger
 from remediator.runtime.clock import Clock
 from remediator.runtime.metrics import RuntimeMetrics
 from remediator.runtime.outbox import Outbox, Row
 
-log = logging.getLogger("remediator.runtime")
+log = get_logger("remediator.runtime")
 
 
 @dataclass(frozen=True, slots=True)
