@@ -56,5 +56,13 @@ class MinAge:
             )
         return PASS
 
+    def not_before(self, decision: Decision, now: float) -> float | None:
+        """When this stage would let the decision through, if that is after `now`."""
+        created, cold = decision.pod_created_at, decision.expected_cold_start_s
+        if not deletes_pods(decision) or created is None or cold is None:
+            return None
+        at = created + cold * self.config.factor
+        return at if at > now else None
+
     def record(self, decision: Decision, now: float, state: GuardState) -> GuardState:
         return state

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from remediator.contract.decision import Decision, Suppressed
@@ -32,7 +32,7 @@ from remediator.guard.idempotency import Idempotency
 from remediator.guard.kill_switch import KillSwitch
 from remediator.guard.min_age import MinAge
 from remediator.guard.rate_limit import RateLimit
-from remediator.guard.stage import Stage, StageClass, Verdict
+from remediator.guard.stage import HoldsUntil, Stage, StageClass, Verdict
 from remediator.guard.state import GuardState, Record
 
 STAGES: tuple[StageClass, ...] = (
@@ -53,6 +53,12 @@ CONFIGS: dict[str, type[Any]] = {cls.name: cls.Config for cls in STAGES}
 @dataclass(frozen=True, slots=True)
 class Pipeline:
     stages: tuple[Stage, ...]
+    # (position, stage) of the stages that know when they will say yes (see `_retry_at`).
+    _until: tuple[tuple[int, HoldsUntil], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        until = tuple((i, s) for i, s in enumerate(self.stages) if isinstance(s, HoldsUntil))
+        object.__setattr__(self, "_until", until)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -77,7 +83,7 @@ class Pipeline:
             verdict = stage.check(decision, now, state)
             if verdict.reason is None:
                 continue
-            retry_at = self._retry_at(verdict, decision, now, state, self.stages[i + 1 :])
+            retry_at = self._retry_at(verdict, decision, now, i)
             held = Suppressed(decision, stage.name, verdict.reason, retry_at, stage.simulates)
             if not stage.simulates:
                 return held, state
@@ -86,16 +92,20 @@ class Pipeline:
             return held, self._record(decision, now, state)
         return decision, self._record(decision, now, state)
 
-    @staticmethod
     def _retry_at(
-        first: Verdict, decision: Decision, now: float, state: GuardState, rest: tuple[Stage, ...]
+        self, first: Verdict, decision: Decision, now: float, held_by: int
     ) -> float | None:
-        """No earlier than every later stage that also says "not yet" allows: a pod held
-        by the kill switch is looked at again when min_age would let it go, not before."""
+        """No earlier than any later stage that knows a later time allows (`not_before`): a
+        pod held by the kill switch is looked at again when min_age would let it go."""
         if first.retry_at is None:
             return None
-        later = (s.check(decision, now, state).retry_at for s in rest)
-        return max((first.retry_at, *(t for t in later if t is not None)))
+        at = first.retry_at
+        for i, stage in self._until:
+            if i > held_by:
+                later = stage.not_before(decision, now)
+                if later is not None and later > at:
+                    at = later
+        return at
 
     def _record(self, decision: Decision, now: float, state: GuardState) -> GuardState:
         for stage in self.stages:

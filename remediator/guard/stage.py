@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-from remediator.contract.actions import action
+from remediator.contract.actions import ACTIONS, action
 from remediator.contract.decision import Decision
 from remediator.guard.state import GuardState
 
@@ -54,6 +54,15 @@ class Stage(Protocol):
     def record(self, decision: Decision, now: float, state: GuardState) -> GuardState: ...
 
 
+@runtime_checkable
+class HoldsUntil(Protocol):
+    """A stage whose "not yet" names a time after `now` (min_age: when the pod is old
+    enough). The pipeline asks it, cheaply and without a reason, when an earlier stage holds
+    a decision, so the engine's next look waits for both."""
+
+    def not_before(self, decision: Decision, now: float) -> float | None: ...
+
+
 class StageClass(Protocol):
     """What the pipeline needs of a stage's class: its name, config type and state type."""
 
@@ -66,11 +75,13 @@ class StageClass(Protocol):
 
 def acts(decision: Decision) -> bool:
     """The action changes the cluster (everything but a note to on-call)."""
-    return action(decision.action).acts
+    spec = ACTIONS.get(decision.action)
+    return (spec or action(decision.action)).acts  # action() names an unknown one
 
 
 def deletes_pods(decision: Decision) -> bool:
-    return action(decision.action).deletes_pods
+    spec = ACTIONS.get(decision.action)
+    return (spec or action(decision.action)).deletes_pods
 
 
 def describe(decision: Decision) -> str:

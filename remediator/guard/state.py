@@ -41,6 +41,15 @@ class Record(Protocol):
 
 R = TypeVar("R")
 
+_EMPTY: dict[type[Any], Any] = {}  # one shared default record per type (records are frozen)
+
+
+def _empty(kind: type[R]) -> R:
+    found = _EMPTY.get(kind)
+    if found is None:
+        found = _EMPTY[kind] = kind()
+    return found
+
 
 class GuardState:
     """Stage name -> that stage's record. Immutable; a stage at its default state is not
@@ -54,10 +63,14 @@ class GuardState:
     def of(self, stage: str, kind: type[R]) -> R:
         """The stage's record, or its default (empty) one."""
         found = self._records.get(stage)
-        return found if found is not None else kind()
+        return found if found is not None else _empty(kind)
 
     def put(self, stage: str, record: Any) -> GuardState:
-        return GuardState({**self._records, stage: record})
+        new = GuardState.__new__(GuardState)
+        new._records = {k: r for k, r in self._records.items() if k != stage}
+        if record != _empty(type(record)):
+            new._records[stage] = record
+        return new
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, GuardState) and self._records == other._records
