@@ -180,6 +180,12 @@ class OutboxWorker:
         if isinstance(out, Running):
             self._next_poll[row.id] = self.clock.now() + self.settings.poll_s
             return
+        # Tell first, mark after: a reply that could not be posted (Slack unreachable) keeps
+        # the row open, so the next pass polls and tells again instead of losing the reply.
+        told = await self._told(Finished(d, out), thread)
+        if isinstance(told, Unavailable):
+            self._next_poll[row.id] = self.clock.now() + self.settings.poll_s
+            return
         self._next_poll.pop(row.id, None)
         await self._mark(row, "ended", phase=out.phase)
         self.metrics.workflows_ended.labels(d.action, out.phase).inc()
@@ -187,7 +193,6 @@ class OutboxWorker:
             "workflow ended",
             extra={"incident": row.incident, "workflow": name, "phase": out.phase},
         )
-        await self._tell(Finished(d, out), thread)
 
     async def _carry(self, row: Row, command: Command) -> Outcome:
         """The cluster executor's failures, in one place: Unavailable waits for the next
@@ -213,16 +218,20 @@ class OutboxWorker:
         await self._tell(CouldNot(d, error))
 
     async def _tell(self, note: Note, thread: str | None = None) -> str | None:
+        out = await self._told(note, thread)
+        return out.ts if isinstance(out, Posted) else None
+
+    async def _told(self, note: Note, thread: str | None = None) -> Outcome | None:
         """The notifier's failures, in one place: counted, logged, never raised."""
         if self.notifier is None:
             return None
         out = await self.notifier.carry(Tell(note, thread))
         if isinstance(out, Posted):
-            return out.ts
+            return out
         self.metrics.slack_errors.inc()
         reason = out.reason if isinstance(out, Unavailable | Refused) else repr(out)
         log.error("slack failed", extra={"incident": note.decision.incident, "error": reason})
-        return None
+        return out
 
     async def _mark(self, row: Row, state: str, **fields: str | int | None) -> None:
         await asyncio.to_thread(self.outbox.mark, row.id, state, **fields)  # type: ignore[arg-type]

@@ -208,13 +208,29 @@ async def test_unavailable_is_retried_and_refused_fails_the_row_and_tells(wall: 
     assert isinstance(tell, Tell) and isinstance(tell.note, CouldNot)
 
 
-async def test_a_notifier_that_fails_is_counted_and_never_stops_the_row(wall: None) -> None:
-    rig = Rig(Argo(running=0), lambda command: Unavailable("connection reset"))
+async def test_a_notifier_that_fails_is_counted_and_the_end_reply_waits_for_it(
+    wall: None,
+) -> None:
+    """Issue 10 #3: a connection drop at the end reply used to lose it for good (the row
+    was marked ended first). Now the row stays open until the reply is posted."""
+    slack_up = False
+
+    def slack(command: Command) -> Outcome:
+        return Posted("ts-1") if slack_up else Unavailable("connection reset")
+
+    rig = Rig(Argo(running=0), slack)
     rig.feed(pod("vllm-0", started=T0))
     await rig.at(61)
     await rig.at(62)
-    assert rig.rows() == [("delete-pod", "ended", "Succeeded", None)]
+    assert rig.rows() == [("delete-pod", "submitted", None, None)]  # the end not yet told
     assert rig.counted("slack_errors") == 3  # act, re-act after the first poll, end
+    slack_up = True
+    await rig.at(70)
+    assert rig.rows() == [("delete-pod", "ended", "Succeeded", "ts-1")]
+    told = [c.note for c in rig.slack.carried if isinstance(c, Tell)]
+    assert [type(n).__name__ for n in told][-2:] == ["Acted", "Finished"]
+    ended = rig.metrics.workflows_ended.labels(action="delete-pod", phase="Succeeded")
+    assert ended._value.get() == 1
 
 
 async def test_a_standby_carries_nothing_and_a_new_leader_expires_stale_rows(wall: None) -> None:
