@@ -34,6 +34,11 @@ ACTIONS: dict[str, ActionSpec] = {
 }
 
 
+# The table's columns as sets, for the guardrails' hot path (one membership test).
+ACTING = frozenset(name for name, spec in ACTIONS.items() if spec.acts)
+DELETING_PODS = frozenset(name for name, spec in ACTIONS.items() if spec.deletes_pods)
+
+
 class UnknownAction(ValueError):
     """A name that is no row of the table: our bug, never the cluster's input."""
 

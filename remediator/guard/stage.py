@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
-from remediator.contract.actions import ACTIONS, action
+from remediator.contract.actions import ACTING, DELETING_PODS
 from remediator.contract.decision import Decision
 from remediator.guard.state import GuardState
 
@@ -75,13 +75,11 @@ class StageClass(Protocol):
 
 def acts(decision: Decision) -> bool:
     """The action changes the cluster (everything but a note to on-call)."""
-    spec = ACTIONS.get(decision.action)
-    return (spec or action(decision.action)).acts  # action() names an unknown one
+    return decision.action in ACTING
 
 
 def deletes_pods(decision: Decision) -> bool:
-    spec = ACTIONS.get(decision.action)
-    return (spec or action(decision.action)).deletes_pods
+    return decision.action in DELETING_PODS
 
 
 def describe(decision: Decision) -> str:

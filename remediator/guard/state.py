@@ -63,7 +63,11 @@ class GuardState:
     def of(self, stage: str, kind: type[R]) -> R:
         """The stage's record, or its default (empty) one."""
         found = self._records.get(stage)
-        return found if found is not None else _empty(kind)
+        if found is None:  # inlined: this is on every guardrail's check
+            found = _EMPTY.get(kind)
+            if found is None:
+                found = _empty(kind)
+        return found
 
     def put(self, stage: str, record: Any) -> GuardState:
         new = GuardState.__new__(GuardState)
