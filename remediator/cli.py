@@ -14,6 +14,7 @@ from remediator import __version__
 COMMANDS = {
     "replay": "remediator.replay:replay_command",
     "serve": "remediator.serve:serve",
+    "slo-report": "remediator.slo.cli:slo_report",
     "step": "remediator.steps.cli:step",
 }
 
@@ -55,4 +56,5 @@ def main() -> None:
       remediator replay --output json FILE               # machine-readable
       remediator serve --help                            # the live service
       remediator step --help                             # the commands workflow steps run
+      remediator slo-report --prometheus URL             # cold-start SLOs over 7 days
     """

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from remediator.contract.decision import Decision, Suppressed
 from remediator.guard import GuardState, build_pipeline, engage
-from remediator.inputs.records import Input
+from remediator.inputs.records import EngineStep, Input
 from remediator.metrics.export import TimelineMetrics
 from remediator.policy.engine import PolicyEngine
 from remediator.policy.outcome import Ignored, Outcome
@@ -65,6 +65,11 @@ class Session:
         if change is not None:
             self.metrics.observe(change)
             out.transition(change)
+        elif isinstance(item, EngineStep):
+            t = self.tracker.timeline_of(item)
+            if t is not None:
+                self.metrics.init_steps(t)
+                self.metrics.observe_steps(t)
         for outcome in self.engine.on_input(item, change, self.now):
             self._settle(outcome, self.now, out)
 
