@@ -181,6 +181,10 @@ class ArgoExecutor:
                 return await self.poll(command.workflow)
         except ArgoUnavailable as exc:
             return Unavailable(str(exc))
+        except SubmitRejected as exc:
+            if exc.status == 401:  # a rotated token: the mounted file is re-read next time
+                return Unavailable(str(exc), unauthorized=True)
+            return Refused(str(exc))
         except (ArgoError, InvalidParameter) as exc:
             return Refused(str(exc))
         return Refused(f"Argo carries Submit and Poll, not {type(command).__name__}")

@@ -123,9 +123,11 @@ class Posted:
 
 @dataclass(frozen=True, slots=True)
 class Unavailable:
-    """Could not be reached or answered 5xx (after its own bounded retries): try later."""
+    """Could not be reached or answered 5xx (after its own bounded retries): try later.
+    `unauthorized`: it refused our credentials (a token being rotated), also worth a retry."""
 
     reason: str
+    unauthorized: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,8 @@ log = get_logger("remediator.runtime")
 @dataclass(frozen=True, slots=True)
 class WorkerSettings:
     poll_s: float = 5.0  # a running workflow is looked at no more often than this
+    retry_s: float = 2.0  # first wait after an executor was unavailable; doubles per attempt
+    max_retry_s: float = 300.0
     fresh_for_s: float = 600.0  # a new leader executes pending rows younger than this
 
 
@@ -73,6 +75,7 @@ class OutboxWorker:
         self._gained: tuple[float, str | None] | None = None  # (when, from whom) we lead
         self._carrying: dict[int, asyncio.Task[None]] = {}
         self._next_poll: dict[int, float] = {}
+        self._next_try: dict[int, float] = {}  # backoff after Unavailable
         self._notes: set[asyncio.Task[str | None]] = set()
 
     # --- leadership ------------------------------------------------------------------------
@@ -96,8 +99,10 @@ class OutboxWorker:
             await self._expire_stale()
         if not self.leading:
             return
+        now = self.clock.now()
         for row in await asyncio.to_thread(self.outbox.open_rows):
-            if row.id not in self._carrying:
+            if row.id not in self._carrying and now >= self._next_try.get(row.id, 0.0):
+                self._next_try.pop(row.id, None)
                 task = asyncio.create_task(self._advance(row), name=f"row-{row.id}")
                 self._carrying[row.id] = task
                 task.add_done_callback(self._forget)
@@ -200,12 +205,23 @@ class OutboxWorker:
         d = row.decision
         out = await self.cluster.carry(command)
         if isinstance(out, Unavailable):
-            self.metrics.executions.labels(d.action, "unavailable").inc()
+            s = self.settings
+            wait = min(s.retry_s * 2 ** min(row.attempts, 30), s.max_retry_s)
+            self._next_try[row.id] = self.clock.now() + wait
+            result = "unauthorized" if out.unauthorized else "unavailable"
+            self.metrics.executions.labels(d.action, result).inc()
             log.warning(
                 "executor unavailable, will retry",
-                extra={"incident": row.incident, "action": d.action, "error": out.reason},
+                extra={
+                    "incident": row.incident,
+                    "action": d.action,
+                    "error": out.reason,
+                    "retry_in_s": wait,
+                },
             )
             await self._mark(row, row.state, attempts=row.attempts + 1)
+            if out.unauthorized and row.attempts == 0:  # tell on-call once, not every retry
+                await self._tell(CouldNot(d, f"{out.reason}; retrying with backoff"))
         elif isinstance(out, Refused):
             await self._failed(row, out.reason)
         return out

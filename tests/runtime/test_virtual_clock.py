@@ -202,10 +202,31 @@ async def test_unavailable_is_retried_and_refused_fails_the_row_and_tells(wall: 
     assert rig.counted("executions", action="delete-pod", result="unavailable") == 1
     down.submit = Refused("template not found")
     await rig.at(62)
+    assert [r.state for r in rig.outbox.rows()] == ["pending"]  # backing off: next try at 63
+    await rig.at(63)
     assert [r.state for r in rig.outbox.rows()] == ["failed"]
     assert rig.outbox.rows()[0].error == "template not found"
     (tell,) = rig.slack.carried
     assert isinstance(tell, Tell) and isinstance(tell.note, CouldNot)
+
+
+async def test_an_argo_401_is_retried_with_backoff_counted_and_told_once(wall: None) -> None:
+    """Issue 10 #9: a rotated token used to fail the row for good."""
+    argo = Argo(submit=Unavailable("Argo refused the request (401): token not valid", True))
+    rig = Rig(argo, slack_ok())
+    rig.feed(pod("vllm-0", started=T0))
+    await rig.at(61)  # 1st try: 401; next try 2 s later
+    await rig.at(62)
+    assert len(rig.argo.carried) == 1
+    await rig.at(63)  # 2nd try: 401; next try 4 s later
+    await rig.at(66)
+    assert len(rig.argo.carried) == 2
+    assert rig.counted("executions", action="delete-pod", result="unauthorized") == 2
+    notes = [c.note for c in rig.slack.carried if isinstance(c, Tell)]
+    assert [type(n).__name__ for n in notes] == ["CouldNot"]  # told once, not per retry
+    argo.submit = None  # the new token is mounted
+    await rig.at(67)
+    assert [r.state for r in rig.outbox.rows()] == ["submitted"]
 
 
 async def test_a_notifier_that_fails_is_counted_and_the_end_reply_waits_for_it(
