@@ -166,8 +166,9 @@ def churn(
 
 def hung(live: LiveCluster, argo: ArgoStandin, count: int) -> list[float]:
     """Lateness of each delete submission after the budget lapsed, in seconds."""
-    doc = example_deployment("hung", count, shape={"pull": "1s", "start": "1s", "hang": "engine"})
-    live.apply([doc])
+    # One Deployment each: the guardrails act on one pod of a workload at a time, by design.
+    shape = {"pull": "1s", "start": "1s", "hang": "engine"}
+    live.apply(example_deployment(f"hung-{i}", 1, shape=shape) for i in range(count))
     wait_for(lambda: len(argo.workflows) >= count, 600, f"{count} deletes")
     arrived = dict(argo_arrivals)
     late = []

@@ -16,6 +16,8 @@ COMMANDS = {
     "serve": "remediator.serve:serve",
     "slo-report": "remediator.slo.cli:slo_report",
     "step": "remediator.steps.cli:step",
+    "worker": "remediator.streams.cli:worker",
+    "ingest": "remediator.streams.cli:ingest",
 }
 
 
