@@ -264,10 +264,14 @@ class Argo:
     def _start(self, name: str) -> None:
         logs = self.cluster.logs
         logs.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "LEADER_ELECTION_DISABLE": "true"}
+        args = self._args(name)
+        # In auth mode client the server builds each caller's REST config from the default
+        # loading rules ($KUBECONFIG), not from --kubeconfig: it only swaps in the caller's token.
+        kubeconfig = next(a.split("=", 1)[1] for a in args if a.startswith("--kubeconfig="))
+        env = {**os.environ, "LEADER_ELECTION_DISABLE": "true", "KUBECONFIG": kubeconfig}
         with (logs / f"{name}.log").open("ab") as log:
             proc = subprocess.Popen(
-                [str(self._exe(name)), *self._args(name)],
+                [str(self._exe(name)), *args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
