@@ -125,9 +125,10 @@ class Argo:
             self._start("workflow-controller")
             self._wait(lambda: _http_ok(HEALTHZ), timeout, "workflow-controller /healthz")
             self._start("argo-server")
-            self._wait(
-                lambda: _answers(f"{self.server_url}/api/v1/version"), timeout, "argo server"
-            )
+            # Up when an authenticated call is served (503 Unavailable until its caches sync).
+            token = self.cluster.token(NAMESPACE, "argo-server", seconds=600)
+            url = f"{self.server_url}/api/v1/workflow-templates/{NAMESPACE}"
+            self._wait(lambda: _answers(url, token), timeout, "argo server")
         except BaseException:
             self.down()
             raise
@@ -341,10 +342,11 @@ def _http_ok(url: str) -> bool:
         return False
 
 
-def _answers(url: str) -> bool:
-    """The server is up when it answers at all (without a token it may say 401)."""
+def _answers(url: str, token: str) -> bool:
+    """The server answers a call (any status below 500: RBAC may still say no)."""
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
     try:
-        with urllib.request.urlopen(url, timeout=2):
+        with urllib.request.urlopen(req, timeout=2):
             return True
     except urllib.error.HTTPError as exc:
         return exc.code < 500
