@@ -33,13 +33,14 @@ from kubernetes import client, config, watch  # type: ignore[import-untyped]
 
 from remediator.executors.argo import ArgoConfig, ArgoExecutor
 from remediator.policy.decision import Decision
-from tests.standins.argo_server import ArgoStandin
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "cluster"))
+sys.path[:0] = [str(REPO), str(REPO / "tests" / "cluster")]
 
 from argo import NAMESPACE, Argo  # noqa: E402
 from cluster import Cluster  # noqa: E402
+
+from tests.standins.argo_server import ArgoStandin  # noqa: E402
 
 STANDIN_TOKEN = "bench-argo-token"
 
