@@ -8,7 +8,8 @@ here as that pod's ServiceAccount (a token bound to the pod, as the kubelet proj
 against the real API server, and releases the pod with the exit code it got. The kwok Stage
 (tests/cluster/stages/argo-step.yaml) ends the pod with that code; the controller reads it from
 the pod status like any kubelet's. A test can also end a step without running it
-(`fail_next`): the pod then fails by annotation alone.
+(`fail_next`): the pod then fails by annotation alone. Only pods created while the runner runs
+are carried out: a held pod left by an earlier test is not this test's.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import threading
 import time
 import urllib.error
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +71,8 @@ class StepRunner:
     poll_s: float = 0.1
     ran: list[Ran] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    _fail: list[int] = field(default_factory=list)
+    _fail: list[tuple[str, int]] = field(default_factory=list)
+    _since: str = ""
     _seen: set[str] = field(default_factory=set)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -77,6 +80,7 @@ class StepRunner:
 
     def __enter__(self) -> StepRunner:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self._since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # as creationTimestamp
         self._thread = threading.Thread(target=self._loop, name="argo-step-runner", daemon=True)
         self._thread.start()
         return self
@@ -86,10 +90,11 @@ class StepRunner:
         if self._thread is not None:
             self._thread.join(30)
 
-    def fail_next(self, exit_code: int) -> None:
-        """The next held step ends with this exit code, by annotation, without running."""
+    def fail_next(self, target: str, exit_code: int) -> None:
+        """The next held step whose command line names `target` ends with this exit code, by
+        annotation, without running."""
         with self._lock:
-            self._fail.append(exit_code)
+            self._fail.append((target, exit_code))
 
     def runs(self, workflow: str) -> list[Ran]:
         with self._lock:
@@ -112,6 +117,7 @@ class StepRunner:
             p
             for p in pods
             if p["metadata"]["uid"] not in self._seen
+            and p["metadata"]["creationTimestamp"] >= self._since
             and p["metadata"].get("annotations", {}).get(HOLD) == "true"
             and p.get("status", {}).get("phase") == "Running"
             and not p["metadata"].get("deletionTimestamp")
@@ -123,7 +129,12 @@ class StepRunner:
         argv, env = step_argv(pod), step_env(pod)
         sa = pod["spec"].get("serviceAccountName", "default")
         with self._lock:
-            forced = self._fail.pop(0) if self._fail else None
+            forced = None
+            for i, (target, exit_code) in enumerate(self._fail):
+                if target in argv:
+                    forced = exit_code
+                    del self._fail[i]
+                    break
         if forced is not None:
             code, output, executed = forced, "", False
         else:

@@ -100,9 +100,10 @@ def test_a_failed_step_fails_the_workflow_and_on_call_is_told(
     steps: StepRunner,
     slack: SlackStandin,
 ) -> None:
-    steps.fail_next(1)  # main exits 1 (by annotation): not retried (the template retries only 5)
     serve = serve_argo()
     pod = hung_pod(cluster, workloads, "vllm-argo-fail")
+    # main exits 1 (by annotation): not retried (the template retries only 5)
+    steps.fail_next(pod["metadata"]["name"], 1)
     reply = wait_for(lambda: end_reply(slack), 120, "the end reply in Slack")
     (wf,) = workflows_for(cluster, pod["metadata"]["name"])
 
@@ -167,9 +168,9 @@ def test_a_step_that_could_not_ask_is_retried_by_the_controller(
     """Exit 5 ("could not ask") matches the template's retry expression: the real controller
     makes a second pod after the backoff, whose step runs and succeeds (the stand-in has no
     retries at all)."""
-    steps.fail_next(5)
     serve = serve_argo()
     pod = hung_pod(cluster, workloads, "vllm-argo-retry")
+    steps.fail_next(pod["metadata"]["name"], 5)
     reply = wait_for(lambda: end_reply(slack), 150, "the end reply in Slack")
     (wf,) = workflows_for(cluster, pod["metadata"]["name"])
     first, second = steps.runs(wf["metadata"]["name"])
