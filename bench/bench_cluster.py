@@ -17,6 +17,8 @@ Prints the figures and their ratios to the goals (p99 <= 1 s; capacity >= 10x th
 from __future__ import annotations
 
 import argparse
+import math
+import signal
 import sys
 import tempfile
 import time
@@ -100,23 +102,23 @@ def percentile(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
 
 
-def churn(live: LiveCluster, serve: Serve, pods: int, deployments: int) -> dict[str, float]:
-    per = max(1, pods // (deployments * 2))  # each Deployment: scale up, then one full roll
+def churn(
+    live: LiveCluster, serve: Serve, pods: int, deployments: int, nodes: int
+) -> dict[str, float]:
+    """Deployments filled to 90% of the GPUs, then rolled (a new template annotation replaces
+    every pod, one at a time as maxUnavailable 1 says) until `pods` pods have been created."""
+    concurrent = min(pods, int(nodes * 8 // 2 * 0.9))  # TP=2: two GPUs a pod
+    per = max(1, concurrent // deployments)
+    rolls = max(0, math.ceil(pods / (per * deployments)) - 1)
     pid = serve.proc.pid if serve.proc else 0
     cpu0, _ = proc_cpu_rss(pid)
     writes0 = apiserver_writes(live)
     inputs0 = serve.sample("remediator_inputs_total")
     t0 = time.monotonic()
     rss_peak = 0.0
+    shape = {"pull": "1s", "start": "1s", "engine": "2s"}
     for i in range(deployments):
-        doc = example_deployment(
-            f"churn-{i}", per, shape={"pull": "1s", "start": "1s", "engine": "2s"}
-        )
-        live.apply([doc])
-    for i in range(deployments):  # the roll: a new template annotation replaces every pod
-        patch = {"spec": {"template": {"metadata": {"annotations": {"churn": "2"}}}}}
-        live.api("PATCH", f"/apis/apps/v1/namespaces/{NS}/deployments/churn-{i}", patch,
-                 ctype="application/strategic-merge-patch+json")  # fmt: skip
+        live.apply([example_deployment(f"churn-{i}", per, shape=shape)])
 
     def settled() -> bool:
         nonlocal rss_peak
@@ -126,19 +128,29 @@ def churn(live: LiveCluster, serve: Serve, pods: int, deployments: int) -> dict[
             d["status"].get("updatedReplicas") == d["spec"]["replicas"]
             and d["status"].get("readyReplicas") == d["spec"]["replicas"]
             and d["status"].get("replicas") == d["spec"]["replicas"]
+            and d["status"].get("observedGeneration") == d["metadata"]["generation"]
             for d in deps
             if d["metadata"]["name"].startswith("churn-")
         )
 
-    wait_for(settled, 1800, "the churn to settle")
+    wait_for(settled, 1800, "the scale-up to settle")
+    for roll in range(rolls):
+        patch = {"spec": {"template": {"metadata": {"annotations": {"churn": str(roll)}}}}}
+        for i in range(deployments):
+            path = f"/apis/apps/v1/namespaces/{NS}/deployments/churn-{i}"
+            live.api("PATCH", path, patch, ctype="application/strategic-merge-patch+json")
+        wait_for(settled, 1800, f"roll {roll + 1} to settle")
     time.sleep(3)  # let serve drain what the watch still carries
     elapsed = time.monotonic() - t0
     cpu1, rss = proc_cpu_rss(pid)
     writes = apiserver_writes(live) - writes0
     inputs = serve.sample("remediator_inputs_total") - inputs0
     cpu = cpu1 - cpu0
+    for i in range(deployments):
+        live.delete(f"/apis/apps/v1/namespaces/{NS}/deployments/churn-{i}")
     return {
-        "pods_created": deployments * per * 2,
+        "pods_created": per * deployments * (rolls + 1),
+        "concurrent": per * deployments,
         "elapsed_s": elapsed,
         "serve_cpu_s": cpu,
         "serve_cpu_share": cpu / elapsed,
@@ -191,6 +203,8 @@ def main() -> None:
     ap.add_argument("--deployments", type=int, default=20)
     ap.add_argument("--hung", type=int, default=50)
     args = ap.parse_args()
+    # A timeout's SIGTERM unwinds like Ctrl-C, so the cluster and serve are stopped by PID.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
         raw = Cluster(Path(tmp) / "cluster")
         t0 = time.monotonic()
@@ -202,13 +216,16 @@ def main() -> None:
             with TimedArgo(token="bench") as argo:
                 serve = Serve(live, Path(tmp) / "serve", POLICY, argo.url, "bench").start()
                 try:
-                    c = churn(live, serve, args.pods, args.deployments)
+                    c = churn(live, serve, args.pods, args.deployments, args.nodes)
                     late = hung(live, argo, args.hung)
                 finally:
                     serve.stop()
         finally:
             raw.down()
-    print(f"churn: {c['pods_created']:.0f} pods created in {c['elapsed_s']:.1f} s")
+    print(
+        f"churn: {c['pods_created']:.0f} pods created ({c['concurrent']:.0f} at a time) "
+        f"in {c['elapsed_s']:.1f} s"
+    )
     print(f"  serve CPU {c['serve_cpu_s']:.1f} s ({100 * c['serve_cpu_share']:.1f}% of one core), "
           f"RSS {c['serve_rss_mib']:.0f} MiB (peak {c['serve_rss_peak_mib']:.0f} MiB)")  # fmt: skip
     print(f"  API server pod+event writes {c['api_writes']:.0f} ({c['api_writes_per_s']:.1f}/s); "
