@@ -141,7 +141,9 @@ def test_serve_killed_between_submit_and_record_resubmits_into_a_real_409(
     finally:
         relay.close()
     assert relay.submits == [200]
-    (wf,) = workflows_for(cluster, pod["metadata"]["name"])
+    # The target annotation comes from the template's workflowMetadata, which the controller
+    # writes when it first takes the Workflow up, not the server at submit.
+    (wf,) = wait_for(lambda: workflows_for(cluster, pod["metadata"]["name"]), 30, "the Workflow")
     wf_name = wf["metadata"]["name"]
     with sqlite3.connect(first.workdir / "state.db") as db:
         rows = db.execute("SELECT action, state, workflow FROM outbox").fetchall()
