@@ -25,7 +25,8 @@ from argo import Argo  # noqa: E402
 from cluster import ClusterError  # noqa: E402
 
 
-@pytest.fixture(scope="session")
+# Package scope: Argo stops once this folder's tests are done, so it adds no load to the rest.
+@pytest.fixture(scope="package")
 def real_argo(cluster: LiveCluster) -> Iterator[Argo]:
     argo = Argo(cluster.raw)
     try:
@@ -40,7 +41,7 @@ def real_argo(cluster: LiveCluster) -> Iterator[Argo]:
         argo.down()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def argo_token(cluster: LiveCluster, real_argo: Argo) -> str:
     """What the Deployment mounts as ARGO_TOKEN: the remediator ServiceAccount's token, whose
     rights in `argo` are deploy/components/act/argo-submit.yaml's Role."""
