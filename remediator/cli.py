@@ -33,11 +33,14 @@ def _register() -> None:
     from remediator.serve import serve
     from remediator.slo.cli import slo_report
     from remediator.steps.cli import step
+    from remediator.streams.cli import ingest, worker
 
     main.add_command(replay_command)
     main.add_command(serve)
     main.add_command(slo_report)
     main.add_command(step)
+    main.add_command(worker)
+    main.add_command(ingest)
 
 
 _register()
