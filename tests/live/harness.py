@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -177,9 +178,9 @@ def example_deployment(
 ) -> dict[str, Any]:
     """deploy/examples' vLLM Deployment, renamed, with each pod's cold-start shape set by
     the kwok stage annotations (tests/cluster/stages/vllm-cold-start.yaml)."""
-    doc = next(
-        d for d in render(REPO / "deploy/examples/vllm-inference") if d["kind"] == "Deployment"
-    )
+    # A copy: render() is cached, and tests/deploy reads the same objects after us.
+    example = render(REPO / "deploy/examples/vllm-inference")
+    doc = copy.deepcopy(next(d for d in example if d["kind"] == "Deployment"))
     doc["metadata"]["name"] = name
     sel = {"app": "vllm-inference", "app.kubernetes.io/name": name}
     doc["spec"]["selector"]["matchLabels"] = sel
