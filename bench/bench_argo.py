@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config, watch  # type: ignore[import-untyped]
+from remediator.policy.decision import Decision
 
 from remediator.executors.argo import ArgoConfig, ArgoExecutor
-from remediator.policy.decision import Decision
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests" / "cluster")]

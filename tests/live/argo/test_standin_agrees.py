@@ -22,10 +22,10 @@ from argo_workflows.model.io_argoproj_workflow_v1alpha1_submit_opts import (  # 
 from argo_workflows.model.io_argoproj_workflow_v1alpha1_workflow_submit_request import (  # type: ignore[import-untyped]
     IoArgoprojWorkflowV1alpha1WorkflowSubmitRequest,
 )
+from remediator.policy.decision import Decision
 
 from remediator.executors.argo import ArgoConfig, ArgoExecutor, SubmitRejected
 from remediator.executors.validate import InvalidParameter
-from remediator.policy.decision import Decision
 from tests.live.harness import LiveCluster
 from tests.standins.argo_server import ArgoStandin
 
