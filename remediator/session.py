@@ -97,4 +97,5 @@ class Session:
                 self.engine.retry_later(outcome, now)
             return
         self._decided.labels(result.action).inc()
+        self.engine.acted(result, now)
         out.decision(result)

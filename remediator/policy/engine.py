@@ -17,7 +17,7 @@ from remediator.policy.decision import Decision
 from remediator.policy.history import PhaseHistory, budget, expected_cold_start
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored, Outcome
-from remediator.policy.stuck import Facts, decide_stuck
+from remediator.policy.stuck import DELETE_PHASES, Facts, decide_stuck, too_tight
 from remediator.policy.workloads import Workload, image_update, owner_workload, workload_key
 from remediator.timeline.model import UNFINISHED, PodTimeline
 from remediator.timeline.tracker import StateChange, Tracker
@@ -35,9 +35,16 @@ class PolicyEngine:
         self.workloads: dict[str, Workload] = {}
         self._timers: list[tuple[float, int, str, str, float]] = []
         self._seq = count()
+        # Kill-loop guard, per (workload, phase): when a pod of it was last deleted for being
+        # slow there, and the pods held since because their replacement was slow the same way.
+        self._deleted: dict[tuple[str, str], float] = {}
+        self._holding: dict[tuple[str, str], set[str]] = {}
+        self._deciding: dict[str, tuple[str, str]] = {}  # uid -> key of a delete in flight
+        self._now_hint = 0.0  # the latest time the engine was told (re-armed holds start here)
 
     # ---- inputs ---------------------------------------------------------------------
     def on_input(self, item: Input, change: StateChange | None, now: float) -> list[Outcome]:
+        self._now_hint = max(self._now_hint, now)
         if change is not None:
             self._on_change(change)
         if isinstance(item, PodSeen) and change is None:
@@ -67,7 +74,10 @@ class PolicyEngine:
                 if current is not None:
                     self._arm(max(due, current + self._allowance(t, state)), t, state, current)
                 continue
-            out.append((due, self._timer_decision(t, state, since, due)))
+            self._now_hint = due
+            decision = self._timer_decision(t, state, since, due)
+            if decision is not None:
+                out.append((due, decision))
         return out
 
     def retry_later(self, decision: Decision, now: float) -> None:
@@ -86,6 +96,12 @@ class PolicyEngine:
             due = max(due, created + cold * self.config.guardrails.min_age.factor)
         self._arm(due, t, t.state(), since)
 
+    def acted(self, decision: Decision, now: float) -> None:
+        """A decision got through the guardrails: remember the deletions a kill loop needs."""
+        key = self._deciding.pop(decision.uid or "", None)
+        if key is not None and decision.action == "delete-pod":
+            self._deleted[key] = now
+
     # ---- stuck pods -------------------------------------------------------------------
     def _selected(self, t: PodTimeline) -> bool:
         cfg = self.config.stuck_pod
@@ -101,6 +117,10 @@ class PolicyEngine:
             return
         if change.after in _DONE and change.before not in _DONE:
             self._learn(t)
+        if change.before in DELETE_PHASES and change.after != "deleted":
+            self._phase_done(t, change.before)
+        if change.after == "deleted":
+            self._deciding.pop(t.uid, None)
         if change.after in UNFINISHED:
             since = t.state_since()
             if since is not None:
@@ -123,14 +143,57 @@ class PolicyEngine:
         if total is not None:
             self.history.add(model, "total", total)
 
-    def _timer_decision(self, t: PodTimeline, phase: str, since: float, now: float) -> Decision:
+    def _timer_decision(
+        self, t: PodTimeline, phase: str, since: float, now: float
+    ) -> Decision | None:
         cfg = self.config.stuck_pod
         seconds, how = budget(cfg, self.history, t.model, phase)
         why = (
             f"{phase} for {now - since:.0f}s, over its {seconds:.0f}s budget ({how}) "
             f"for {cfg.checks} checks in a row"
         )
-        return decide_stuck(t, phase, why, self._facts(t), now)
+        facts = self._facts(t)
+        key = (facts.workload or "", phase)
+        if phase in DELETE_PHASES and facts.workload:
+            deleted = self._deleted.get(key)
+            if deleted is not None and t.created is not None and t.created >= deleted - 1.0:
+                return self._hold(t, key, deleted, seconds, how, now)
+            self._deciding[t.uid] = key
+        return decide_stuck(t, phase, why, facts, now)
+
+    def _hold(
+        self,
+        t: PodTimeline,
+        key: tuple[str, str],
+        deleted: float,
+        seconds: float,
+        how: str,
+        now: float,
+    ) -> Decision | None:
+        """A pod created after we deleted its workload's last slow pod is slow the same way:
+        the budget, not the pod, is likely wrong. Hold deletions there until a pod of the
+        workload gets through the phase (which teaches the adaptive budget), and tell on-call
+        once."""
+        held = self._holding.setdefault(key, set())
+        first = not held
+        held.add(t.uid)
+        if not first:
+            return None
+        return too_tight(t, key[0], key[1], seconds, how, deleted, now)
+
+    def _phase_done(self, t: PodTimeline, phase: str) -> None:
+        """A pod of the workload got through `phase`: its budget is reachable; lift a hold."""
+        workload = owner_workload(t.namespace, t.owner, t.labels)
+        if workload is None:
+            return
+        key = (workload, phase)
+        self._deleted.pop(key, None)
+        for uid in self._holding.pop(key, set()):
+            held = self.tracker.get(uid)
+            since = held.state_since() if held is not None else None
+            if held is not None and since is not None and held.state() == phase:
+                self._arm(max(self._now_hint, since + self._allowance(held, phase)), held,
+                          phase, since)  # fmt: skip
 
     def _facts(self, t: PodTimeline) -> Facts:
         workload = owner_workload(t.namespace, t.owner, t.labels)
