@@ -20,6 +20,8 @@ def main() -> None:
 
     \b
     Start here:
+      remediator demo                                    # a simulated fleet, live
+      remediator simulate examples/sim/tuned.yaml        # compare policies on a fleet
       remediator replay examples/incident-70b.jsonl      # see a recorded incident
       remediator replay --output json FILE               # machine-readable
       remediator serve --help                            # the live service
@@ -30,11 +32,14 @@ def main() -> None:
 def _register() -> None:
     from remediator.replay import replay_command
     from remediator.serve import serve
+    from remediator.sim.fleet.cli import demo, simulate
     from remediator.steps.cli import step
 
     main.add_command(replay_command)
     main.add_command(serve)
     main.add_command(step)
+    main.add_command(simulate)
+    main.add_command(demo)
 
 
 _register()
