@@ -156,7 +156,12 @@ class PolicyEngine:
         key = (facts.workload or "", phase)
         if phase in DELETE_PHASES and facts.workload:
             deleted = self._deleted.get(key)
-            if deleted is not None and t.created is not None and t.created >= deleted - 1.0:
+            if (
+                deleted is not None
+                and t.created is not None
+                and t.created >= deleted - 1.0
+                and self._budget_unproven(t.model, phase, seconds)
+            ):
                 return self._hold(t, key, deleted, seconds, how, now)
             self._deciding[t.uid] = key
         return decide_stuck(t, phase, why, facts, now)
@@ -180,6 +185,12 @@ class PolicyEngine:
         if not first:
             return None
         return too_tight(t, key[0], key[1], seconds, how, deleted, now)
+
+    def _budget_unproven(self, model: str | None, phase: str, seconds: float) -> bool:
+        """No evidence the budget fits the model: too few completions of the phase, or most
+        of them took longer than the budget."""
+        n, within = self.history.share_within(model or "unknown", phase, seconds)
+        return n < self.config.stuck_pod.adaptive.min_samples or within < 0.5
 
     def _phase_done(self, t: PodTimeline, phase: str) -> None:
         """A pod of the workload got through `phase`: its budget is reachable; lift a hold."""

@@ -24,6 +24,13 @@ class PhaseHistory:
         samples.append(seconds)
         self._p99.pop(key, None)
 
+    def share_within(self, model: str, phase: str, seconds: float) -> tuple[int, float]:
+        """How many samples there are, and the share of them no longer than `seconds`."""
+        samples = self._samples.get((model, phase))
+        if not samples:
+            return 0, 0.0
+        return len(samples), sum(1 for v in samples if v <= seconds) / len(samples)
+
     def p99(self, model: str, phase: str, min_samples: int) -> float | None:
         key = (model, phase)
         samples = self._samples.get(key)
