@@ -36,7 +36,7 @@ class Slot:
     """One requested replica: a replacement counts for the replica it replaces."""
 
     __slots__ = ("id", "deployment", "requested", "ready", "first_token", "kills", "cancelled",
-                 "pods")  # fmt: skip
+                 "pods", "live")  # fmt: skip
 
     def __init__(self, sid: int, deployment: str, requested: float) -> None:
         self.id = sid
@@ -46,7 +46,8 @@ class Slot:
         self.first_token: float | None = None
         self.kills = 0  # pods of this replica deleted by remediation
         self.cancelled = False  # scaled away or rolled over before it was Ready
-        self.pods = 0
+        self.pods = 0  # pods made for it
+        self.live: list[Pod] = []  # its pods alive now (two while hedged)
 
 
 class Pod:
@@ -59,7 +60,7 @@ class Pod:
         self, index: int, dep: Deployment, slot: Slot, created: float, fate: str, draws: PodDraws
     ) -> None:
         self.index = index
-        self.uid = str(uuid.UUID(int=(index * 0x9E3779B97F4A7C15 + 1) % (1 << 128), version=4))
+        self.uid = pod_uid(draws.u(0), index)
         self.dep = dep
         self.image = dep.image
         self.rs_hash = dep.rs_hash
@@ -98,11 +99,21 @@ class Deployment:
         self.image = spec.image
         self.rs_hash = rs_hash(spec.name, spec.image)
         self.desired = spec.replicas
-        self.pods: list[Pod] = []  # alive pods of the current ReplicaSet
-        self.old: list[Pod] = []  # alive pods of the previous ReplicaSet during a rollout
+        self.pods: dict[str, Pod] = {}  # alive pods of the current ReplicaSet, by uid, oldest first
+        self.old: dict[str, Pod] = {}  # alive pods of the previous ReplicaSet during a rollout
         self.generation = 1
         self.uid = str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{spec.namespace}/{spec.name}"))
         self.rolling = False
+
+
+def pod_uid(u: float, index: int) -> str:
+    """A version-4 UUID string, cheaper than uuid.UUID (one per cold start)."""
+    a = int(u * (1 << 52)) ^ (index * 0x9E3779B1)
+    b = (index * 0x85EBCA77C2B2AE63 + a) & ((1 << 64) - 1)
+    return (
+        f"{a >> 20 & 0xFFFFFFFF:08x}-{a & 0xFFFF:04x}-4{b >> 52 & 0xFFF:03x}-"
+        f"{0x8000 | (b >> 36 & 0x3FFF):04x}-{b & 0xFFFFFFFFFFFF:012x}"
+    )
 
 
 def rs_hash(name: str, image: str) -> str:

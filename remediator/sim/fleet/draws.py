@@ -31,8 +31,11 @@ def stable(text: str) -> int:
 
 
 def uniform(key: int, i: int) -> float:
-    """A uniform in (0, 1) for draw `i` of `key`."""
-    return ((mix(key, i) >> 11) + 0.5) * _INV
+    """A uniform in (0, 1) for draw `i` of `key`: splitmix64's output for state key + i·γ."""
+    h = (key + (i + 1) * 0x9E3779B97F4A7C15) & _M
+    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & _M
+    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & _M
+    return (((h ^ (h >> 31)) >> 11) + 0.5) * _INV
 
 
 class PodDraws:

@@ -41,7 +41,7 @@ class RunResult:
     seed: int
     ready_s: list[float] = field(default_factory=list)  # per requested replica
     first_token_s: list[float] = field(default_factory=list)
-    censored: int = 0  # replicas never Ready by the end of the run
+    censored: int = 0  # replicas never Ready (by the end of the run, or before scaled away)
     cold_starts: int = 0  # pods created
     deletions: int = 0  # pods deleted by remediation
     false_kills: int = 0  # ... that would have become Ready
@@ -61,6 +61,12 @@ class RunResult:
     def slot_first_token(self, slot: Slot) -> None:
         assert slot.first_token is not None
         self.first_token_s.append(slot.first_token - slot.requested)
+
+    def unserved(self, slot: Slot, now: float) -> None:
+        """A replica scaled or rolled away before it was ever Ready: censored at `now`."""
+        self.censored += 1
+        self.ready_s.append(now - slot.requested)
+        self.first_token_s.append(now - slot.requested)
 
     def cold_start(self, pod: Pod, end: float) -> None:
         if pod.scheduled is not None:
@@ -87,7 +93,7 @@ class RunResult:
         self.cold_starts = sim.pods_made
         end = sim.end
         for dep in sim.deps:
-            for pod in dep.pods + dep.old:
+            for pod in [*dep.pods.values(), *dep.old.values()]:
                 if pod.ready is None:
                     self.cold_start(pod, end)
                 slot = pod.slot

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from remediator.inputs.decode import decode
-from remediator.inputs.records import Input
+from remediator.inputs.records import Input, WatchType
 from remediator.policy.decision import Decision
 from remediator.sim.fleet import wire
 from remediator.sim.fleet.calibration import PROFILES
@@ -34,6 +34,7 @@ DRAIN_S = {"tuned": 900.0, "untuned": 2400.0}  # after the load stops: in-flight
 BACKOFF_S = 10.0
 ALERT_AFTER_S = 120.0  # GPUMemoryUnstable fires this long after engine init began on the node
 VERIFY_S = 60.0  # the verify-gpu-memory workflow's sampling, start to verdict
+FEASIBLE_NODES = 16  # nodes scored per pod (kube-scheduler samples large clusters too)
 STALL_FALSE = 0.02  # healthy pods whose progress signals pause long enough to look stalled
 
 
@@ -74,7 +75,10 @@ class Simulation:
         self._waves: dict[tuple[int, str], int] = {}
         self._by_uid: dict[str, Pod] = {}
         self._rolled: dict[int, tuple[str, int]] = {}
+        self._next_node = 0
         self.end = scenario.duration_s + DRAIN_S[scenario.profile]
+        # Nobody listens (no remediation, no recording): do not build what nobody reads.
+        self._loud = controller.wants_inputs or record is not None or wire_json
 
     # ---- the loop -------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -136,6 +140,14 @@ class Simulation:
         self.seq += 1
         heapq.heappush(self.heap, (t, self.seq, kind, obj))
 
+    def _pod(self, pod: Pod, stage: str, watch: WatchType = "MODIFIED") -> None:
+        if self._loud:
+            self._emit(wire.pod_record(pod, stage, watch), pod)
+
+    def _event(self, pod: Pod, reason: str, message: str) -> None:
+        if self._loud:
+            self._emit(wire.event_record(pod, reason, message, self.now), pod)
+
     def _emit(self, item: Input, pod: Pod | None = None) -> None:
         if self.record is not None or self.wire_json:
             line = wire.as_json(item, pod)
@@ -145,11 +157,12 @@ class Simulation:
                 for decoded in decode(line):
                     self.ctl.feed(decoded)
                 return
-        if self.ctl.wants_inputs:
-            self.ctl.feed(item)
+        self.ctl.feed(item)
 
     def _emit_raw(self, line: bytes) -> None:
         """Objects the core decodes from JSON on every path (workloads, alerts, verdicts)."""
+        if not self._loud:
+            return
         if self.record is not None:
             self.record.write(line + b"\n")
         if self.ctl.wants_inputs:
@@ -179,9 +192,10 @@ class Simulation:
             fate = "driver_hang"
         pod = Pod(self.pods_made, dep, slot, self.now, fate, draws)
         self.pods_made += 1
-        (dep.old if old_rs else dep.pods).append(pod)
+        (dep.old if old_rs else dep.pods)[pod.uid] = pod
+        slot.live.append(pod)
         self._by_uid[pod.uid] = pod
-        self._emit(wire.pod_record(pod, "pending", "ADDED"), pod)
+        self._pod(pod, "pending", "ADDED")
         self._push(self.now + draws.phase("scheduling", 10), _SCHED, pod)
         self._see("created", pod)
         return pod
@@ -193,26 +207,36 @@ class Simulation:
         if node is None:
             if not pod.unsched_sent:
                 pod.unsched_sent = True
-                self._emit(wire.pod_record(pod, "unschedulable"), pod)
+                self._pod(pod, "unschedulable")
             if pod.pending_since is None:
                 pod.pending_since = self.now
                 self.pending.append(pod)
             return
         node.free -= pod.dep.spec.tp
         pod.node, pod.scheduled = node, self.now
-        self._emit(wire.pod_record(pod, "scheduled"), pod)
+        self._pod(pod, "scheduled")
         self._see("scheduled", pod)
         self._pull(pod)
 
     def _pick_node(self, pod: Pod) -> Node | None:
-        need, image = pod.dep.spec.tp, pod.image
-        best, best_score = None, -1.0
-        for node in self.nodes:
-            if node.free < need or not node.schedulable:
+        """As kube-scheduler does on a large cluster: from a rotating start, find a few
+        feasible nodes (numFeasibleNodesToFind) and take the best scored: the image already
+        there (ImageLocality), then the most free GPUs (LeastAllocated)."""
+        need, image, nodes = pod.dep.spec.tp, pod.image, self.nodes
+        n = len(nodes)
+        best, best_score, found = None, -1.0, 0
+        start = self._next_node
+        for k in range(n):
+            node = nodes[(start + k) % n]
+            if node.free < need or node.cordoned or node.lost:
                 continue
             score = node.free + (100.0 if image in node.images else 0.0)
             if score > best_score:
                 best, best_score = node, score
+            found += 1
+            if found >= FEASIBLE_NODES:
+                self._next_node = (start + k + 1) % n
+                break
         return best
 
     def _pull(self, pod: Pod) -> None:
@@ -222,12 +246,12 @@ class Simulation:
         assert node is not None
         have = node.images.get(image)
         if have is not None and have <= t and pod.pull_start is None:
-            self._emit(wire.event_record(pod, "Pulled", wire.pulled_message(image, None), t), pod)
+            self._event(pod, "Pulled", wire.pulled_message(image, None))
             self._container_start(pod)
             return
         if pod.pull_start is None:
             pod.pull_start = t
-            self._emit(wire.event_record(pod, "Pulling", f'Pulling image "{image}"', t), pod)
+            self._event(pod, "Pulling", f'Pulling image "{image}"')
         if have is not None and have > t:
             self._push(have, _PULLED, pod)  # another pod is pulling it onto this node
             return
@@ -249,8 +273,7 @@ class Simulation:
         assert pod.pull_start is not None
         pod.pulled = self.now
         seconds = self.now - pod.pull_start
-        msg = wire.pulled_message(pod.image, seconds)
-        self._emit(wire.event_record(pod, "Pulled", msg, self.now), pod)
+        self._event(pod, "Pulled", wire.pulled_message(pod.image, seconds))
         self._container_start(pod)
 
     def _container_start(self, pod: Pod) -> None:
@@ -264,7 +287,7 @@ class Simulation:
         if not pod.alive:
             return
         pod.started = self.now
-        self._emit(wire.pod_record(pod, "running"), pod)
+        self._pod(pod, "running")
         self._see("started", pod)
         init = pod.draws.phase("engine_init", 50)
         node = pod.node
@@ -286,7 +309,7 @@ class Simulation:
         if not pod.alive:
             return
         pod.ready = self.now
-        self._emit(wire.pod_record(pod, "ready"), pod)
+        self._pod(pod, "ready")
         self._see("ready", pod)
         slot = pod.slot
         if slot.ready is None and not slot.cancelled:
@@ -294,18 +317,18 @@ class Simulation:
             self.result.slot_ready(slot)
         self._push(self.now + pod.draws.phase("first_token", 70), _FIRST, pod)
         self.result.cold_start(pod, self.now)
-        for other in list(pod.dep.pods):
-            if other.slot is slot and other is not pod and other.alive:
-                self._delete(other, "hedge")  # the slot is served: the slower copy goes
+        for other in [o for o in slot.live if o is not pod]:
+            self._delete(other, "hedge")  # the replica is served: the slower copy goes
         dep = pod.dep
-        if dep.rolling and pod in dep.pods:
+        if dep.rolling and pod.uid in dep.pods:
             self._roll_on(dep)
 
     def _first_token(self, pod: Pod) -> None:
         if not pod.alive:
             return
         pod.first_token = self.now
-        self._emit(wire.first_token_record(pod, self.now), pod)
+        if self._loud:
+            self._emit(wire.first_token_record(pod, self.now), pod)
         slot = pod.slot
         if slot.first_token is None and slot.ready is not None:
             slot.first_token = self.now
@@ -316,17 +339,23 @@ class Simulation:
         if pod.ready is None:
             self.result.cold_start(pod, self.now)
         dep = pod.dep
-        for group in (dep.pods, dep.old):
-            if pod in group:
-                group.remove(pod)
+        dep.pods.pop(pod.uid, None)
+        dep.old.pop(pod.uid, None)
+        pod.slot.live.remove(pod)
         self._by_uid.pop(pod.uid, None)
         stage = "ready" if pod.ready else "running" if pod.started else (
             "scheduled" if pod.scheduled is not None else "pending")  # fmt: skip
-        self._emit(wire.pod_record(pod, stage, "DELETED"), pod)
+        self._pod(pod, stage, "DELETED")
         self._see("deleted", pod)
         if pod.node is not None and pod.scheduled is not None:
             pod.node.free += dep.spec.tp
             self._schedule_pending()
+
+    def _cancel(self, slot: Slot) -> None:
+        """The replica is no longer wanted; one never served counts as waited till now."""
+        if not slot.cancelled and slot.ready is None:
+            self.result.unserved(slot, self.now)
+        slot.cancelled = True
 
     def _schedule_pending(self) -> None:
         while self.pending:
@@ -349,7 +378,7 @@ class Simulation:
         where a free GPU exists; the first copy Ready serves it, the other is deleted."""
         if not pod.alive or pod.ready is not None or pod.slot.ready is not None:
             return
-        if any(o.slot is pod.slot and o is not pod for o in pod.dep.pods):
+        if len(pod.slot.live) > 1:
             return
         if self._pick_node(pod) is None:
             return  # no free GPU: hedging would queue behind real demand
@@ -373,7 +402,7 @@ class Simulation:
             pod.slot.kills += 1
             self._delete(pod, "remediation")
             dep = pod.dep
-            hedged = any(o.slot is pod.slot for o in dep.pods)
+            hedged = bool(pod.slot.live)
             if not hedged and not pod.slot.cancelled:
                 self._create(dep, pod.slot, old_rs=pod.rs_hash != dep.rs_hash)
         elif d.action == "restart-warmup":
@@ -401,7 +430,7 @@ class Simulation:
             if not pod.alive:
                 return
             msg = f'Failed to pull image "{pod.image}": rpc error: code = Unknown desc = 503'
-            self._emit(wire.event_record(pod, "Failed", msg, self.now), pod)
+            self._event(pod, "Failed", msg)
             pod.node.images.pop(pod.image, None)  # type: ignore[union-attr]
         elif what == "alert":
             self._emit_raw(wire.alert_json(subject.name, self.now))
@@ -412,7 +441,7 @@ class Simulation:
 
     # ---- load -----------------------------------------------------------------------------
     def _workload(self, dep: Deployment, watch: str = "MODIFIED") -> None:
-        ready = sum(1 for p in dep.pods if p.ready is not None)
+        ready = sum(1 for p in dep.pods.values() if p.ready is not None)
         line = deployment_event(
             dep.spec.name, dep.spec.model, dep.image, replicas=dep.desired, ready=ready,
             generation=dep.generation, watch=watch, namespace=dep.spec.namespace,
@@ -427,7 +456,7 @@ class Simulation:
 
     def _scale_to(self, dep: Deployment, desired: int, dep_index: int) -> None:
         dep.desired = desired
-        have = dep.pods
+        have = list(dep.pods.values())
         if len(have) < desired:
             wave = self._wave(dep_index, "scale")
             for k in range(desired - len(have)):
@@ -436,7 +465,7 @@ class Simulation:
             # Scale down: pods not Ready first, newest first (the ReplicaSet's ranking).
             ranked = sorted(have, key=lambda p: (p.ready is not None, -p.created))
             for pod in ranked[: len(have) - desired]:
-                pod.slot.cancelled = True
+                self._cancel(pod.slot)
                 self._delete(pod, "scale")
 
     def _load(self, dep: Deployment) -> None:
@@ -463,9 +492,9 @@ class Simulation:
         dep.image = f"{dep.spec.image}-r{dep.generation}"
         dep.rs_hash = rs_hash(dep.spec.name, dep.image)
         dep.rolling = True
-        dep.old, dep.pods = dep.pods, []
-        for pod in [p for p in dep.old if p.ready is None]:
-            pod.slot.cancelled = True
+        dep.old, dep.pods = dep.pods, {}
+        for pod in [p for p in dep.old.values() if p.ready is None]:
+            self._cancel(pod.slot)
             self._delete(pod, "rollout")
         self._workload(dep)
         wave = self._wave(i, "rollout")
@@ -484,7 +513,7 @@ class Simulation:
 
     def _roll_on(self, dep: Deployment) -> None:
         if dep.old:
-            self._delete(min(dep.old, key=lambda p: p.created), "rollout")
+            self._delete(next(iter(dep.old.values())), "rollout")
         self._roll_new(dep)
         if not dep.old and len(dep.pods) >= dep.desired:
             dep.rolling = False
@@ -495,7 +524,8 @@ class Simulation:
         for node in lost:
             node.lost = True
             for dep in self.deps:
-                for pod in [p for p in dep.pods + dep.old if p.node is node and p.scheduled]:
+                alive = [*dep.pods.values(), *dep.old.values()]
+                for pod in [p for p in alive if p.node is node and p.scheduled is not None]:
                     self._delete(pod, "shortage")
                     if pod.slot.ready is None:
                         self._create(dep, pod.slot)
