@@ -40,6 +40,7 @@ class PolicyEngine:
         self._deleted: dict[tuple[str, str], float] = {}
         self._holding: dict[tuple[str, str], set[str]] = {}
         self._deciding: dict[str, tuple[str, str]] = {}  # uid -> key of a delete in flight
+        self._told: set[tuple[str, str, str]] = set()  # (workload, phase, budget) on-call knows
         self._now_hint = 0.0  # the latest time the engine was told (re-armed holds start here)
 
     # ---- inputs ---------------------------------------------------------------------
@@ -155,42 +156,48 @@ class PolicyEngine:
         facts = self._facts(t)
         key = (facts.workload or "", phase)
         if phase in DELETE_PHASES and facts.workload:
-            deleted = self._deleted.get(key)
-            if (
-                deleted is not None
-                and t.created is not None
-                and t.created >= deleted - 1.0
-                and self._budget_unproven(t.model, phase, seconds)
-            ):
-                return self._hold(t, key, deleted, seconds, how, now)
+            evidence = self._too_tight(t, key, seconds)
+            if evidence is not None:
+                return self._hold(t, key, seconds, how, evidence, now)
             self._deciding[t.uid] = key
         return decide_stuck(t, phase, why, facts, now)
+
+    def _too_tight(self, t: PodTimeline, key: tuple[str, str], seconds: float) -> str | None:
+        """Why the budget, not the pod, looks wrong; None when nothing says so.
+
+        Most recent completions of the phase took longer than the budget; or, before there
+        are enough of them, a pod created after we deleted one of its workload for being
+        slow there is as slow (the replacement of a kill loop's first victim)."""
+        n, within = self.history.share_within(t.model or "unknown", key[1], seconds)
+        if n >= self.config.stuck_pod.adaptive.min_samples:
+            if within < 0.5:
+                return f"{1 - within:.0%} of the last {n} pods of this model took longer"
+            return None
+        deleted = self._deleted.get(key)
+        if deleted is not None and t.created is not None and t.created >= deleted - 1.0:
+            return (
+                f"a pod of it was deleted for exceeding it {t.created - deleted:.0f}s before "
+                f"{t.name} was created, and {t.name} is as slow"
+            )
+        return None
 
     def _hold(
         self,
         t: PodTimeline,
         key: tuple[str, str],
-        deleted: float,
         seconds: float,
         how: str,
+        evidence: str,
         now: float,
     ) -> Decision | None:
-        """A pod created after we deleted its workload's last slow pod is slow the same way:
-        the budget, not the pod, is likely wrong. Hold deletions there until a pod of the
-        workload gets through the phase (which teaches the adaptive budget), and tell on-call
-        once."""
-        held = self._holding.setdefault(key, set())
-        first = not held
-        held.add(t.uid)
-        if not first:
+        """Hold deletions in the workload's phase until a pod of it gets through (which
+        teaches the budget), and tell on-call once per budget: a kill loop, never."""
+        self._holding.setdefault(key, set()).add(t.uid)
+        told = (*key, f"{seconds:.0f}")
+        if told in self._told:
             return None
-        return too_tight(t, key[0], key[1], seconds, how, deleted, now)
-
-    def _budget_unproven(self, model: str | None, phase: str, seconds: float) -> bool:
-        """No evidence the budget fits the model: too few completions of the phase, or most
-        of them took longer than the budget."""
-        n, within = self.history.share_within(model or "unknown", phase, seconds)
-        return n < self.config.stuck_pod.adaptive.min_samples or within < 0.5
+        self._told.add(told)
+        return too_tight(t, key[0], key[1], seconds, how, evidence, now)
 
     def _phase_done(self, t: PodTimeline, phase: str) -> None:
         """A pod of the workload got through `phase`: its budget is reachable; lift a hold."""
@@ -198,7 +205,6 @@ class PolicyEngine:
         if workload is None:
             return
         key = (workload, phase)
-        self._deleted.pop(key, None)
         for uid in self._holding.pop(key, set()):
             held = self.tracker.get(uid)
             since = held.state_since() if held is not None else None

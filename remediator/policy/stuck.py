@@ -72,14 +72,13 @@ def diagnose(t: PodTimeline, phase: str) -> str:
 
 
 def too_tight(
-    t: PodTimeline, workload: str, phase: str, seconds: float, how: str, deleted: float, now: float
+    t: PodTimeline, workload: str, phase: str, seconds: float, how: str, evidence: str, now: float
 ) -> Decision:
     """The notice that replaces a kill loop: the budget is below this workload's real phase."""
     reason = (
-        f"{phase} budget {seconds:.0f}s ({how}) looks too tight for {workload}: a pod of it was "
-        f"deleted for exceeding it {now - deleted:.0f}s ago and its replacement {t.name} is as "
-        f"slow; holding deletions in {phase} until a pod of {workload} gets through it. "
-        f"Raise stuck_pod.budgets.{phase} (or stuck_pod.models) if this model is slow to start"
+        f"{phase} budget {seconds:.0f}s ({how}) looks too tight for {workload}: {evidence}. "
+        f"Holding deletions in {phase} until a pod of {workload} gets through it; raise "
+        f"stuck_pod.budgets.{phase} (or stuck_pod.models) if this model is slow to start"
     )
     return Decision(
         action="notify",
@@ -87,7 +86,7 @@ def too_tight(
         target=t.name,
         uid=t.uid,
         reason=reason,
-        incident=incident_id("budget-too-tight", workload, phase, f"{deleted:.0f}"),
+        incident=incident_id("budget-too-tight", workload, phase, f"{seconds:.0f}"),
         at=now,
         workload=workload,
     )
