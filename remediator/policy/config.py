@@ -30,7 +30,10 @@ DEFAULT_SELECTOR = "app=vllm-inference"
 class AdaptiveConfig:
     enabled: bool = True
     factor: float = 1.5  # budget = max(static, factor × P99 of recent completed phases)
-    min_samples: int = 5
+    min_samples: int = 5  # completed phases of a model before its P99 sets the budget
+    # Healthy siblings (completed cold starts of the model) before their P99 is the model's
+    # expected cold start, which min_age waits for; until then `expected_cold_start_s`.
+    min_siblings: int = 5
     window: int = 50  # completed timelines remembered per model and phase
 
 
@@ -175,6 +178,7 @@ _ADAPTIVE = _section(
         "enabled": _bool,
         "factor": _number(1.0),
         "min_samples": _number(1, integer=True),
+        "min_siblings": _number(1, integer=True),
         "window": _number(1, integer=True),
     },
 )

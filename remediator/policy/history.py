@@ -63,7 +63,7 @@ def budget(
 def expected_cold_start(cfg: StuckPodConfig, history: PhaseHistory, model: str | None) -> float:
     """What a cold start of this model takes: P99 of its recent totals, else the default."""
     if model is not None:
-        p99 = history.p99(model, "total", cfg.adaptive.min_samples)
+        p99 = history.p99(model, "total", cfg.adaptive.min_siblings)
         if p99 is not None:
             return p99
     return cfg.expected_cold_start_s
