@@ -36,7 +36,7 @@ class Slot:
     """One requested replica: a replacement counts for the replica it replaces."""
 
     __slots__ = ("id", "deployment", "requested", "ready", "first_token", "kills", "cancelled",
-                 "pods", "live")  # fmt: skip
+                 "pods", "live", "false_kills")  # fmt: skip
 
     def __init__(self, sid: int, deployment: str, requested: float) -> None:
         self.id = sid
@@ -45,6 +45,7 @@ class Slot:
         self.ready: float | None = None
         self.first_token: float | None = None
         self.kills = 0  # pods of this replica deleted by remediation
+        self.false_kills = 0  # ... that would have become Ready
         self.cancelled = False  # scaled away or rolled over before it was Ready
         self.pods = 0  # pods made for it
         self.live: list[Pod] = []  # its pods alive now (two while hedged)

@@ -35,6 +35,8 @@ def builtin_policies(files: tuple[str, ...] = (), hedge: bool = False) -> list[P
     for path in files:
         config = load_policy_file(path)
         name = Path(path).stem
+        while name in {s.name for s in specs}:
+            name += "*"  # a file named like a built-in policy keeps its own row
         specs.append(PolicySpec(name, lambda n=name, c=config: CorePolicy(n, c)))  # type: ignore[misc]
     if hedge:
         specs.append(

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from remediator.sim.fleet.cluster import Pod, Slot
     from remediator.sim.fleet.simulation import Simulation
 
-KILL_LOOP = 3  # one replica's pods deleted this many times by remediation: a kill loop
+KILL_LOOP = 2  # one replica's healthy pods deleted this many times by remediation: a kill loop
 SWIMLANE_SLOTS = 20  # replicas whose pods are kept for the swimlane plot
 
 
@@ -45,7 +45,7 @@ class RunResult:
     cold_starts: int = 0  # pods created
     deletions: int = 0  # pods deleted by remediation
     false_kills: int = 0  # ... that would have become Ready
-    kill_loops: int = 0  # replicas whose pods remediation deleted KILL_LOOP times or more
+    kill_loops: int = 0  # replicas whose would-be-Ready pods remediation deleted KILL_LOOP times
     gpu_seconds: float = 0.0  # GPUs held by pods while cold-starting
     hedges: int = 0
     held: int = 0  # decisions a guardrail held
@@ -80,8 +80,9 @@ class RunResult:
         node = pod.node
         if pod.fate == "ok" and not (node is not None and node.unsettled):
             self.false_kills += 1
-        if pod.slot.kills + 1 == KILL_LOOP:
-            self.kill_loops += 1
+            pod.slot.false_kills += 1
+            if pod.slot.false_kills == KILL_LOOP:
+                self.kill_loops += 1
         if len(self._incident_slots) < SWIMLANE_SLOTS:
             self._incident_slots.setdefault(pod.slot.id, [])
 

@@ -17,6 +17,7 @@ with the dotted path of the offending key.
       registry: {slow: 1.0, fail: 0.0}   # pull time factor; share of pulls that fail once
       gpu_shortage: {at: 3600, nodes: 8, for_s: 1800}   # nodes lost for a while
       unsettled_gpu_nodes: 0     # nodes whose GPU memory never settles (engine init hangs)
+      hang_first: 0              # the first N pods created hang in engine init, whatever the seed
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class Faults:
     registry_fail: float = 0.0
     gpu_shortage: Shortage | None = None
     unsettled_gpu_nodes: int = 0
+    hang_first: int = 0  # the first N pods created hang in engine init (a fault placed exactly)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +164,7 @@ def _scale(raw: Any) -> ScaleLoad:
 def _faults(raw: Any) -> Faults:
     f = _map(raw or {}, "faults")
     _known(f, "faults", {"engine_init_hang", "driver_hang", "registry", "gpu_shortage",
-                         "unsettled_gpu_nodes"})  # fmt: skip
+                         "unsettled_gpu_nodes", "hang_first"})  # fmt: skip
     reg = _map(f.get("registry") or {}, "faults.registry")
     _known(reg, "faults.registry", {"slow", "fail"})
     shortage = None
@@ -183,6 +185,7 @@ def _faults(raw: Any) -> Faults:
         unsettled_gpu_nodes=int(
             _num(f.get("unsettled_gpu_nodes", 0), "faults.unsettled_gpu_nodes", 0, whole=True)
         ),
+        hang_first=int(_num(f.get("hang_first", 0), "faults.hang_first", 0, whole=True)),
     )
 
 

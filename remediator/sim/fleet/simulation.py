@@ -95,14 +95,17 @@ class Simulation:
         handlers = self._handlers()
         heap, ctl = self.heap, self.ctl
         wants = ctl.wants_inputs
-        while heap and heap[0][0] <= self.end:
+        while True:
+            t = heap[0][0] if heap else math.inf
             if wants:
                 # The controller's own timers wake the loop too: a budget lapses in silence.
                 due = ctl.next_due()
-                if due is not None and due - BASE_TIME < heap[0][0]:
+                if due is not None and due - BASE_TIME < t and due - BASE_TIME <= self.end:
                     self.now = max(self.now, due - BASE_TIME)
                     self._step(due)
                     continue
+            if t > self.end:
+                break
             t, _, kind, obj = heapq.heappop(heap)
             self.now = t
             if wants:
@@ -186,7 +189,7 @@ class Simulation:
         faults = self.sc.faults
         u = draws.u(1)
         fate = "ok"
-        if u < faults.engine_init_hang:
+        if u < faults.engine_init_hang or self.pods_made < faults.hang_first:
             fate = "init_hang"
         elif u < faults.engine_init_hang + faults.driver_hang:
             fate = "driver_hang"
