@@ -165,11 +165,12 @@ class PolicyEngine:
     def _too_tight(self, t: PodTimeline, key: tuple[str, str], seconds: float) -> str | None:
         """Why the budget, not the pod, looks wrong; None when nothing says so.
 
-        Most recent completions of the phase took longer than the budget; or, before there
-        are enough of them, a pod created after we deleted one of its workload for being
-        slow there is as slow (the replacement of a kill loop's first victim)."""
+        Most recent completions of the phase by the model's pods took longer than the budget
+        (one healthy sibling is evidence enough); or, before any completed it, a pod created
+        after we deleted one of its workload for being slow there is as slow (the
+        replacement of a kill loop's first victim)."""
         n, within = self.history.share_within(t.model or "unknown", key[1], seconds)
-        if n >= self.config.stuck_pod.adaptive.min_samples:
+        if n:
             if within < 0.5:
                 return f"{1 - within:.0%} of the last {n} pods of this model took longer"
             return None
