@@ -33,7 +33,7 @@ class AdaptiveConfig:
     min_samples: int = 5  # completed phases of a model before its P99 sets the budget
     # Healthy siblings (completed cold starts of the model) before their P99 is the model's
     # expected cold start, which min_age waits for; until then `expected_cold_start_s`.
-    min_siblings: int = 5
+    min_siblings: int = 1
     window: int = 50  # completed timelines remembered per model and phase
 
 
@@ -50,11 +50,13 @@ class StuckPodConfig:
             "engine_init": 60.0,
         }
     )
-    checks: int = 3  # consecutive checks over budget before deciding (the SREs' "3 in a row")
+    # Consecutive checks over budget before deciding. The SREs poll "3 in a row"; our timers
+    # fire when the budget lapses, so more checks only add delay (docs/simulation-defaults.md).
+    checks: int = 1
     check_interval_s: float = 10.0
     models: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
-    expected_cold_start_s: float = 600.0  # for a model with no history yet
+    expected_cold_start_s: float = 900.0  # for a model with no history yet
 
 
 @dataclass(frozen=True, slots=True)
