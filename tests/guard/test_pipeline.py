@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import pytest
 
 from remediator.guard import ORDER, GuardState, StateError, build_pipeline, with_kill_switch
-from remediator.guard.config import DryRunConfig, GuardConfig
+from remediator.guard.config import BlastRadiusConfig, CooldownConfig, DryRunConfig, GuardConfig
 from remediator.guard.pipeline import Pipeline
 from remediator.guard.stage import PASS, Verdict, suppress
 from remediator.policy.decision import Decision, Suppressed
@@ -152,7 +152,9 @@ def _sequence() -> list[tuple[Decision, float]]:
 
 
 def test_state_round_trips_through_json_without_changing_any_outcome() -> None:
-    pipeline = build_pipeline()
+    # Tight caps, so that the sequence meets every stage (the defaults are looser).
+    caps = BlastRadiusConfig(max_pods=2, max_pods_cluster=5)
+    pipeline = build_pipeline(GuardConfig(cooldown=CooldownConfig(600), blast_radius=caps))
     straight, through_json = GuardState(), GuardState()
     outcomes = []
     for decision, now in _sequence():
