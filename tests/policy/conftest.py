@@ -48,8 +48,7 @@ class Run:
 
 
 # Guardrails that would hide the rule under test are relaxed; their own tests are elsewhere.
-# The tests time decisions as "budget + 2 check intervals": they pin 3 checks (the default
-# is 1, chosen by simulation: docs/simulation-defaults.md).
+# The tests time decisions as "budget + 2 check intervals": they pin the 3 checks.
 RELAXED = """
 stuck_pod: {checks: 3}
 guardrails:
