@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import signal
 import socket
@@ -13,13 +12,14 @@ import click
 from remediator.executors.argo_params import remediator_image
 from remediator.executors.secrets import MissingSecret
 from remediator.executors.validate import InvalidParameter
+from remediator.logfields import get_logger
 from remediator.policy.errors import ConfigError
 from remediator.runtime.embedded import RuntimeSettings
 from remediator.runtime.leader import LeaseSettings
 from remediator.runtime.logs import setup_logging
 from remediator.runtime.service import Service, ServiceConfig
 
-log = logging.getLogger("remediator.serve")
+log = get_logger("remediator.serve")
 
 _EPILOG = """\b
 Secrets (environment only, never flags, never logged):

@@ -63,6 +63,9 @@ def pod_seen(watch: WatchType, pod: Pod) -> PodSeen:
                 latest = started
         elif state is not None and state.waiting is not None:
             waiting = state.waiting.reason
+    asked = _deletion_asked(meta)
+    if asked is not None and (latest is None or asked > latest):
+        latest = asked
     return PodSeen(
         watch=watch,
         uid=meta.uid,
@@ -83,6 +86,15 @@ def pod_seen(watch: WatchType, pod: Pod) -> PodSeen:
         owner=_owner(meta),
         at=latest,
     )
+
+
+def _deletion_asked(meta: ObjectMeta) -> float | None:
+    """When the delete was asked for: the API server sets deletionTimestamp to that moment plus
+    the grace period. Without it, a recorded deletion would carry the time of the pod's last
+    transition, and a replay would see the pod gone before a decision the live service made."""
+    if not meta.deletionTimestamp:
+        return None
+    return parse_time(meta.deletionTimestamp) - (meta.deletionGracePeriodSeconds or 0)
 
 
 def spec_info(spec: PodSpec, labels: dict[str, Any]) -> SpecInfo:

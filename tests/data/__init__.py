@@ -1,0 +1,7 @@
+"""Data the tests read; everything lives in the repo (see README.md here for provenance)."""
+
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent
+CAPTURES = DATA / "captures"
+SCHEMAS = DATA / "schemas"
