@@ -75,6 +75,12 @@ class PolicyEngine:
                 if current is not None:
                     self._arm(max(due, current + self._allowance(t, state)), t, state, current)
                 continue
+            allowed = since + self._allowance(t, state)
+            if due < allowed:
+                # The budget grew since this timer was armed (the model's history learnt it
+                # is slower): the pod is judged against the budget it has now.
+                self._arm(allowed, t, state, since)
+                continue
             self._now_hint = due
             decision = self._timer_decision(t, state, since, due)
             if decision is not None:
