@@ -123,8 +123,10 @@ def speed(quick: bool) -> list[str]:
     for label, make in rows:
         cold, wall = _rate(day, make)  # type: ignore[arg-type]
         rate = cold / wall
-        print(f"  {label:44s} {cold:7d} cold starts in {wall:6.2f}s = {rate:8.0f}/s "
-              f"= {rate / 10_000:5.2f} x goal; {day.duration_s / wall:7.0f} x real time")
+        print(
+            f"  {label:44s} {cold:7d} cold starts in {wall:6.2f}s = {rate:8.0f}/s "
+            f"= {rate / 10_000:5.2f} x goal; {day.duration_s / wall:7.0f} x real time"
+        )
         if make is None and rate < 10_000:
             missed.append(f"simulator {rate:.0f} cold starts/s")
         if make is CorePolicy and not quick and wall > 60:

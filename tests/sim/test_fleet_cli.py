@@ -7,8 +7,11 @@ from pathlib import Path
 import orjson
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from remediator.cli import main
+from remediator.sim.fleet.scenario import ScenarioError, parse_scenario
 
 SMALL = """
 name: small
@@ -38,7 +41,12 @@ def test_simulate_prints_the_comparison_and_writes_json_and_plots(tmp_path: Path
         assert f"\n{policy_name} " in result.output
     summary = orjson.loads((out / "summary.json").read_bytes())
     assert [s["policy"] for s in summary] == [
-        "none", "seed-rule", "default", "patient", "default+hedge"]
+        "none",
+        "seed-rule",
+        "default",
+        "patient",
+        "default+hedge",
+    ]
     assert all(s["replicas"] > 0 for s in summary)
     for png in ("ready-cdf.png", "swimlane.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -72,3 +80,24 @@ def test_demo_runs_without_a_cluster() -> None:
                                        "--seconds", "1200"])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "delete-pod" in result.output and "cold starts" in result.output
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats(allow_nan=True)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                max_size=4),
+    max_leaves=12,
+)  # fmt: skip
+_keys = st.sampled_from(["name", "profile", "duration_s", "seeds", "nodes", "deployments",
+                         "load", "faults", "executor_delay_s", "bogus"])  # fmt: skip
+
+
+@given(st.dictionaries(_keys, _values, max_size=6))
+def test_any_scenario_document_parses_or_is_refused_with_a_path(doc: dict[str, object]) -> None:
+    try:
+        scenario = parse_scenario(doc)
+    except ScenarioError as exc:
+        assert exc.path and str(exc).startswith(exc.path)
+    else:
+        assert scenario.deployments and scenario.seeds

@@ -81,6 +81,8 @@ def pod_record(p: Pod, stage: str, watch: WatchType = "MODIFIED") -> PodSeen:
         at = max(started, scheduled + 1.0 if scheduled is not None else started)
     if ready is not None:
         at = max(at, ready)
+    if watch == "DELETED" and p.deleted is not None:
+        at = max(at, wall(p.deleted))  # when the delete was asked (deletionTimestamp - grace)
     return PodSeen(
         watch=watch,
         uid=p.uid,
@@ -163,7 +165,9 @@ def _pod_json(item: PodSeen, pod: Pod) -> bytes:
         stage = "pending"
     obj: dict[str, Any] = pod_object(_plan(pod, item), stage, 1)
     if item.deleting:
-        obj["metadata"]["deletionTimestamp"] = rfc3339(int(item.at or item.created or 0))
+        grace = obj["spec"]["terminationGracePeriodSeconds"]
+        obj["metadata"]["deletionTimestamp"] = rfc3339(int(item.at or 0) + grace)
+        obj["metadata"]["deletionGracePeriodSeconds"] = grace
     return orjson.dumps({"type": item.watch, "object": obj})
 
 
