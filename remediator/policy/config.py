@@ -57,7 +57,7 @@ class StuckPodConfig:
     check_interval_s: float = 10.0
     models: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
-    expected_cold_start_s: float = 900.0  # for a model with no history yet
+    expected_cold_start_s: float = 600.0  # for a model with no history yet
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ def test_empty_file_is_the_default_policy() -> None:
     cfg = load_policy("")
     # Chosen by simulation (docs/simulation-defaults.md).
     assert cfg.stuck_pod.budgets["engine_init"] == 60.0 and cfg.stuck_pod.checks == 3
-    assert cfg.stuck_pod.adaptive.min_siblings == 1 and cfg.stuck_pod.expected_cold_start_s == 900
+    assert cfg.stuck_pod.adaptive.min_siblings == 1 and cfg.stuck_pod.expected_cold_start_s == 600
     assert cfg.stuck_pod.selector.matches({"app": "vllm-inference"})
     assert cfg.gpu_memory.cordon is False  # cordoning is opt-in
     assert cfg.guardrails.dry_run.enabled is False

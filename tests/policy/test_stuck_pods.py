@@ -126,13 +126,13 @@ def test_adaptive_budget_learns_from_completed_cold_starts(run: Run) -> None:
 
 
 def test_min_age_holds_a_young_pod_then_lets_the_delete_through() -> None:
-    run = make_run("")  # defaults: expected cold start 900 s for a model with no history
+    run = make_run("")  # defaults: expected cold start 600 s for a model with no history
     run.feed(pod(created=0, scheduled=1, started=10))
     run.at(T0 + 100)
     assert run.decisions == [] and [s.guardrail for s in run.held] == ["min_age"]
-    run.at(T0 + 1000)
+    run.at(T0 + 700)
     assert run.actions() == [("delete-pod", "vllm-70b-7c9d5b6f4-abcde")]
-    assert T0 + 900 <= run.decisions[0].at <= T0 + 940
+    assert T0 + 600 <= run.decisions[0].at <= T0 + 640
 
 
 def test_dry_run_and_kill_switch_hold_every_delete_with_their_names() -> None:
