@@ -41,10 +41,10 @@ class DedupConfig:
 
 @dataclass(frozen=True, slots=True)
 class CooldownConfig:
-    # 60 s by simulation (docs/simulation-defaults.md): a replacement slow the same way is
+    # 30 s by simulation (docs/simulation-defaults.md): a replacement slow the same way is
     # the policy engine's kill-loop hold now, and 600 s left a workload's second hung pod
     # waiting ten minutes.
-    seconds: float = field(default=60.0, metadata=_NON_NEGATIVE)
+    seconds: float = field(default=30.0, metadata=_NON_NEGATIVE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +54,7 @@ class MinAgeConfig:
 
 @dataclass(frozen=True, slots=True)
 class BlastRadiusConfig:
-    max_pods: int = field(default=10, metadata=_NON_NEGATIVE)  # by simulation; 25% still caps
+    max_pods: int = field(default=5, metadata=_NON_NEGATIVE)  # by simulation; 25% still caps
     max_percent: float = field(default=25.0, metadata={"min": 0, "max": 100})
     window_s: float = field(default=600.0, metadata=_NON_NEGATIVE)
     max_pods_cluster: int = field(default=20, metadata=_NON_NEGATIVE)

@@ -24,8 +24,8 @@ def test_defaults() -> None:
     config = parse_guard_config({})
     assert config == GuardConfig() == parse_guard_config(None)
     # cooldown and the absolute blast-radius caps by simulation (docs/simulation-defaults.md)
-    assert (config.dedup.window_s, config.cooldown.seconds, config.min_age.factor) == (300, 60, 1)
-    assert config.blast_radius == BlastRadiusConfig(10, 25, 600, 20)
+    assert (config.dedup.window_s, config.cooldown.seconds, config.min_age.factor) == (300, 30, 1)
+    assert config.blast_radius == BlastRadiusConfig(5, 25, 600, 20)
     assert config.rate_limit == RateLimitConfig(per_minute=6, burst=3)
     assert not config.dry_run.enabled and not config.kill_switch.engaged
 
