@@ -134,3 +134,13 @@ def test_injected_faults_show_in_the_results(fault: str) -> None:
     clean, _ = compare(base, builtin_policies()[:1])
     hurt, _ = compare(replace(base, faults=faults), builtin_policies()[:1])
     assert hurt[0].ready["p95"] > clean[0].ready["p95"]
+
+
+def test_the_code_defaults_are_the_ones_the_simulation_chose() -> None:
+    """docs/simulation-defaults.md's last column ('the default now') is the code's."""
+    from remediator.sim.fleet.defaults import knob_values
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "simulation-defaults.md").read_text()
+    rows = [line.split("|") for line in doc.splitlines() if line.startswith("| `")]
+    now = {cells[1].strip(" `"): float(cells[4]) for cells in rows}
+    assert now == knob_values(PolicyConfig())
