@@ -100,7 +100,10 @@ def replay_command(
         `kubectl get -o json` prints it (one per line: use `jq -c`);
       - an Alertmanager webhook payload (version 4);
       - a CloudEvent 1.0 in structured JSON (Argo Events) wrapping any of the above;
-      - {"kind": "FirstToken", "namespace", "pod", "time"} when the engine answered first.
+      - {"kind": "FirstToken", "namespace", "pod", "time"} when the engine answered first;
+      - {"kind": "EngineLog", "namespace", "pod", "time", "line"}: a line of the pod's log
+        (vLLM's start-up steps split engine_init; "time" may lead the line as
+        `kubectl logs --timestamps` prints it; lines that mark no step are ignored).
 
     \b
     Record a cluster for replay:

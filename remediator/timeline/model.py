@@ -12,6 +12,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from remediator.timeline.endpoint import Endpoint
+from remediator.timeline.engine_steps import EngineSteps
+
 # Cold-start phases, in order; `total` is reported beside them.
 PHASES = ("scheduling", "image_pull", "container_start", "engine_init", "first_token")
 # The states of an unfinished cold start, each named after the phase it is in.
@@ -76,6 +79,8 @@ class PodTimeline:
     last_seen: float | None = None
     observed: int = 0  # bitmask of phases already exported to histograms
     counted: str | None = None  # the state the tracker counts this pod in (None: not yet)
+    engine: EngineSteps | None = None  # vLLM's own init steps, when its log was read
+    endpoint: Endpoint | None = None  # where its server answers (first-token probe)
 
     # ---- facts in -------------------------------------------------------------------
     def see_started(self, started: float) -> None:
@@ -200,6 +205,28 @@ class PodTimeline:
             "restarts": self.restarts,
             "phases": self.phases(),
             "total": self.total(),
+            **self._engine_json(),
+        }
+
+    # ---- engine-init steps (from the pod's log) ----------------------------------------
+    def engine_steps(self) -> dict[str, float]:
+        if self.engine is None:
+            return {}
+        return self.engine.durations(self.started_at(), self.ready)
+
+    def engine_step(self) -> str | None:
+        """The vLLM step an unfinished engine init is in (None when not in engine init)."""
+        if self.engine is None or self.state() != "engine_init":
+            return None
+        return self.engine.current(self.started_at())
+
+    def _engine_json(self) -> dict[str, Any]:
+        if self.engine is None:
+            return {}
+        return {
+            "engine_init_steps": self.engine_steps(),
+            "engine_init_step": self.engine_step(),
+            "engine_init_detail": dict(sorted(self.engine.detail.items())),
         }
 
 

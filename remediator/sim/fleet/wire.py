@@ -102,6 +102,8 @@ def pod_record(p: Pod, stage: str, watch: WatchType = "MODIFIED") -> PodSeen:
         spec=_spec(p),
         owner=f"ReplicaSet/{p.dep.spec.name}-{p.rs_hash}",
         at=at,
+        # status.podIP once the sandbox runs, as sim.pods writes it
+        pod_ip=f"10.244.{p.index % 250}.{(p.index // 250) % 250 + 2}" if started else None,
     )
 
 
