@@ -24,9 +24,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from remediator.contract.decision import Decision
 from remediator.inputs.records import Input
-from remediator.policy.config import PolicyConfig
-from remediator.policy.decision import Decision
+from remediator.policy_file import PolicyFile
 from remediator.sim.fleet.compare import builtin_policies, compare, table
 from remediator.sim.fleet.controllers import Controller, CorePolicy, NoRemediation
 from remediator.sim.fleet.results import Summary
@@ -120,7 +120,7 @@ def speed(quick: bool) -> list[str]:
         ("simulator alone", NoRemediation),
         ("simulator + every input built", Listener),
         ("simulator + the real core (default policy)",
-         lambda: CorePolicy("default", PolicyConfig())),
+         lambda: CorePolicy("default", PolicyFile())),
     )  # fmt: skip
     for i, (label, make) in enumerate(rows):
         cold, wall = _rate(day, make)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from remediator.policy.config import PolicyConfig, load_policy_file
-from remediator.policy.decision import Decision
+from remediator.contract.decision import Decision
+from remediator.policy_file import PolicyFile, load_policy_file
 from remediator.sim.fleet.compare import builtin_policies, compare
 from remediator.sim.fleet.controllers import CorePolicy
 from remediator.sim.fleet.scenario import DeploymentSpec, Faults, ScaleLoad, Scenario
@@ -33,8 +33,8 @@ def test_a_hung_pod_with_a_healthy_sibling_goes_within_budget_plus_checks() -> N
     """The first pod created hangs in engine init; its one sibling comes up in a minute.
     The default policy deletes it when its budget and checks are spent, not at a fixed age
     (the expected cold start of a model with no history, 600 s)."""
-    config = PolicyConfig()
-    stuck = config.stuck_pod
+    config = PolicyFile()
+    stuck = config.rules.stuck_pod
     scenario = replace(
         _fleet("tuned", hang_first=1),
         scale=None,
@@ -143,4 +143,4 @@ def test_the_code_defaults_are_the_ones_the_simulation_chose() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "simulation-defaults.md").read_text()
     rows = [line.split("|") for line in doc.splitlines() if line.startswith("| `")]
     now = {cells[1].strip(" `"): float(cells[4]) for cells in rows}
-    assert now == knob_values(PolicyConfig())
+    assert now == knob_values(PolicyFile())

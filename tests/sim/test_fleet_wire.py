@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 import kubernetes_validate
 import orjson
 
+from remediator.contract.decision import Decision
 from remediator.inputs.decode import decode
 from remediator.inputs.pods import spec_info
 from remediator.inputs.records import Input, PodSeen
-from remediator.policy.config import PolicyConfig
-from remediator.policy.decision import Decision
+from remediator.policy_file import PolicyFile
 from remediator.replay import run_replay
 from remediator.session import Session
 from remediator.sim.fleet.controllers import CorePolicy
@@ -37,7 +37,7 @@ class Recorder:
     name: str = "recorder"
     wants_inputs: bool = True
     seen: list[Input] = field(default_factory=list)
-    core: CorePolicy = field(default_factory=lambda: CorePolicy("default", PolicyConfig()))
+    core: CorePolicy = field(default_factory=lambda: CorePolicy("default", PolicyFile()))
 
     def feed(self, item: Input) -> None:
         self.seen.append(item)
@@ -120,7 +120,7 @@ def test_a_recorded_run_replays_through_remediator_replay(tmp_path) -> None:  # 
         def finish(self, *args: object) -> None: ...
 
     out = Out()
-    stats = run_replay([str(path)], Session(PolicyConfig()), out)  # type: ignore[arg-type]
+    stats = run_replay([str(path)], Session(PolicyFile()), out)  # type: ignore[arg-type]
     assert not stats.skipped
     # Replay has no executor: deleted pods stay until the recorded DELETED, as in the run.
     assert sum(d.action == "delete-pod" for d in out.decided) == result.actions["delete-pod"]

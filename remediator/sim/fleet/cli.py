@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 import orjson
 
-from remediator.policy.errors import ConfigError
+from remediator.contract.errors import ConfigError
 from remediator.sim.fleet.scenario import ScenarioError, load_scenario
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from remediator.policy.config import PolicyConfig, load_policy_file
+from remediator.policy_file import PolicyFile, load_policy_file
 from remediator.sim.fleet.controllers import Controller, CorePolicy, NoRemediation, SeedRule
 from remediator.sim.fleet.results import RunResult, Summary, summarize
 from remediator.sim.fleet.scenario import Scenario
@@ -30,7 +30,7 @@ def builtin_policies(files: tuple[str, ...] = (), hedge: bool = False) -> list[P
     specs = [
         PolicySpec("none", lambda: NoRemediation("none")),
         PolicySpec("seed-rule", lambda: SeedRule("seed-rule")),
-        PolicySpec("default", lambda: CorePolicy("default", PolicyConfig())),
+        PolicySpec("default", lambda: CorePolicy("default", PolicyFile())),
     ]
     for path in files:
         config = load_policy_file(path)
@@ -41,7 +41,7 @@ def builtin_policies(files: tuple[str, ...] = (), hedge: bool = False) -> list[P
     if hedge:
         specs.append(
             PolicySpec(
-                "default+hedge", lambda: CorePolicy("default+hedge", PolicyConfig()), HEDGE_STALL_S
+                "default+hedge", lambda: CorePolicy("default+hedge", PolicyFile()), HEDGE_STALL_S
             )  # fmt: skip
         )
     return specs

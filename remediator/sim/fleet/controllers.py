@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from remediator.contract.decision import Decision, Suppressed
 from remediator.inputs.records import Input, PodSeen
-from remediator.policy.config import PolicyConfig
-from remediator.policy.decision import Decision, Suppressed
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored
+from remediator.policy_file import PolicyFile
 from remediator.session import Session
 from remediator.timeline.tracker import StateChange
 
@@ -82,7 +82,7 @@ class CorePolicy:
 
     wants_inputs = True
 
-    def __init__(self, name: str, config: PolicyConfig, keep_suppressed: bool = False) -> None:
+    def __init__(self, name: str, config: PolicyFile, keep_suppressed: bool = False) -> None:
         self.name = name
         self.session = Session(config)
         self.sink = _Sink(keep_suppressed=keep_suppressed)

@@ -26,8 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from remediator.guard.config import CooldownConfig, MinAgeConfig
-from remediator.policy.config import AdaptiveConfig, PolicyConfig, StuckPodConfig
+from remediator.guard.blast_radius import BlastRadiusConfig
+from remediator.guard.cooldown import CooldownConfig
+from remediator.guard.min_age import MinAgeConfig
+from remediator.policy.config import AdaptiveConfig, StuckPodConfig
+from remediator.policy_file import PolicyFile
 from remediator.sim.fleet.compare import PolicySpec, run_policy
 from remediator.sim.fleet.controllers import CorePolicy, NoRemediation
 from remediator.sim.fleet.properties import hung_pod_lateness
@@ -39,23 +42,28 @@ MAX_FALSE_KILL_PCT = 0.5
 NOISE = 0.03  # score differences below this are within seed-to-seed noise: keep the default
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "sim"
 
-Knob = tuple[str, tuple[float, ...], Callable[[PolicyConfig, float], PolicyConfig]]
+Knob = tuple[str, tuple[float, ...], Callable[[PolicyFile, float], PolicyFile]]
 
 
-def _stuck(c: PolicyConfig, **kw: object) -> PolicyConfig:
-    return replace(c, stuck_pod=replace(c.stuck_pod, **kw))  # type: ignore[arg-type]
+def _stuck(c: PolicyFile, **kw: object) -> PolicyFile:
+    rules = replace(c.rules, stuck_pod=replace(c.rules.stuck_pod, **kw))  # type: ignore[arg-type]
+    return replace(c, rules=rules)
 
 
-def _adaptive(c: PolicyConfig, **kw: object) -> PolicyConfig:
-    return _stuck(c, adaptive=replace(c.stuck_pod.adaptive, **kw))  # type: ignore[arg-type]
+def _adaptive(c: PolicyFile, **kw: object) -> PolicyFile:
+    return _stuck(c, adaptive=replace(c.rules.stuck_pod.adaptive, **kw))  # type: ignore[arg-type]
 
 
-def _budget(c: PolicyConfig, v: float) -> PolicyConfig:
-    return _stuck(c, budgets={**c.stuck_pod.budgets, "engine_init": v})
+def _budget(c: PolicyFile, v: float) -> PolicyFile:
+    return _stuck(c, budgets={**c.rules.stuck_pod.budgets, "engine_init": v})
 
 
-def _guard(c: PolicyConfig, stage: str, value: object) -> PolicyConfig:
-    return replace(c, guardrails=replace(c.guardrails, **{stage: value}))  # type: ignore[arg-type]
+def _guard(c: PolicyFile, stage: str, value: object) -> PolicyFile:
+    return replace(c, guardrails=c.guardrails.with_stage(stage, value))
+
+
+def _blast(c: PolicyFile) -> BlastRadiusConfig:
+    return c.guardrails.of("blast_radius", BlastRadiusConfig)
 
 
 # Where the code's default departs from the search, and why: what the scenarios cannot see.
@@ -80,25 +88,25 @@ KNOBS: tuple[Knob, ...] = (
     ("cooldown.seconds", (0, 15, 30, 60, 120, 300, 600),
      lambda c, v: _guard(c, "cooldown", CooldownConfig(seconds=v))),
     ("blast_radius.max_pods", (2, 5, 10),
-     lambda c, v: _guard(c, "blast_radius", replace(c.guardrails.blast_radius, max_pods=int(v)))),
+     lambda c, v: _guard(c, "blast_radius", replace(_blast(c), max_pods=int(v)))),
     ("blast_radius.max_pods_cluster", (5, 20, 50),
      lambda c, v: _guard(c, "blast_radius",
-                         replace(c.guardrails.blast_radius, max_pods_cluster=int(v)))),
+                         replace(_blast(c), max_pods_cluster=int(v)))),
 )  # fmt: skip
 
 
-def previous_defaults() -> PolicyConfig:
+def previous_defaults() -> PolicyFile:
     """The defaults before this search (issue 14), where it starts so the table shows why."""
-    c = PolicyConfig()
+    c = PolicyFile()
     c = _stuck(c, checks=3, expected_cold_start_s=600.0)
     c = _adaptive(c, min_siblings=5)
     c = _guard(c, "cooldown", CooldownConfig(seconds=600.0))
     return _guard(c, "blast_radius",
-                  replace(c.guardrails.blast_radius, max_pods=2, max_pods_cluster=5))  # fmt: skip
+                  replace(_blast(c), max_pods=2, max_pods_cluster=5))  # fmt: skip
 
 
-def knob_values(c: PolicyConfig) -> dict[str, float]:
-    s: StuckPodConfig = c.stuck_pod
+def knob_values(c: PolicyFile) -> dict[str, float]:
+    s: StuckPodConfig = c.rules.stuck_pod
     a: AdaptiveConfig = s.adaptive
     return {
         "budgets.engine_init": s.budgets["engine_init"],
@@ -108,16 +116,16 @@ def knob_values(c: PolicyConfig) -> dict[str, float]:
         "adaptive.factor": a.factor,
         "adaptive.window": a.window,
         "expected_cold_start_s": s.expected_cold_start_s,
-        "min_age.factor": c.guardrails.min_age.factor,
-        "cooldown.seconds": c.guardrails.cooldown.seconds,
-        "blast_radius.max_pods": c.guardrails.blast_radius.max_pods,
-        "blast_radius.max_pods_cluster": c.guardrails.blast_radius.max_pods_cluster,
+        "min_age.factor": c.guardrails.of("min_age", MinAgeConfig).factor,
+        "cooldown.seconds": c.guardrails.of("cooldown", CooldownConfig).seconds,
+        "blast_radius.max_pods": _blast(c).max_pods,
+        "blast_radius.max_pods_cluster": _blast(c).max_pods_cluster,
     }
 
 
 @dataclass
 class Evaluation:
-    config: PolicyConfig
+    config: PolicyFile
     summaries: dict[str, Summary]
     score: float  # geometric mean of P99 ratios to the hang-free, remediation-free fleet
     admissible: bool
@@ -139,7 +147,7 @@ class Sweep:
         spec = PolicySpec("none", lambda: NoRemediation())
         return summarize(run_policy(base.with_faults(engine_init_hang=0.0), spec)).ready["p99"]
 
-    def evaluate(self, config: PolicyConfig) -> Evaluation:
+    def evaluate(self, config: PolicyFile) -> Evaluation:
         key = repr(knob_values(config))
         if key in self._cache:
             return self._cache[key]
@@ -161,7 +169,7 @@ class Sweep:
         self.out(f"  {knob_values(config)} -> score {ev.score:.2f} admissible {ev.admissible}")
         return ev
 
-    def search(self, start: PolicyConfig, rounds: int = 2) -> Evaluation:
+    def search(self, start: PolicyFile, rounds: int = 2) -> Evaluation:
         best = self.evaluate(start)
         for _ in range(rounds):
             for name, values, setter in KNOBS:
@@ -182,7 +190,7 @@ def _pick(tried: list[tuple[float, Evaluation]], best: Evaluation, current: floa
     return min(near, key=lambda ve: abs(ve[0] - current) / max(abs(current), 1.0))[1]
 
 
-def with_overrides(config: PolicyConfig) -> PolicyConfig:
+def with_overrides(config: PolicyFile) -> PolicyFile:
     for name, _, setter in KNOBS:
         if name in OVERRIDES:
             config = setter(config, OVERRIDES[name][0])
@@ -276,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in ("tuned", "untuned")
     ]
     sweep = Sweep(bases, out=lambda line: print(line, file=sys.stderr))
-    first = previous_defaults() if args.start == "previous" else PolicyConfig()
+    first = previous_defaults() if args.start == "previous" else PolicyFile()
     start = sweep.evaluate(first)
     best = sweep.search(first, rounds=args.rounds)
     final = sweep.evaluate(with_overrides(best.config))

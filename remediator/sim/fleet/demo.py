@@ -11,11 +11,11 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from remediator.executors.argo import Submitted
+from remediator.contract.decision import Decision, Suppressed
 from remediator.executors.argo_params import template_for
+from remediator.executors.protocol import Submitted
 from remediator.executors.slack import act_blocks
-from remediator.policy.config import PolicyConfig
-from remediator.policy.decision import Decision, Suppressed
+from remediator.policy_file import PolicyFile
 from remediator.sim.fleet.cluster import Pod
 from remediator.sim.fleet.controllers import CorePolicy
 from remediator.sim.fleet.scenario import (
@@ -132,7 +132,7 @@ class _Sink(CorePolicy):
     """The core, with held decisions shown as they happen."""
 
     def __init__(self, view: View) -> None:
-        super().__init__("default", PolicyConfig(), keep_suppressed=True)
+        super().__init__("default", PolicyFile(), keep_suppressed=True)
         self.view = view
 
     def take(self) -> list[Decision]:

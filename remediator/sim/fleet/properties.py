@@ -9,8 +9,8 @@ every candidate (tests check them on their own scenarios too).
 
 from __future__ import annotations
 
-from remediator.policy.config import PolicyConfig
-from remediator.policy.decision import Decision
+from remediator.contract.decision import Decision
+from remediator.policy_file import PolicyFile
 from remediator.sim.fleet.controllers import CorePolicy
 from remediator.sim.fleet.scenario import DeploymentSpec, Faults, Scenario
 from remediator.sim.fleet.simulation import Simulation
@@ -23,7 +23,7 @@ SIBLING = Scenario(
 )  # fmt: skip
 
 
-def hung_pod_lateness(config: PolicyConfig, scenario: Scenario = SIBLING) -> float | None:
+def hung_pod_lateness(config: PolicyFile, scenario: Scenario = SIBLING) -> float | None:
     """Seconds between the hung pod's deletion decision and its budget plus checks running
     out (engine init start + budget + (checks-1) × interval); None if it was never deleted."""
     seen: dict[str, float] = {}
@@ -37,6 +37,6 @@ def hung_pod_lateness(config: PolicyConfig, scenario: Scenario = SIBLING) -> flo
     Simulation(scenario, scenario.seeds[0], CorePolicy("probe", config), observer=watch).run()
     if "decided" not in seen:
         return None
-    cfg = config.stuck_pod
+    cfg = config.rules.stuck_pod
     allowance = cfg.budgets["engine_init"] + (cfg.checks - 1) * cfg.check_interval_s
     return seen["decided"] - (seen["started"] + allowance)

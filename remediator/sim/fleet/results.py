@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from remediator.policy.decision import Decision
+from remediator.contract.decision import Decision
 
 if TYPE_CHECKING:
     from remediator.sim.fleet.cluster import Pod, Slot

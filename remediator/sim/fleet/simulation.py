@@ -14,9 +14,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import IO, Any
 
+from remediator.contract.decision import Decision
 from remediator.inputs.decode import decode
 from remediator.inputs.records import Input, WatchType
-from remediator.policy.decision import Decision
 from remediator.sim.fleet import wire
 from remediator.sim.fleet.calibration import PROFILES
 from remediator.sim.fleet.cluster import Deployment, Node, Pod, Slot, node_name, rs_hash

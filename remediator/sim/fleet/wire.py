@@ -12,9 +12,9 @@ from typing import Any
 
 import orjson
 
+from remediator.contract.decision import Decision
 from remediator.inputs.records import FirstToken, Input, PodEvent, PodSeen, WatchType
 from remediator.inputs.schema import Container, PodSpec, Resources
-from remediator.policy.decision import Decision
 from remediator.sim.events import Occurrence, event_object
 from remediator.sim.fleet.cluster import Pod
 from remediator.sim.forms import go_duration, rfc3339
