@@ -14,6 +14,8 @@ from remediator import __version__
 COMMANDS = {
     "replay": "remediator.replay:replay_command",
     "serve": "remediator.serve:serve",
+    "simulate": "remediator.sim.fleet.cli:simulate",
+    "demo": "remediator.sim.fleet.cli:demo",
     "slo-report": "remediator.slo.cli:slo_report",
     "step": "remediator.steps.cli:step",
     "worker": "remediator.streams.cli:worker",
@@ -54,6 +56,8 @@ def main() -> None:
 
     \b
     Start here:
+      remediator demo                                    # a simulated fleet, live
+      remediator simulate examples/sim/tuned.yaml        # compare policies on a fleet
       remediator replay examples/incident-70b.jsonl      # see a recorded incident
       remediator replay --output json FILE               # machine-readable
       remediator serve --help                            # the live service

@@ -103,4 +103,5 @@ class Session:
                 self.engine.retry_later(outcome, now, result.retry_at)
             return
         self._decided.labels(result.action).inc()
+        self.engine.acted(result, now)
         out.decision(result)

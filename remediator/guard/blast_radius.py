@@ -23,10 +23,10 @@ from remediator.guard.state import GuardState, StateError, read_number, read_obj
 
 @dataclass(frozen=True, slots=True)
 class BlastRadiusConfig:
-    max_pods: int = field(default=2, metadata=NON_NEGATIVE)
+    max_pods: int = field(default=5, metadata=NON_NEGATIVE)  # by simulation; 25% still caps
     max_percent: float = field(default=25.0, metadata={"min": 0, "max": 100})
     window_s: float = field(default=600.0, metadata=NON_NEGATIVE)
-    max_pods_cluster: int = field(default=5, metadata=NON_NEGATIVE)
+    max_pods_cluster: int = field(default=20, metadata=NON_NEGATIVE)  # by simulation
 
 
 @dataclass(frozen=True, slots=True)

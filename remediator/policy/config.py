@@ -27,7 +27,10 @@ DEFAULT_SELECTOR = "app=vllm-inference"
 class AdaptiveConfig:
     enabled: bool = True
     factor: float = 1.5  # budget = max(static, factor × P99 of recent completed phases)
-    min_samples: int = 5
+    min_samples: int = 5  # completed phases of a model before its P99 sets the budget
+    # Healthy siblings (completed cold starts of the model) before their P99 is the model's
+    # expected cold start, which min_age waits for; until then `expected_cold_start_s`.
+    min_siblings: int = 1
     window: int = 50  # completed timelines remembered per model and phase
 
 
@@ -44,7 +47,10 @@ class StuckPodConfig:
             "engine_init": 60.0,
         }
     )
-    checks: int = 3  # consecutive checks over budget before deciding (the SREs' "3 in a row")
+    # Consecutive checks over budget before deciding (the SREs' "3 in a row"). The search
+    # preferred 1; 3 stay as the margin for per-model budgets set near the real engine init
+    # (docs/simulation-defaults.md).
+    checks: int = 3
     check_interval_s: float = 10.0
     models: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
@@ -196,6 +202,7 @@ _ADAPTIVE = _section(
         "enabled": _bool,
         "factor": _number(1.0),
         "min_samples": _number(1, integer=True),
+        "min_siblings": _number(1, integer=True),
         "window": _number(1, integer=True),
     },
 )

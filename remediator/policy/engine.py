@@ -17,7 +17,7 @@ from remediator.policy.config import PolicyConfig
 from remediator.policy.history import PhaseHistory, budget, expected_cold_start
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored, Outcome
-from remediator.policy.stuck import Facts, decide_stuck
+from remediator.policy.stuck import DELETE_PHASES, Facts, decide_stuck, too_tight
 from remediator.policy.workloads import Workload, image_update, owner_workload, workload_key
 from remediator.timeline.engine_steps import step_note
 from remediator.timeline.model import UNFINISHED, PodTimeline
@@ -34,9 +34,17 @@ class PolicyEngine:
         self.workloads: dict[str, Workload] = {}
         self._timers: list[tuple[float, int, str, str, float]] = []
         self._seq = count()
+        # Kill-loop guard, per (workload, phase): when a pod of it was last deleted for being
+        # slow there, and the pods held since because their replacement was slow the same way.
+        self._deleted: dict[tuple[str, str], float] = {}
+        self._holding: dict[tuple[str, str], set[str]] = {}
+        self._deciding: dict[str, tuple[str, str]] = {}  # uid -> key of a delete in flight
+        self._told: set[tuple[str, str, str]] = set()  # (workload, phase, budget) on-call knows
+        self._now_hint = 0.0  # the latest time the engine was told (re-armed holds start here)
 
     # ---- inputs ---------------------------------------------------------------------
     def on_input(self, item: Input, change: StateChange | None, now: float) -> list[Outcome]:
+        self._now_hint = max(self._now_hint, now)
         if change is not None:
             self._on_change(change)
         if isinstance(item, PodSeen) and change is None:
@@ -66,7 +74,16 @@ class PolicyEngine:
                 if current is not None:
                     self._arm(max(due, current + self._allowance(t, state)), t, state, current)
                 continue
-            out.append((due, self._timer_decision(t, state, since, due)))
+            allowed = since + self._allowance(t, state)
+            if due < allowed:
+                # The budget grew since this timer was armed (the model's history learnt it
+                # is slower): the pod is judged against the budget it has now.
+                self._arm(allowed, t, state, since)
+                continue
+            self._now_hint = due
+            decision = self._timer_decision(t, state, since, due)
+            if decision is not None:
+                out.append((due, decision))
         return out
 
     def retry_later(self, decision: Decision, now: float, not_before: float) -> None:
@@ -80,6 +97,12 @@ class PolicyEngine:
             return
         due = max(now + max(self.config.stuck_pod.check_interval_s, 30.0), not_before)
         self._arm(due, t, t.state(), since)
+
+    def acted(self, decision: Decision, now: float) -> None:
+        """A decision got through the guardrails: remember the deletions a kill loop needs."""
+        key = self._deciding.pop(decision.uid or "", None)
+        if key is not None and decision.action == "delete-pod":
+            self._deleted[key] = now
 
     # ---- stuck pods -------------------------------------------------------------------
     def selected(self, t: PodTimeline) -> bool:
@@ -100,6 +123,10 @@ class PolicyEngine:
             return
         if change.after in _DONE and change.before not in _DONE:
             self._learn(t)
+        if change.before in DELETE_PHASES and change.after != "deleted":
+            self._phase_done(t, change.before)
+        if change.after == "deleted":
+            self._deciding.pop(t.uid, None)
         if change.after in UNFINISHED:
             since = t.state_since()
             if since is not None:
@@ -122,7 +149,9 @@ class PolicyEngine:
         if total is not None:
             self.history.add(model, "total", total)
 
-    def _timer_decision(self, t: PodTimeline, phase: str, since: float, now: float) -> Decision:
+    def _timer_decision(
+        self, t: PodTimeline, phase: str, since: float, now: float
+    ) -> Decision | None:
         cfg = self.config.stuck_pod
         seconds, how = budget(cfg, self.history, t.model, phase)
         why = (
@@ -131,7 +160,65 @@ class PolicyEngine:
         )
         if phase == "engine_init":
             why += step_note(t.engine, t.started_at(), now)
-        return decide_stuck(t, phase, why, self._facts(t), now)
+        facts = self._facts(t)
+        key = (facts.workload or "", phase)
+        if phase in DELETE_PHASES and facts.workload:
+            evidence = self._too_tight(t, key, seconds)
+            if evidence is not None:
+                return self._hold(t, key, seconds, how, evidence, now)
+            self._deciding[t.uid] = key
+        return decide_stuck(t, phase, why, facts, now)
+
+    def _too_tight(self, t: PodTimeline, key: tuple[str, str], seconds: float) -> str | None:
+        """Why the budget, not the pod, looks wrong; None when nothing says so.
+
+        Most recent completions of the phase by the model's pods took longer than the budget
+        (one healthy sibling is evidence enough); or, before any completed it, a pod created
+        after we deleted one of its workload for being slow there is as slow (the
+        replacement of a kill loop's first victim)."""
+        n, within = self.history.share_within(t.model or "unknown", key[1], seconds)
+        if n:
+            if within < 0.5:
+                return f"{1 - within:.0%} of the last {n} pods of this model took longer"
+            return None
+        deleted = self._deleted.get(key)
+        if deleted is not None and t.created is not None and t.created >= deleted - 1.0:
+            return (
+                f"a pod of it was deleted for exceeding it {t.created - deleted:.0f}s before "
+                f"{t.name} was created, and {t.name} is as slow"
+            )
+        return None
+
+    def _hold(
+        self,
+        t: PodTimeline,
+        key: tuple[str, str],
+        seconds: float,
+        how: str,
+        evidence: str,
+        now: float,
+    ) -> Decision | None:
+        """Hold deletions in the workload's phase until a pod of it gets through (which
+        teaches the budget), and tell on-call once per budget: a kill loop, never."""
+        self._holding.setdefault(key, set()).add(t.uid)
+        told = (*key, f"{seconds:.0f}")
+        if told in self._told:
+            return None
+        self._told.add(told)
+        return too_tight(t, key[0], key[1], seconds, how, evidence, now)
+
+    def _phase_done(self, t: PodTimeline, phase: str) -> None:
+        """A pod of the workload got through `phase`: its budget is reachable; lift a hold."""
+        workload = owner_workload(t.namespace, t.owner, t.labels)
+        if workload is None:
+            return
+        key = (workload, phase)
+        for uid in self._holding.pop(key, set()):
+            held = self.tracker.get(uid)
+            since = held.state_since() if held is not None else None
+            if held is not None and since is not None and held.state() == phase:
+                self._arm(max(self._now_hint, since + self._allowance(held, phase)), held,
+                          phase, since)  # fmt: skip
 
     def _facts(self, t: PodTimeline) -> Facts:
         workload = owner_workload(t.namespace, t.owner, t.labels)

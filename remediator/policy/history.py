@@ -24,6 +24,13 @@ class PhaseHistory:
         samples.append(seconds)
         self._p99.pop(key, None)
 
+    def share_within(self, model: str, phase: str, seconds: float) -> tuple[int, float]:
+        """How many samples there are, and the share of them no longer than `seconds`."""
+        samples = self._samples.get((model, phase))
+        if not samples:
+            return 0, 0.0
+        return len(samples), sum(1 for v in samples if v <= seconds) / len(samples)
+
     def p99(self, model: str, phase: str, min_samples: int) -> float | None:
         key = (model, phase)
         samples = self._samples.get(key)
@@ -56,7 +63,7 @@ def budget(
 def expected_cold_start(cfg: StuckPodConfig, history: PhaseHistory, model: str | None) -> float:
     """What a cold start of this model takes: P99 of its recent totals, else the default."""
     if model is not None:
-        p99 = history.p99(model, "total", cfg.adaptive.min_samples)
+        p99 = history.p99(model, "total", cfg.adaptive.min_siblings)
         if p99 is not None:
             return p99
     return cfg.expected_cold_start_s

@@ -69,3 +69,24 @@ def diagnose(t: PodTimeline, phase: str) -> str:
         f"image pull slow on {t.node or '?'}; deleting the pod would restart the pull: "
         "pre-pull the image on GPU nodes (gpu-warmup)"
     )
+
+
+def too_tight(
+    t: PodTimeline, workload: str, phase: str, seconds: float, how: str, evidence: str, now: float
+) -> Decision:
+    """The notice that replaces a kill loop: the budget is below this workload's real phase."""
+    reason = (
+        f"{phase} budget {seconds:.0f}s ({how}) looks too tight for {workload}: {evidence}. "
+        f"Holding deletions in {phase} until a pod of {workload} gets through it; raise "
+        f"stuck_pod.budgets.{phase} (or stuck_pod.models) if this model is slow to start"
+    )
+    return Decision(
+        action="notify",
+        namespace=t.namespace,
+        target=t.name,
+        uid=t.uid,
+        reason=reason,
+        incident=incident_id("budget-too-tight", workload, phase, f"{seconds:.0f}"),
+        at=now,
+        workload=workload,
+    )

@@ -6,9 +6,9 @@ import pytest
 
 from remediator.contract.decision import Decision, Suppressed
 from remediator.guard import ORDER, GuardState, StateError, build_pipeline, engage
-from remediator.guard.blast_radius import BlastRadiusState
+from remediator.guard.blast_radius import BlastRadiusConfig, BlastRadiusState
 from remediator.guard.config import GuardConfig
-from remediator.guard.cooldown import CooldownState
+from remediator.guard.cooldown import CooldownConfig, CooldownState
 from remediator.guard.dedup import DedupState
 from remediator.guard.dry_run import DryRunConfig
 from remediator.guard.idempotency import IdempotencyState
@@ -163,7 +163,10 @@ def _sequence() -> list[tuple[Decision, float]]:
 
 
 def test_state_round_trips_through_json_without_changing_any_outcome() -> None:
-    pipeline = build_pipeline()
+    # Tight caps, so that the sequence meets every stage (the defaults are looser).
+    caps = BlastRadiusConfig(max_pods=2, max_pods_cluster=5)
+    config = GuardConfig().with_stage("cooldown", CooldownConfig(600.0))
+    pipeline = build_pipeline(config.with_stage("blast_radius", caps))
     straight, through_json = GuardState(), GuardState()
     outcomes = []
     for decision, now in _sequence():

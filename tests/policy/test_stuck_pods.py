@@ -90,6 +90,7 @@ def test_per_model_budget_overrides_the_static_one() -> None:
     run = make_run(
         """
 stuck_pod:
+  checks: 3
   models:
     meta-llama/Llama-3.1-70B-Instruct: {engine_init: 400}
 guardrails: {min_age: {factor: 0}}
@@ -125,7 +126,7 @@ def test_adaptive_budget_learns_from_completed_cold_starts(run: Run) -> None:
 
 
 def test_min_age_holds_a_young_pod_then_lets_the_delete_through() -> None:
-    run = make_run("")  # default guardrails: expected cold start 600 s for an unknown model
+    run = make_run("")  # defaults: expected cold start 600 s for a model with no history
     run.feed(pod(created=0, scheduled=1, started=10))
     run.at(T0 + 100)
     assert run.decisions == [] and [s.guardrail for s in run.held] == ["min_age"]

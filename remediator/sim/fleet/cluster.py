@@ -1,0 +1,135 @@
+"""The simulated cluster's objects: GPU nodes, Deployments, pods, and requested replicas.
+
+Mutable on purpose (slots classes, no copies): the event loop updates them in place, and
+they carry the ground truth beside what the API would show.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from remediator.sim.fleet.draws import PodDraws
+from remediator.sim.fleet.scenario import DeploymentSpec
+
+_SUFFIX = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's rand.String alphabet
+
+
+class Node:
+    __slots__ = ("name", "gpus", "free", "cordoned", "lost", "images", "unsettled", "alerted")
+
+    def __init__(self, name: str, gpus: int, unsettled: bool) -> None:
+        self.name = name
+        self.gpus = gpus
+        self.free = gpus
+        self.cordoned = False
+        self.lost = False  # taken away by a GPU shortage
+        self.images: dict[str, float] = {}  # image -> when it is (or will be) on the node
+        self.unsettled = unsettled  # GPU memory never settles: engine init hangs here
+        self.alerted = False
+
+    @property
+    def schedulable(self) -> bool:
+        return not self.cordoned and not self.lost
+
+
+class Slot:
+    """One requested replica: a replacement counts for the replica it replaces."""
+
+    __slots__ = ("id", "deployment", "requested", "ready", "first_token", "kills", "cancelled",
+                 "pods", "live", "false_kills")  # fmt: skip
+
+    def __init__(self, sid: int, deployment: str, requested: float) -> None:
+        self.id = sid
+        self.deployment = deployment
+        self.requested = requested
+        self.ready: float | None = None
+        self.first_token: float | None = None
+        self.kills = 0  # pods of this replica deleted by remediation
+        self.false_kills = 0  # ... that would have become Ready
+        self.cancelled = False  # scaled away or rolled over before it was Ready
+        self.pods = 0  # pods made for it
+        self.live: list[Pod] = []  # its pods alive now (two while hedged)
+
+
+class Pod:
+    __slots__ = ("uid", "name", "dep", "image", "rs_hash", "slot", "created", "node", "scheduled",
+                 "pull_start", "pulled", "pull_reported", "started", "ready", "first_token",
+                 "deleted", "fate", "would_ready", "pending_since", "unsched_sent", "removed_by",
+                 "hedge", "hang_at", "index", "draws")  # fmt: skip
+
+    def __init__(
+        self, index: int, dep: Deployment, slot: Slot, created: float, fate: str, draws: PodDraws
+    ) -> None:
+        self.index = index
+        self.uid = pod_uid(draws.u(0), index)
+        self.dep = dep
+        self.image = dep.image
+        self.rs_hash = dep.rs_hash
+        self.name = f"{dep.spec.name}-{dep.rs_hash}-{_suffix(index)}"
+        self.slot = slot
+        self.created = created
+        self.node: Node | None = None
+        self.scheduled: float | None = None
+        self.pull_start: float | None = None
+        self.pulled: float | None = None
+        self.pull_reported: float | None = None  # the kubelet's "(Xs including waiting)"
+        self.started: float | None = None
+        self.ready: float | None = None
+        self.first_token: float | None = None
+        self.deleted: float | None = None
+        self.fate = fate  # ok | init_hang | driver_hang
+        self.would_ready: float | None = None  # ground truth: when it would have been Ready
+        self.pending_since: float | None = None
+        self.unsched_sent = False
+        self.removed_by: str | None = None  # remediation | scale | rollout | hedge
+        self.hedge = False  # started early beside a stalled pod
+        self.hang_at: float | None = None  # when its progress signals stop
+        self.draws: PodDraws = draws
+
+    @property
+    def alive(self) -> bool:
+        return self.deleted is None
+
+
+class Deployment:
+    __slots__ = ("spec", "image", "rs_hash", "desired", "pods", "generation", "uid", "rolling",
+                 "old")  # fmt: skip
+
+    def __init__(self, spec: DeploymentSpec) -> None:
+        self.spec = spec
+        self.image = spec.image
+        self.rs_hash = rs_hash(spec.name, spec.image)
+        self.desired = spec.replicas
+        self.pods: dict[str, Pod] = {}  # alive pods of the current ReplicaSet, by uid, oldest first
+        self.old: dict[str, Pod] = {}  # alive pods of the previous ReplicaSet during a rollout
+        self.generation = 1
+        self.uid = str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{spec.namespace}/{spec.name}"))
+        self.rolling = False
+
+
+def pod_uid(u: float, index: int) -> str:
+    """A version-4 UUID string, cheaper than uuid.UUID (one per cold start)."""
+    a = int(u * (1 << 52)) ^ (index * 0x9E3779B1)
+    b = (index * 0x85EBCA77C2B2AE63 + a) & ((1 << 64) - 1)
+    return (
+        f"{a >> 20 & 0xFFFFFFFF:08x}-{a & 0xFFFF:04x}-4{b >> 52 & 0xFFF:03x}-"
+        f"{0x8000 | (b >> 36 & 0x3FFF):04x}-{b & 0xFFFFFFFFFFFF:012x}"
+    )
+
+
+def rs_hash(name: str, image: str) -> str:
+    n = uuid.uuid5(uuid.NAMESPACE_DNS, name + image).int
+    return "".join(_SUFFIX[(n >> (5 * i)) % len(_SUFFIX)] for i in range(10))
+
+
+def _suffix(index: int) -> str:
+    n = (index * 7_368_787 + 12_345) % len(_SUFFIX) ** 5
+    out = []
+    for _ in range(5):
+        n, d = divmod(n, len(_SUFFIX))
+        out.append(_SUFFIX[d])
+    return "".join(out)
+
+
+def node_name(i: int) -> str:
+    return f"ip-10-{20 + i // 250}-{i % 250}-{17 + i % 200}.us-west-2.compute.internal"

@@ -1,0 +1,114 @@
+"""Policies compared on the same scenario and the same seeds: a table, JSON, plots."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from remediator.policy_file import PolicyFile, load_policy_file
+from remediator.sim.fleet.controllers import Controller, CorePolicy, NoRemediation, SeedRule
+from remediator.sim.fleet.results import RunResult, Summary, summarize
+from remediator.sim.fleet.scenario import Scenario
+from remediator.sim.fleet.simulation import Simulation
+
+HEDGE_STALL_S = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySpec:
+    """A named way to make a fresh controller for each run, with or without hedging."""
+
+    name: str
+    make: Callable[[], Controller]
+    hedge_stall_s: float | None = None
+
+
+def builtin_policies(files: tuple[str, ...] = (), hedge: bool = False) -> list[PolicySpec]:
+    specs = [
+        PolicySpec("none", lambda: NoRemediation("none")),
+        PolicySpec("seed-rule", lambda: SeedRule("seed-rule")),
+        PolicySpec("default", lambda: CorePolicy("default", PolicyFile())),
+    ]
+    for path in files:
+        config = load_policy_file(path)
+        name = Path(path).stem
+        while name in {s.name for s in specs}:
+            name += "*"  # a file named like a built-in policy keeps its own row
+        specs.append(PolicySpec(name, lambda n=name, c=config: CorePolicy(n, c)))  # type: ignore[misc]
+    if hedge:
+        specs.append(
+            PolicySpec(
+                "default+hedge", lambda: CorePolicy("default+hedge", PolicyFile()), HEDGE_STALL_S
+            )  # fmt: skip
+        )
+    return specs
+
+
+def run_policy(
+    scenario: Scenario, spec: PolicySpec, *, record_dir: Path | None = None, wire_json: bool = False
+) -> list[RunResult]:
+    runs = []
+    for seed in scenario.seeds:
+        stream: IO[bytes] | None = None
+        if record_dir is not None:
+            path = record_dir / f"replay-{scenario.name}-{spec.name}-seed{seed}.jsonl"
+            stream = path.open("wb")
+        try:
+            sim = Simulation(scenario, seed, spec.make(), record=stream, wire_json=wire_json,
+                             hedge_stall_s=spec.hedge_stall_s)  # fmt: skip
+            result = sim.run()
+        finally:
+            if stream is not None:
+                stream.close()
+        result.policy = spec.name
+        runs.append(result)
+    return runs
+
+
+def compare(
+    scenario: Scenario, specs: list[PolicySpec], **kwargs: object
+) -> tuple[list[Summary], dict[str, list[RunResult]]]:
+    runs = {spec.name: run_policy(scenario, spec, **kwargs) for spec in specs}  # type: ignore[arg-type]
+    return [summarize(r) for r in runs.values()], runs
+
+
+def _s(v: float) -> str:
+    return "-" if math.isnan(v) else f"{v:.0f}s"
+
+
+def table(summaries: list[Summary]) -> str:
+    head = ("policy", "replicas", "ready P50", "P95", "P99", "max", "P99-P50", "TTFT P99",
+            "false kills", "kill loops", "GPU-min cold", "actions", "held")  # fmt: skip
+    rows = [head]
+    for s in summaries:
+        acts = ", ".join(f"{k} {v}" for k, v in s.actions.items()) or "-"
+        if s.hedges:
+            acts += f", hedges {s.hedges}"
+        rows.append((
+            s.policy, str(s.replicas), _s(s.ready["p50"]), _s(s.ready["p95"]), _s(s.ready["p99"]),
+            _s(s.ready["max"]), _s(s.ready["spread"]), _s(s.first_token["p99"]),
+            f"{s.false_kills} ({s.false_kill_pct:.2f}%)", str(s.kill_loops),
+            f"{s.gpu_minutes:.0f}", acts, str(s.held),
+        ))  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def markdown(summaries: list[Summary]) -> str:
+    out = ["| policy | replicas | ready P50 | P95 | P99 | max | P99-P50 | TTFT P99 | false kills "
+           "| kill loops | GPU-min in cold starts | actions |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for s in summaries:
+        acts = ", ".join(f"{k} {v}" for k, v in s.actions.items()) or "-"
+        out.append(
+            f"| {s.policy} | {s.replicas} | {_s(s.ready['p50'])} | {_s(s.ready['p95'])} | "
+            f"{_s(s.ready['p99'])} | {_s(s.ready['max'])} | {_s(s.ready['spread'])} | "
+            f"{_s(s.first_token['p99'])} | {s.false_kills} ({s.false_kill_pct:.2f}%) | "
+            f"{s.kill_loops} | {s.gpu_minutes:.0f} | {acts} |"
+        )
+    return "\n".join(out)

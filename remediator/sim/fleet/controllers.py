@@ -1,0 +1,166 @@
+"""Who watches the simulated cluster and decides: nobody, the SREs' rule, or the core.
+
+Each controller is fed what the cluster emits and asked, as virtual time passes, for the
+decisions it lets through; the simulation carries them out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from remediator.contract.decision import Decision, Suppressed
+from remediator.inputs.records import Input, PodSeen
+from remediator.policy.incident import incident_id
+from remediator.policy.outcome import Ignored
+from remediator.policy_file import PolicyFile
+from remediator.session import Session
+from remediator.timeline.tracker import StateChange
+
+
+class Controller(Protocol):
+    name: str
+    wants_inputs: bool
+
+    def feed(self, item: Input) -> None: ...
+    def advance(self, now: float) -> None: ...
+    def take(self) -> list[Decision]: ...
+    def held(self) -> int: ...
+    def next_due(self) -> float | None: ...
+
+
+class NoRemediation:
+    """No remediation: pods are left to the Deployment and to on-call."""
+
+    wants_inputs = False
+
+    def __init__(self, name: str = "none") -> None:
+        self.name = name
+
+    def feed(self, item: Input) -> None:
+        return None
+
+    def advance(self, now: float) -> None:
+        return None
+
+    def take(self) -> list[Decision]:
+        return []
+
+    def next_due(self) -> float | None:
+        return None
+
+    def held(self) -> int:
+        return 0
+
+
+@dataclass
+class _Sink:
+    """A Session sink that keeps what the simulation needs and counts the rest."""
+
+    keep_suppressed: bool = False
+    acts: list[Decision] = field(default_factory=list)
+    held_items: list[Suppressed] = field(default_factory=list)
+    held_count: int = 0
+
+    def transition(self, change: StateChange) -> None:
+        return None
+
+    def decision(self, decision: Decision) -> None:
+        self.acts.append(decision)
+
+    def suppressed(self, suppressed: Suppressed) -> None:
+        self.held_count += 1
+        if self.keep_suppressed:
+            self.held_items.append(suppressed)
+
+    def ignored(self, ignored: Ignored) -> None:
+        return None
+
+
+class CorePolicy:
+    """remediator's own core (Session: tracker, policy engine, guardrails), unchanged."""
+
+    wants_inputs = True
+
+    def __init__(self, name: str, config: PolicyFile, keep_suppressed: bool = False) -> None:
+        self.name = name
+        self.session = Session(config)
+        self.sink = _Sink(keep_suppressed=keep_suppressed)
+
+    def feed(self, item: Input) -> None:
+        self.session.feed(item, self.sink)
+        if isinstance(item, PodSeen) and item.watch == "DELETED":
+            self.session.tracker.forget(item.uid)  # as the runtime prunes deleted pods
+
+    def advance(self, now: float) -> None:
+        self.session.advance(now, self.sink)
+
+    def next_due(self) -> float | None:
+        due = self.session.engine.next_deadline()
+        # A timer armed in the session's past fires on the next advance past its clock.
+        return None if due is None else max(due, self.session.now + 1e-3)
+
+    def take(self) -> list[Decision]:
+        out, self.sink.acts = self.sink.acts, []
+        return out
+
+    def held(self) -> int:
+        return self.sink.held_count
+
+
+class SeedRule:
+    """The rule SREs run: every `interval` s, every pod with app=vllm-inference whose engine
+    init (container started, not Ready) is over `budget` s on `checks` checks in a row is
+    deleted. No history, no minimum age, no caps."""
+
+    wants_inputs = True
+
+    def __init__(
+        self, name: str = "seed-rule", budget: float = 60.0, checks: int = 3, interval: float = 10.0
+    ) -> None:
+        self.name = name
+        self.budget, self.checks, self.interval = budget, checks, interval
+        self._init: dict[str, tuple[str, str, float]] = {}  # uid -> (ns, name, started)
+        self._over: dict[str, int] = {}
+        self._next: float | None = None
+        self._acts: list[Decision] = []
+
+    def feed(self, item: Input) -> None:
+        if not isinstance(item, PodSeen) or item.labels.get("app") != "vllm-inference":
+            return
+        if item.watch == "DELETED" or item.ready is not None:
+            self._init.pop(item.uid, None)
+            self._over.pop(item.uid, None)
+        elif item.started is not None:
+            self._init[item.uid] = (item.namespace, item.name, item.started)
+        if self._next is None and item.at is not None:
+            self._next = item.at + self.interval
+
+    def advance(self, now: float) -> None:
+        if not self._init and self._next is not None and self._next < now:
+            self._next += (now - self._next) // self.interval * self.interval  # idle: skip ahead
+        while self._next is not None and self._next <= now:
+            self._check(self._next)
+            self._next += self.interval
+
+    def next_due(self) -> float | None:
+        return self._next if self._init else None
+
+    def _check(self, now: float) -> None:
+        for uid, (ns, name, started) in list(self._init.items()):
+            if now - started <= self.budget:
+                continue
+            n = self._over[uid] = self._over.get(uid, 0) + 1
+            if n >= self.checks:
+                del self._init[uid], self._over[uid]
+                why = f"engine init {now - started:.0f}s > {self.budget:g}s on {n} checks"
+                self._acts.append(
+                    Decision("delete-pod", ns, name, why, incident_id("seed", uid), now, uid=uid)
+                )
+
+    def take(self) -> list[Decision]:
+        out, self._acts = self._acts, []
+        return out
+
+    def held(self) -> int:
+        return 0

@@ -1,0 +1,547 @@
+"""The event loop: the cluster moves in virtual time, the controller watches and decides,
+its decisions are carried out (a deleted pod is replaced by its ReplicaSet, a warmup
+restart pre-pulls the image on every node, a cordoned node takes no new pods).
+
+Virtual time is seconds from the start of the run; what the core sees is epoch seconds
+(`wire.wall`). Nothing here sleeps or reads a clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable
+from typing import IO, Any
+
+from remediator.contract.decision import Decision
+from remediator.inputs.decode import decode
+from remediator.inputs.records import Input, WatchType
+from remediator.sim.fleet import wire
+from remediator.sim.fleet.calibration import PROFILES
+from remediator.sim.fleet.cluster import Deployment, Node, Pod, Slot, node_name, rs_hash
+from remediator.sim.fleet.controllers import Controller
+from remediator.sim.fleet.draws import PodDraws, mix, params, stable
+from remediator.sim.fleet.results import RunResult
+from remediator.sim.fleet.scenario import Scenario
+from remediator.sim.plan import BASE_TIME
+from remediator.sim.workloads import deployment_event
+
+# Event kinds on the heap.
+_SCHED, _PULLED, _STARTED, _READY, _FIRST, _APPLY, _LOAD, _ROLL, _SHORT, _INPUT, _STALL = range(11)
+_PULL_RETRY, _UNSHORT = 11, 12
+DRAIN_S = {"tuned": 900.0, "untuned": 2400.0}  # after the load stops: in-flight cold starts end
+BACKOFF_S = 10.0
+ALERT_AFTER_S = 120.0  # GPUMemoryUnstable fires this long after engine init began on the node
+VERIFY_S = 60.0  # the verify-gpu-memory workflow's sampling, start to verdict
+FEASIBLE_NODES = 16  # nodes scored per pod (kube-scheduler samples large clusters too)
+STALL_FALSE = 0.02  # healthy pods whose progress signals pause long enough to look stalled
+
+
+class Simulation:
+    def __init__(
+        self,
+        scenario: Scenario,
+        seed: int,
+        controller: Controller,
+        *,
+        record: IO[bytes] | None = None,
+        wire_json: bool = False,
+        hedge_stall_s: float | None = None,
+        observer: Callable[[str, float, object], None] | None = None,
+    ) -> None:
+        self.sc = scenario
+        self.seed = seed
+        self.ctl = controller
+        self.record = record
+        self.wire_json = wire_json
+        self.hedge_stall_s = hedge_stall_s
+        self.observer = observer
+        self.profile = PROFILES[scenario.profile]
+        self._params = params(self.profile)
+        faults = scenario.faults
+        self.nodes = [
+            Node(node_name(i), scenario.gpus_per_node, i < faults.unsettled_gpu_nodes)
+            for i in range(scenario.node_count)
+        ]
+        self.deps = [Deployment(spec) for spec in scenario.deployments]
+        self.heap: list[tuple[float, int, int, object]] = []
+        self.seq = 0
+        self.now = 0.0
+        self.pending: deque[Pod] = deque()
+        self.pods_made = 0
+        self.slots_made = 0
+        self.result = RunResult(controller.name, scenario.name, seed)
+        self._waves: dict[tuple[int, str], int] = {}
+        self._by_uid: dict[str, Pod] = {}
+        self._rolled: dict[int, tuple[str, int]] = {}
+        self._next_node = 0
+        self.end = scenario.duration_s + DRAIN_S[scenario.profile]
+        # Nobody listens (no remediation, no recording): do not build what nobody reads.
+        self._loud = controller.wants_inputs or record is not None or wire_json
+
+    # ---- the loop -------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        for i, dep in enumerate(self.deps):
+            self._workload(dep, "ADDED")
+            self._scale_to(dep, dep.desired, i)
+            if self.sc.scale is not None:
+                self._push(self.sc.scale.every_s * (1 + i / len(self.deps)), _LOAD, dep)
+            if self.sc.rollout_every_s is not None:
+                self._push(self.sc.rollout_every_s * (1 + i / len(self.deps)) / 2, _ROLL, dep)
+        shortage = self.sc.faults.gpu_shortage
+        if shortage is not None:
+            self._push(shortage.at, _SHORT, shortage.nodes)
+        handlers = self._handlers()
+        heap, ctl = self.heap, self.ctl
+        wants = ctl.wants_inputs
+        while True:
+            t = heap[0][0] if heap else math.inf
+            if wants:
+                # The controller's own timers wake the loop too: a budget lapses in silence.
+                due = ctl.next_due()
+                if due is not None and due - BASE_TIME < t and due - BASE_TIME <= self.end:
+                    self.now = max(self.now, due - BASE_TIME)
+                    self._step(due)
+                    continue
+            if t > self.end:
+                break
+            t, _, kind, obj = heapq.heappop(heap)
+            self.now = t
+            if wants:
+                self._step(wire.wall(t))
+            handlers[kind](obj)
+        self.now = self.end
+        if wants:
+            ctl.advance(wire.wall(self.end))
+        self.result.close(self, ctl.held())
+        return self.result
+
+    def _step(self, wall_now: float) -> None:
+        self.ctl.advance(wall_now)
+        for d in self.ctl.take():
+            self._decided(d)
+
+    def _handlers(self) -> dict[int, Callable[[object], None]]:
+        return {
+            _SCHED: self._try_schedule,  # type: ignore[dict-item]
+            _PULLED: self._pulled,  # type: ignore[dict-item]
+            _PULL_RETRY: self._pull,  # type: ignore[dict-item]
+            _STARTED: self._started,  # type: ignore[dict-item]
+            _READY: self._ready,  # type: ignore[dict-item]
+            _FIRST: self._first_token,  # type: ignore[dict-item]
+            _APPLY: self._apply,  # type: ignore[dict-item]
+            _LOAD: self._load,  # type: ignore[dict-item]
+            _ROLL: self._rollout,  # type: ignore[dict-item]
+            _SHORT: self._shortage,  # type: ignore[dict-item]
+            _UNSHORT: self._shortage_over,  # type: ignore[dict-item]
+            _INPUT: self._input,
+            _STALL: self._stall,  # type: ignore[dict-item]
+        }
+
+    def _push(self, t: float, kind: int, obj: object) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, kind, obj))
+
+    def _pod(self, pod: Pod, stage: str, watch: WatchType = "MODIFIED") -> None:
+        if self._loud:
+            self._emit(wire.pod_record(pod, stage, watch), pod)
+
+    def _event(self, pod: Pod, reason: str, message: str) -> None:
+        if self._loud:
+            self._emit(wire.event_record(pod, reason, message, self.now), pod)
+
+    def _emit(self, item: Input, pod: Pod | None = None) -> None:
+        if self.record is not None or self.wire_json:
+            line = wire.as_json(item, pod)
+            if self.record is not None:
+                self.record.write(line + b"\n")
+            if self.wire_json:
+                for decoded in decode(line):
+                    self.ctl.feed(decoded)
+                return
+        self.ctl.feed(item)
+
+    def _emit_raw(self, line: bytes) -> None:
+        """Objects the core decodes from JSON on every path (workloads, alerts, verdicts)."""
+        if not self._loud:
+            return
+        if self.record is not None:
+            self.record.write(line + b"\n")
+        if self.ctl.wants_inputs:
+            for item in decode(line):
+                self.ctl.feed(item)
+
+    def _see(self, what: str, obj: object) -> None:
+        if self.observer is not None:
+            self.observer(what, self.now, obj)
+
+    # ---- pods -----------------------------------------------------------------------------
+    def _new_slot(self, dep_index: int, wave: str, k: int) -> Slot:
+        self.slots_made += 1
+        slot = Slot(mix(self.seed, dep_index, stable(wave), k), self.deps[dep_index]
+                    .spec.name, self.now)  # fmt: skip
+        return slot
+
+    def _create(self, dep: Deployment, slot: Slot, old_rs: bool = False) -> Pod:
+        slot.pods += 1
+        draws = PodDraws(mix(slot.id, slot.pods), self._params)
+        faults = self.sc.faults
+        u = draws.u(1)
+        fate = "ok"
+        if u < faults.engine_init_hang or self.pods_made < faults.hang_first:
+            fate = "init_hang"
+        elif u < faults.engine_init_hang + faults.driver_hang:
+            fate = "driver_hang"
+        pod = Pod(self.pods_made, dep, slot, self.now, fate, draws)
+        self.pods_made += 1
+        (dep.old if old_rs else dep.pods)[pod.uid] = pod
+        slot.live.append(pod)
+        self._by_uid[pod.uid] = pod
+        self._pod(pod, "pending", "ADDED")
+        self._push(self.now + draws.phase("scheduling", 10), _SCHED, pod)
+        self._see("created", pod)
+        return pod
+
+    def _try_schedule(self, pod: Pod) -> None:
+        if not pod.alive or pod.scheduled is not None:
+            return
+        node = self._pick_node(pod)
+        if node is None:
+            if not pod.unsched_sent:
+                pod.unsched_sent = True
+                self._pod(pod, "unschedulable")
+            if pod.pending_since is None:
+                pod.pending_since = self.now
+                self.pending.append(pod)
+            return
+        node.free -= pod.dep.spec.tp
+        pod.node, pod.scheduled = node, self.now
+        self._pod(pod, "scheduled")
+        self._see("scheduled", pod)
+        self._pull(pod)
+
+    def _pick_node(self, pod: Pod) -> Node | None:
+        """As kube-scheduler does on a large cluster: from a rotating start, find a few
+        feasible nodes (numFeasibleNodesToFind) and take the best scored: the image already
+        there (ImageLocality), then the most free GPUs (LeastAllocated)."""
+        need, image, nodes = pod.dep.spec.tp, pod.image, self.nodes
+        n = len(nodes)
+        best, best_score, found = None, -1.0, 0
+        start = self._next_node
+        for k in range(n):
+            node = nodes[(start + k) % n]
+            if node.free < need or node.cordoned or node.lost:
+                continue
+            score = node.free + (100.0 if image in node.images else 0.0)
+            if score > best_score:
+                best, best_score = node, score
+            found += 1
+            if found >= FEASIBLE_NODES:
+                self._next_node = (start + k + 1) % n
+                break
+        return best
+
+    def _pull(self, pod: Pod) -> None:
+        if not pod.alive:
+            return
+        node, image, t = pod.node, pod.image, self.now
+        assert node is not None
+        have = node.images.get(image)
+        if have is not None and have <= t and pod.pull_start is None:
+            self._event(pod, "Pulled", wire.pulled_message(image, None))
+            self._container_start(pod)
+            return
+        if pod.pull_start is None:
+            pod.pull_start = t
+            self._event(pod, "Pulling", f'Pulling image "{image}"')
+        if have is not None and have > t:
+            self._push(have, _PULLED, pod)  # another pod is pulling it onto this node
+            return
+        faults = self.sc.faults
+        seconds = pod.draws.phase("image_pull", 20) * faults.registry_slow
+        if pod.draws.u(30 + pod.slot.pods) < faults.registry_fail and have is None:
+            node.images.pop(image, None)
+            at = t + 0.3 * seconds
+            self._push(at, _INPUT, ("pull-failed", pod))
+            self._push(at + BACKOFF_S, _PULL_RETRY, pod)
+            node.images[image] = math.inf  # nobody else pulls it meanwhile: the same registry
+            return
+        node.images[image] = t + seconds
+        self._push(t + seconds, _PULLED, pod)
+
+    def _pulled(self, pod: Pod) -> None:
+        if not pod.alive:
+            return
+        assert pod.pull_start is not None
+        pod.pulled = self.now
+        seconds = self.now - pod.pull_start
+        self._event(pod, "Pulled", wire.pulled_message(pod.image, seconds))
+        self._container_start(pod)
+
+    def _container_start(self, pod: Pod) -> None:
+        if pod.fate == "driver_hang":
+            pod.hang_at = self.now
+            self._maybe_hedge(pod)
+            return
+        self._push(self.now + pod.draws.phase("container_start", 40), _STARTED, pod)
+
+    def _started(self, pod: Pod) -> None:
+        if not pod.alive:
+            return
+        pod.started = self.now
+        self._pod(pod, "running")
+        self._see("started", pod)
+        init = pod.draws.phase("engine_init", 50)
+        node = pod.node
+        assert node is not None
+        if node.unsettled and not node.alerted:
+            node.alerted = True
+            self._push(self.now + ALERT_AFTER_S, _INPUT, ("alert", node))
+        if pod.fate == "init_hang" or node.unsettled:
+            pod.hang_at = self.now + pod.draws.u(60) * 0.3 * init  # NCCL / weights hang early
+            self._maybe_hedge(pod)
+            return
+        pod.would_ready = self.now + init
+        self._push(pod.would_ready, _READY, pod)
+        if self.hedge_stall_s is not None and pod.draws.u(61) < STALL_FALSE:
+            pod.hang_at = self.now + pod.draws.u(62) * init  # a pause that looks like a stall
+            self._maybe_hedge(pod)
+
+    def _ready(self, pod: Pod) -> None:
+        if not pod.alive:
+            return
+        pod.ready = self.now
+        self._pod(pod, "ready")
+        self._see("ready", pod)
+        slot = pod.slot
+        if slot.ready is None and not slot.cancelled:
+            slot.ready = self.now
+            self.result.slot_ready(slot)
+        self._push(self.now + pod.draws.phase("first_token", 70), _FIRST, pod)
+        self.result.cold_start(pod, self.now)
+        for other in [o for o in slot.live if o is not pod]:
+            self._delete(other, "hedge")  # the replica is served: the slower copy goes
+        dep = pod.dep
+        if dep.rolling and pod.uid in dep.pods:
+            self._roll_on(dep)
+
+    def _first_token(self, pod: Pod) -> None:
+        if not pod.alive:
+            return
+        pod.first_token = self.now
+        if self._loud:
+            self._emit(wire.first_token_record(pod, self.now), pod)
+        slot = pod.slot
+        if slot.first_token is None and slot.ready is not None:
+            slot.first_token = self.now
+            self.result.slot_first_token(slot)
+
+    def _delete(self, pod: Pod, why: str) -> None:
+        pod.deleted, pod.removed_by = self.now, why
+        if pod.ready is None:
+            self.result.cold_start(pod, self.now)
+        dep = pod.dep
+        dep.pods.pop(pod.uid, None)
+        dep.old.pop(pod.uid, None)
+        pod.slot.live.remove(pod)
+        self._by_uid.pop(pod.uid, None)
+        stage = "ready" if pod.ready else "running" if pod.started else (
+            "scheduled" if pod.scheduled is not None else "pending")  # fmt: skip
+        self._pod(pod, stage, "DELETED")
+        self._see("deleted", pod)
+        if pod.node is not None and pod.scheduled is not None:
+            pod.node.free += dep.spec.tp
+            self._schedule_pending()
+
+    def _cancel(self, slot: Slot) -> None:
+        """The replica is no longer wanted; one never served counts as waited till now."""
+        if not slot.cancelled and slot.ready is None:
+            self.result.unserved(slot, self.now)
+        slot.cancelled = True
+
+    def _schedule_pending(self) -> None:
+        while self.pending:
+            pod = self.pending[0]
+            if not pod.alive or pod.scheduled is not None:
+                self.pending.popleft()
+                continue
+            if self._pick_node(pod) is None:
+                return
+            self.pending.popleft()
+            self._try_schedule(pod)
+
+    # ---- hedging --------------------------------------------------------------------------
+    def _maybe_hedge(self, pod: Pod) -> None:
+        if self.hedge_stall_s is not None and pod.hang_at is not None:
+            self._push(pod.hang_at + self.hedge_stall_s, _STALL, pod)
+
+    def _stall(self, pod: Pod) -> None:
+        """Progress signals stopped `hedge_stall_s` ago: start the replica's replacement now
+        where a free GPU exists; the first copy Ready serves it, the other is deleted."""
+        if not pod.alive or pod.ready is not None or pod.slot.ready is not None:
+            return
+        if len(pod.slot.live) > 1:
+            return
+        if self._pick_node(pod) is None:
+            return  # no free GPU: hedging would queue behind real demand
+        self.result.hedges += 1
+        copy = self._create(pod.dep, pod.slot)
+        copy.hedge = True
+
+    # ---- decisions ------------------------------------------------------------------------
+    def _decided(self, d: Decision) -> None:
+        self.result.action(d)
+        self._see("decision", d)
+        at = max(self.now, d.at - BASE_TIME) + self.sc.executor_delay_s
+        self._push(at, _APPLY, d)
+
+    def _apply(self, d: Decision) -> None:
+        if d.action == "delete-pod":
+            pod = self._by_uid.get(d.uid or "")
+            if pod is None or not pod.alive:
+                return  # the precondition: only the pod the decision was about
+            self.result.remediated(pod)
+            pod.slot.kills += 1
+            self._delete(pod, "remediation")
+            dep = pod.dep
+            hedged = bool(pod.slot.live)
+            if not hedged and not pod.slot.cancelled:
+                self._create(dep, pod.slot, old_rs=pod.rs_hash != dep.rs_hash)
+        elif d.action == "restart-warmup":
+            image = d.param("image")
+            if image:
+                for node in self.nodes:
+                    if node.schedulable and image not in node.images:
+                        draws = PodDraws(
+                            mix(self.seed, stable(node.name), stable(image)), self._params
+                        )
+                        node.images[image] = self.now + draws.phase("image_pull", 20)
+        elif d.action == "verify-gpu-memory":
+            self._push(self.now + VERIFY_S, _INPUT, ("verdict", d))
+        elif d.action == "cordon-node":
+            for node in self.nodes:
+                if node.name == d.target:
+                    node.cordoned = True
+
+    def _input(self, obj: object) -> None:
+        assert isinstance(obj, tuple)
+        what: str = obj[0]
+        subject: Any = obj[1]
+        if what == "pull-failed":
+            pod: Pod = subject
+            if not pod.alive:
+                return
+            msg = f'Failed to pull image "{pod.image}": rpc error: code = Unknown desc = 503'
+            self._event(pod, "Failed", msg)
+            pod.node.images.pop(pod.image, None)  # type: ignore[union-attr]
+        elif what == "alert":
+            self._emit_raw(wire.alert_json(subject.name, self.now))
+        elif what == "verdict":
+            d: Decision = subject
+            unstable = any(n.name == d.target and n.unsettled for n in self.nodes)
+            self._emit_raw(wire.verdict_json(d, not unstable, self.now))
+
+    # ---- load -----------------------------------------------------------------------------
+    def _workload(self, dep: Deployment, watch: str = "MODIFIED") -> None:
+        ready = sum(1 for p in dep.pods.values() if p.ready is not None)
+        line = deployment_event(
+            dep.spec.name, dep.spec.model, dep.image, replicas=dep.desired, ready=ready,
+            generation=dep.generation, watch=watch, namespace=dep.spec.namespace,
+            at=int(wire.wall(self.now)),
+        )  # fmt: skip
+        self._emit_raw(line)
+
+    def _wave(self, dep_index: int, what: str) -> str:
+        n = self._waves.get((dep_index, what), 0) + 1
+        self._waves[(dep_index, what)] = n
+        return f"{what}-{n}"
+
+    def _scale_to(self, dep: Deployment, desired: int, dep_index: int) -> None:
+        dep.desired = desired
+        have = list(dep.pods.values())
+        if len(have) < desired:
+            wave = self._wave(dep_index, "scale")
+            for k in range(desired - len(have)):
+                self._create(dep, self._new_slot(dep_index, wave, k))
+        else:
+            # Scale down: pods not Ready first, newest first (the ReplicaSet's ranking).
+            ranked = sorted(have, key=lambda p: (p.ready is not None, -p.created))
+            for pod in ranked[: len(have) - desired]:
+                self._cancel(pod.slot)
+                self._delete(pod, "scale")
+
+    def _load(self, dep: Deployment) -> None:
+        scale = self.sc.scale
+        assert scale is not None
+        if self.now < self.sc.duration_s:
+            self._push(self.now + scale.every_s, _LOAD, dep)
+        if dep.rolling or self.now >= self.sc.duration_s:
+            return
+        desired = scale.high if dep.desired != scale.high else scale.low
+        self._scale_to(dep, desired, self.deps.index(dep))
+        self._workload(dep)
+
+    def _rollout(self, dep: Deployment) -> None:
+        every = self.sc.rollout_every_s
+        assert every is not None
+        if self.now >= self.sc.duration_s:
+            return
+        self._push(self.now + every, _ROLL, dep)
+        if dep.rolling:
+            return
+        i = self.deps.index(dep)
+        dep.generation += 1
+        dep.image = f"{dep.spec.image}-r{dep.generation}"
+        dep.rs_hash = rs_hash(dep.spec.name, dep.image)
+        dep.rolling = True
+        dep.old, dep.pods = dep.pods, {}
+        for pod in [p for p in dep.old.values() if p.ready is None]:
+            self._cancel(pod.slot)
+            self._delete(pod, "rollout")
+        self._workload(dep)
+        wave = self._wave(i, "rollout")
+        self._rolled[id(dep)] = (wave, 0)
+        for _ in range(max(1, math.ceil(dep.desired * 0.25))):
+            self._roll_new(dep)
+        if not dep.old and len(dep.pods) >= dep.desired:
+            dep.rolling = False
+
+    def _roll_new(self, dep: Deployment) -> None:
+        if len(dep.pods) >= dep.desired:
+            return
+        wave, k = self._rolled[id(dep)]
+        self._rolled[id(dep)] = (wave, k + 1)
+        self._create(dep, self._new_slot(self.deps.index(dep), wave, k))
+
+    def _roll_on(self, dep: Deployment) -> None:
+        if dep.old:
+            self._delete(next(iter(dep.old.values())), "rollout")
+        self._roll_new(dep)
+        if not dep.old and len(dep.pods) >= dep.desired:
+            dep.rolling = False
+            self._workload(dep)
+
+    def _shortage(self, count: int) -> None:
+        lost = [n for n in self.nodes if n.schedulable][-count:]
+        for node in lost:
+            node.lost = True
+            for dep in self.deps:
+                alive = [*dep.pods.values(), *dep.old.values()]
+                for pod in [p for p in alive if p.node is node and p.scheduled is not None]:
+                    self._delete(pod, "shortage")
+                    if pod.slot.ready is None:
+                        self._create(dep, pod.slot)
+                    else:
+                        self._create(
+                            dep, self._new_slot(self.deps.index(dep), "shortage", pod.index)
+                        )
+        shortage = self.sc.faults.gpu_shortage
+        assert shortage is not None
+        self._push(self.now + shortage.for_s, _UNSHORT, lost)
+
+    def _shortage_over(self, lost: list[Node]) -> None:
+        for node in lost:
+            node.lost = False
+            node.free = node.gpus
+        self._schedule_pending()

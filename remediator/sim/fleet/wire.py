@@ -1,0 +1,210 @@
+"""What the cluster emits about a simulated pod: typed records for the core's fast path,
+and the same thing as the API server's JSON (for replay files and the `--wire json` run,
+which goes through the core's own decoder). Timestamps are whole seconds, as the API
+server writes them, so both paths give the core identical inputs (tests check it).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from typing import Any
+
+import orjson
+
+from remediator.contract.decision import Decision
+from remediator.inputs.records import FirstToken, Input, PodEvent, PodSeen, WatchType
+from remediator.inputs.schema import Container, PodSpec, Resources
+from remediator.sim.events import Occurrence, event_object
+from remediator.sim.fleet.cluster import Pod
+from remediator.sim.forms import go_duration, rfc3339
+from remediator.sim.plan import BASE_TIME, PodPlan
+from remediator.sim.pods import CONTAINER, pod_object
+
+UNSCHEDULABLE = (
+    "0/8 nodes are available: 8 Insufficient nvidia.com/gpu. preemption: 0/8 nodes are "
+    "available: 8 No preemption victims found for incoming pod."
+)
+GPU_UTIL = "0.85"
+_specs: dict[tuple[str, str, str | None], PodSpec] = {}
+_labels: dict[tuple[str, str], dict[str, str]] = {}
+
+
+def wall(t: float) -> float:
+    """Virtual seconds → the epoch seconds the API server would write (whole seconds)."""
+    return float(BASE_TIME + math.floor(t))
+
+
+def labels(p: Pod) -> dict[str, str]:
+    key = (p.dep.spec.name, p.rs_hash)
+    found = _labels.get(key)
+    if found is None:
+        found = _labels[key] = {
+            "app": "vllm-inference",
+            "app.kubernetes.io/name": p.dep.spec.name,
+            "app.kubernetes.io/component": "inference-server",
+            "model": p.dep.spec.model.split("/")[-1].lower(),
+            "pod-template-hash": p.rs_hash,
+        }
+    return found
+
+
+def _spec(p: Pod) -> PodSpec:
+    node = p.node.name if p.node is not None and p.scheduled is not None else None
+    key = (p.dep.spec.model, p.image, node)
+    found = _specs.get(key)
+    if found is None:
+        gpu = {"cpu": "16", "memory": "200Gi", "nvidia.com/gpu": "2"}
+        container = Container(
+            name=CONTAINER,
+            image=p.image,
+            command=["python3", "-m", "vllm.entrypoints.openai.api_server"],
+            args=["--model", p.dep.spec.model, "--tensor-parallel-size", "2",
+                  "--gpu-memory-utilization", GPU_UTIL, "--max-model-len", "32768",
+                  "--max-num-seqs", "256", "--port", "8000", "--download-dir", "/models"],
+            resources=Resources(limits=gpu, requests=dict(gpu)),
+        )  # fmt: skip
+        found = _specs[key] = PodSpec(nodeName=node, containers=[container])
+    return found
+
+
+def pod_record(p: Pod, stage: str, watch: WatchType = "MODIFIED") -> PodSeen:
+    """The Pod as a watch event shows it at `stage` (see `STAGES`)."""
+    created = wall(p.created)
+    scheduled = wall(p.scheduled) if p.scheduled is not None and stage != "unschedulable" else None
+    started = wall(p.started) if p.started is not None and stage in ("running", "ready") else None
+    ready = wall(p.ready) if p.ready is not None and stage == "ready" else None
+    at = created
+    if scheduled is not None:
+        at = scheduled
+    if started is not None:
+        at = max(started, scheduled + 1.0 if scheduled is not None else started)
+    if ready is not None:
+        at = max(at, ready)
+    if watch == "DELETED" and p.deleted is not None:
+        at = max(at, wall(p.deleted))  # when the delete was asked (deletionTimestamp - grace)
+    return PodSeen(
+        watch=watch,
+        uid=p.uid,
+        namespace=p.dep.spec.namespace,
+        name=p.name,
+        created=created,
+        node=p.node.name if scheduled is not None and p.node is not None else None,
+        phase="Running" if started is not None else "Pending",
+        scheduled=scheduled,
+        unschedulable=UNSCHEDULABLE if stage == "unschedulable" else None,
+        ready=ready,
+        started=started,
+        restarts=0,
+        waiting_reason=None,
+        deleting=watch == "DELETED",
+        labels=labels(p),
+        spec=_spec(p),
+        owner=f"ReplicaSet/{p.dep.spec.name}-{p.rs_hash}",
+        at=at,
+        # status.podIP once the sandbox runs, as sim.pods writes it
+        pod_ip=f"10.244.{p.index % 250}.{(p.index // 250) % 250 + 2}" if started else None,
+    )
+
+
+def event_record(p: Pod, reason: str, message: str, t: float) -> PodEvent:
+    when = wall(t)
+    return PodEvent(
+        watch="ADDED",
+        pod_uid=p.uid,
+        namespace=p.dep.spec.namespace,
+        pod=p.name,
+        reason=reason,
+        message=message,
+        container=CONTAINER,
+        first=when,
+        last=when,
+        count=1,
+        at=when,
+    )
+
+
+def first_token_record(p: Pod, t: float) -> FirstToken:
+    return FirstToken(p.dep.spec.namespace, p.name, p.uid, wall(t))
+
+
+def pulled_message(image: str, seconds: float | None) -> str:
+    if seconds is None:
+        return f'Container image "{image}" already present on machine'
+    d = go_duration(int(seconds * 1000) * 1_000_000)
+    return f'Successfully pulled image "{image}" in {d} ({d} including waiting)'
+
+
+# ---- the same, as the API server's JSON ---------------------------------------------------
+def as_json(item: Input, pod: Pod | None) -> bytes:
+    """The watch line (or observation) that decodes to `item`."""
+    if isinstance(item, PodSeen):
+        assert pod is not None
+        return _pod_json(item, pod)
+    if isinstance(item, PodEvent):
+        assert pod is not None and item.first is not None
+        us = int(item.first) * 1_000_000
+        warning = item.reason in ("Failed", "BackOff")
+        occ = Occurrence(item.reason, item.message, us, us, 1, "kubelet", CONTAINER, warning)
+        plan = _plan(pod, item)
+        return orjson.dumps({"type": item.watch, "object": event_object(plan, occ, 1)})
+    if isinstance(item, FirstToken):
+        return orjson.dumps({"kind": "FirstToken", "namespace": item.namespace, "pod": item.pod,
+                             "uid": item.uid, "time": rfc3339(int(item.at))})  # fmt: skip
+    raise TypeError(f"no JSON form for {type(item).__name__}")
+
+
+def _pod_json(item: PodSeen, pod: Pod) -> bytes:
+    if item.unschedulable:
+        stage = "unschedulable"
+    elif item.ready is not None:
+        stage = "ready"
+    elif item.started is not None:
+        stage = "running"
+    elif item.scheduled is not None:
+        stage = "scheduled"
+    else:
+        stage = "pending"
+    obj: dict[str, Any] = pod_object(_plan(pod, item), stage, 1)
+    if item.deleting:
+        grace = obj["spec"]["terminationGracePeriodSeconds"]
+        obj["metadata"]["deletionTimestamp"] = rfc3339(int(item.at or 0) + grace)
+        obj["metadata"]["deletionGracePeriodSeconds"] = grace
+    return orjson.dumps({"type": item.watch, "object": obj})
+
+
+def _plan(p: Pod, item: PodSeen | PodEvent) -> PodPlan:
+    def whole(t: float | None) -> int | None:
+        return None if t is None else int(wall(t))
+
+    started = whole(p.started)
+    return PodPlan(
+        index=p.index, namespace=p.dep.spec.namespace, deployment=p.dep.spec.name, name=p.name,
+        uid=p.uid, replicaset=f"{p.dep.spec.name}-{p.rs_hash}", rs_uid=p.dep.uid,
+        node=p.node.name if p.node is not None else None, model=p.dep.spec.model, image=p.image,
+        gpu_util=GPU_UTIL, scenario="sim", pull_form="waiting", created_form="plain",
+        new_events_api=False, pulling_seen=True, created=int(wall(p.created)),
+        scheduled=whole(p.scheduled), pulling=whole(p.pull_start), pulled=whole(p.pulled),
+        pull_ns=0, waiting_ns=0, image_size=0, container_created=started, started=started,
+        ready=whole(p.ready), unhealthy=0, failed_scheduling=0,
+    )  # fmt: skip
+
+
+def alert_json(node: str, t: float) -> bytes:
+    """Alertmanager's webhook (version 4) for the GPU-memory alert on `node`."""
+    labels = {"alertname": "GPUMemoryUnstable", "node": node, "severity": "warning"}
+    alert = {"status": "firing", "labels": labels,
+             "annotations": {"summary": "GPU memory unsettled"},
+             "startsAt": rfc3339(int(wall(t))), "endsAt": "0001-01-01T00:00:00Z",
+             "generatorURL": "", "fingerprint": f"{zlib.crc32(node.encode()):016x}"}  # fmt: skip
+    return orjson.dumps({"version": "4", "status": "firing", "receiver": "remediator",
+                         "groupKey": f"{{}}:{{node=\"{node}\"}}", "groupLabels": {"node": node},
+                         "commonLabels": labels, "commonAnnotations": {}, "externalURL": "",
+                         "truncatedAlerts": 0, "alerts": [alert]})  # fmt: skip
+
+
+def verdict_json(d: Decision, stable: bool, t: float) -> bytes:
+    detail = "" if stable else "used memory kept moving: spread 9216 MiB > 512 MiB over 20 samples"
+    return orjson.dumps({"kind": "GpuMemoryVerdict", "node": d.target, "stable": stable,
+                         "detail": detail, "incident": d.incident,
+                         "time": rfc3339(int(wall(t)))})  # fmt: skip

@@ -1,0 +1,146 @@
+"""The two properties the defaults must keep, and policy comparison determinism, on the
+fleet simulator driving the real core (Session: tracker, policy engine, guardrails)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from remediator.contract.decision import Decision
+from remediator.policy_file import PolicyFile, load_policy_file
+from remediator.sim.fleet.compare import builtin_policies, compare
+from remediator.sim.fleet.controllers import CorePolicy
+from remediator.sim.fleet.scenario import DeploymentSpec, Faults, ScaleLoad, Scenario
+from remediator.sim.fleet.simulation import Simulation
+from remediator.sim.plan import BASE_TIME
+
+POLICIES = Path(__file__).resolve().parents[2] / "remediator" / "sim" / "policies"
+
+
+def _fleet(profile: str, **faults: object) -> Scenario:
+    return Scenario(
+        name=f"{profile}-test", profile=profile, duration_s=3 * 3600, seeds=(11, 12),
+        node_count=8, gpus_per_node=8,
+        deployments=(DeploymentSpec("vllm-llama-70b", "meta-llama/Llama-3.1-70B-Instruct", 6),
+                     DeploymentSpec("vllm-qwen-72b", "Qwen/Qwen2.5-72B-Instruct", 4)),
+        scale=ScaleLoad(1800, 4, 12), faults=Faults(**faults),  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_a_hung_pod_with_a_healthy_sibling_goes_within_budget_plus_checks() -> None:
+    """The first pod created hangs in engine init; its one sibling comes up in a minute.
+    The default policy deletes it when its budget and checks are spent, not at a fixed age
+    (the expected cold start of a model with no history, 600 s)."""
+    config = PolicyFile()
+    stuck = config.rules.stuck_pod
+    scenario = replace(
+        _fleet("tuned", hang_first=1),
+        scale=None,
+        duration_s=900,
+        deployments=(DeploymentSpec("vllm-llama-70b", "meta-llama/Llama-3.1-70B-Instruct", 2),),
+    )
+    seen: dict[str, object] = {}
+
+    def watch(what: str, now: float, obj: object) -> None:
+        if what == "started" and obj.fate == "init_hang":  # type: ignore[attr-defined]
+            seen["pod"] = obj
+        elif what == "ready":
+            seen.setdefault("sibling_ready", now)
+        elif what == "decision" and isinstance(obj, Decision) and obj.action == "delete-pod":
+            seen.setdefault("decided", obj.at - BASE_TIME)
+
+    result = Simulation(scenario, 11, CorePolicy("default", config), observer=watch).run()
+    pod = seen["pod"]
+    started: float = pod.started  # type: ignore[attr-defined]
+    assert seen["sibling_ready"] < started + stuck.budgets["engine_init"]  # type: ignore[operator]
+    allowance = stuck.budgets["engine_init"] + (stuck.checks - 1) * stuck.check_interval_s
+    decided: float = seen["decided"]  # type: ignore[assignment]
+    # Timestamps are whole seconds on the wire: one second of slack.
+    assert started + allowance - 1 <= decided <= started + allowance + 1
+    assert decided < pod.created + stuck.expected_cold_start_s / 2  # type: ignore[attr-defined]
+    assert result.deletions == 1 and result.false_kills == 0 and result.censored == 0
+
+
+def test_a_budget_below_the_real_cold_start_never_becomes_a_kill_loop() -> None:
+    """Untuned 70B pods take ~236 s in engine init; a policy with a static 60 s budget and
+    no guardrail at all (the seed's rule, through the core) deletes the first wave, then
+    holds: the replacement is as slow, on-call is told the budget is too tight, and every
+    replica comes up."""
+    config = load_policy_file(POLICIES / "seed-rule.yaml")
+    told: list[Decision] = []
+
+    def watch(what: str, now: float, obj: object) -> None:
+        if what == "decision" and isinstance(obj, Decision) and obj.action == "notify":
+            told.append(obj)
+
+    scenario = _fleet("untuned")
+    for seed in scenario.seeds:
+        told.clear()
+        result = Simulation(scenario, seed, CorePolicy("tight", config), observer=watch).run()
+        assert result.kill_loops == 0
+        assert result.deletions > 0  # the first wave, before anything was known
+        assert told and all("too tight" in d.reason for d in told)
+        # Once per workload and budget, not once per pod.
+        assert sorted(d.workload or "" for d in told) == [
+            "inference/Deployment/vllm-llama-70b",
+            "inference/Deployment/vllm-qwen-72b",
+        ]
+
+
+def test_the_seed_rule_kill_loops_on_untuned_pods_and_the_default_does_not() -> None:
+    summaries, _ = compare(_fleet("untuned"), builtin_policies())
+    by = {s.policy: s for s in summaries}
+    assert by["seed-rule"].kill_loops > 0 and by["seed-rule"].false_kill_pct > 50
+    assert by["default"].kill_loops == 0 and by["default"].false_kill_pct <= 0.5
+    assert by["none"].deletions == 0
+
+
+def test_policy_comparison_is_deterministic_by_seed() -> None:
+    scenario = _fleet("tuned", engine_init_hang=0.05, registry_fail=0.05)
+    first, _ = compare(scenario, builtin_policies(hedge=True))
+    again, _ = compare(scenario, builtin_policies(hedge=True))
+    assert [s.to_json() for s in first] == [s.to_json() for s in again]
+    other, _ = compare(replace(scenario, seeds=(13, 14)), builtin_policies())
+    assert [s.to_json() for s in other] != [s.to_json() for s in first[:3]]
+
+
+def test_every_policy_sees_the_same_pods_hang() -> None:
+    """Common random numbers: a replica's first pod has the same fate under every policy."""
+    scenario = _fleet("tuned", engine_init_hang=0.2)
+    fates: dict[str, dict[int, str]] = {}
+    for spec in builtin_policies():
+        mine = fates.setdefault(spec.name, {})
+
+        def watch(what: str, now: float, obj: object, mine: dict[int, str] = mine) -> None:
+            if what == "created" and obj.slot.pods == 1:  # type: ignore[attr-defined]
+                mine[obj.slot.id] = obj.fate  # type: ignore[attr-defined]
+
+        Simulation(scenario, 11, spec.make(), observer=watch).run()
+    shared = set.intersection(*(set(f) for f in fates.values()))
+    assert len(shared) > 50
+    for sid in shared:
+        assert len({f[sid] for f in fates.values()}) == 1
+
+
+@pytest.mark.parametrize("fault", ["driver_hang", "registry_slow", "gpu_shortage"])
+def test_injected_faults_show_in_the_results(fault: str) -> None:
+    from remediator.sim.fleet.scenario import Shortage
+
+    base = _fleet("tuned")
+    faults = {"driver_hang": Faults(driver_hang=0.2), "registry_slow": Faults(registry_slow=5.0),
+              "gpu_shortage": Faults(gpu_shortage=Shortage(1800, 6, 3600))}[fault]  # fmt: skip
+    clean, _ = compare(base, builtin_policies()[:1])
+    hurt, _ = compare(replace(base, faults=faults), builtin_policies()[:1])
+    assert hurt[0].ready["p95"] > clean[0].ready["p95"]
+
+
+def test_the_code_defaults_are_the_ones_the_simulation_chose() -> None:
+    """docs/simulation-defaults.md's last column ('the default now') is the code's."""
+    from remediator.sim.fleet.defaults import knob_values
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "simulation-defaults.md").read_text()
+    rows = [line.split("|") for line in doc.splitlines() if line.startswith("| `")]
+    now = {cells[1].strip(" `"): float(cells[4]) for cells in rows}
+    assert now == knob_values(PolicyFile())
