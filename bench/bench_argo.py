@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config, watch  # type: ignore[import-untyped]
-from remediator.policy.decision import Decision
 
+from remediator.contract.decision import Decision
 from remediator.executors.argo import ArgoConfig, ArgoExecutor
 
 REPO = Path(__file__).resolve().parents[1]

@@ -22,8 +22,8 @@ from argo_workflows.model.io_argoproj_workflow_v1alpha1_submit_opts import (  # 
 from argo_workflows.model.io_argoproj_workflow_v1alpha1_workflow_submit_request import (  # type: ignore[import-untyped]
     IoArgoprojWorkflowV1alpha1WorkflowSubmitRequest,
 )
-from remediator.policy.decision import Decision
 
+from remediator.contract.decision import Decision
 from remediator.executors.argo import ArgoConfig, ArgoExecutor, SubmitRejected
 from remediator.executors.validate import InvalidParameter
 from tests.live.harness import LiveCluster
