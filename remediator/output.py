@@ -178,6 +178,8 @@ class TextOutput:
         self._say()
         self._say(f"{head}  {'  '.join(facts)}")
         for phase, value in t.phases().items():
+            if phase == "init" and not t.has_init:
+                continue  # no init containers: no init phase
             if value is None:
                 self._say(f"  {phase:<16} {'-':>8}")
                 continue

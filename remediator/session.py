@@ -35,7 +35,7 @@ class Session:
         self, config: PolicyConfig | None = None, registry: CollectorRegistry | None = None
     ) -> None:
         self.config = config if config is not None else PolicyConfig()
-        self.tracker = Tracker()
+        self.tracker = Tracker(self.config.stuck_pod.engine_containers)
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = TimelineMetrics(self.registry)
         self.engine = PolicyEngine(self.config, self.tracker)

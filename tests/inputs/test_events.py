@@ -13,7 +13,7 @@ from remediator.inputs.records import InputError, PodEvent
 from remediator.inputs.timefmt import parse_time
 from tests.timeline.streams import NS, POD, UID, at, event, new_event, watch
 
-K8S = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "k8s"
+K8S = Path(__file__).resolve().parents[2] / "tests" / "data" / "k8s"
 
 
 def _one(doc: dict[str, object]) -> PodEvent:
