@@ -144,7 +144,7 @@ class TextOutput:
         _err(where, message)
 
     def finish(self, session: Session, lines: int, inputs: int, skipped: int) -> None:
-        timelines = [t for t in session.tracker if t.pod_seen or t.state() != "unknown"]
+        timelines = list(session.tracker)  # every pod the JSON output reports, no fewer
         longest = max((t.total() or _sum(t) for t in timelines), default=0.0) or 1.0
         self._say(f"{len(timelines)} pods, {inputs} inputs from {lines} lines")
         if skipped:
