@@ -92,10 +92,8 @@ def test_an_audit_log_line_says_what_it_is(tmp_path: Path) -> None:
 
 def test_text_counts_pods_known_only_from_events_like_json(tmp_path: Path) -> None:
     f = tmp_path / "events-only.jsonl"
-    f.write_bytes(
-        orjson.dumps(watch(event("Pulling", 'Pulling image "x"', 3, name="lonely", uid=None))) + b"\n"
-        + orjson.dumps(watch(pod(scheduled=1))) + b"\n"
-    )  # fmt: skip
+    lonely = event("Pulling", 'Pulling image "x"', 3, name="lonely", uid=None)  # no pod
+    f.write_bytes(orjson.dumps(watch(lonely)) + b"\n" + orjson.dumps(watch(pod(scheduled=1))))
     as_json = run_replay_cli(["-o", "json", str(f)])
     as_text = run_replay_cli([str(f)])
     n = len(_timelines(as_json.stdout))
