@@ -173,6 +173,9 @@ class TextOutput:
         facts = [f"state={t.state()}", f"node={t.node or '-'}", f"model={t.model or '-'}"]
         if t.restarts:
             facts.append(f"restarts={t.restarts}")
+        skew = t.clock_skew()
+        if skew:
+            facts.append(f"clock_skew={skew:+.1f}s (node vs API server; node times moved)")
         if t.unschedulable:
             facts.append(f"unschedulable={t.unschedulable[:60]!r}")
         self._say()

@@ -240,3 +240,21 @@ def test_events_posted_late_at_kubelet_start_are_not_skew() -> None:
     server existed to create them. Late delivery is not a clock skew."""
     tracker = timelines_from([orjson.dumps(load("eventlist_kube-system_k8s-v1.31_minikube.json"))])
     assert {t.name: t.clock_skew() for t in tracker if t.clock_skew()} == {}
+
+
+def test_skew_beyond_the_threshold_is_a_metric_per_node() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from remediator.metrics.export import TrackerCollector
+
+    events, pods = _shift_kubelet(20.0)
+    tracker = timelines_from([orjson.dumps(events), orjson.dumps(pods)])
+    registry = CollectorRegistry()
+    registry.register(TrackerCollector(tracker, lambda: 0.0))
+    text = generate_latest(registry).decode()
+    (line,) = [x for x in text.splitlines() if x.startswith("remediator_node_clock_skew_seconds{")]
+    assert 'node="minikube"' in line and abs(float(line.split()[-1]) - 20.0) <= 2.0
+    plain = timelines_from([orjson.dumps(load(REDIS_EVENTS)), orjson.dumps(load(REDIS_PODS))])
+    registry = CollectorRegistry()
+    registry.register(TrackerCollector(plain, lambda: 0.0))
+    assert "remediator_node_clock_skew_seconds{" not in generate_latest(registry).decode()
