@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import signal
 import socket
@@ -13,13 +12,14 @@ import click
 from remediator.executors.argo_params import remediator_image
 from remediator.executors.secrets import MissingSecret
 from remediator.executors.validate import InvalidParameter
+from remediator.logfields import get_logger
 from remediator.policy.errors import ConfigError
 from remediator.runtime.embedded import RuntimeSettings
 from remediator.runtime.leader import LeaseSettings
 from remediator.runtime.logs import setup_logging
 from remediator.runtime.service import Service, ServiceConfig
 
-log = logging.getLogger("remediator.serve")
+log = get_logger("remediator.serve")
 
 _EPILOG = """\b
 Secrets (environment only, never flags, never logged):
@@ -132,6 +132,13 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     help="Channel the bot posts to (id or #name). Unset: no Slack.  [env SLACK_CHANNEL]",
 )
 @click.option(
+    "--slack-api-url",
+    envvar="SLACK_API_URL",
+    default="https://slack.com/api/",
+    show_default=True,
+    help="Slack Web API base URL (an egress proxy, or a test server).  [env SLACK_API_URL]",
+)
+@click.option(
     "--dry-run/--no-dry-run",
     envvar="REMEDIATOR_DRY_RUN",
     default=False,
@@ -220,6 +227,7 @@ def serve(
     argo_ui_url: str | None,
     argo_ca_cert: str | None,
     slack_channel: str | None,
+    slack_api_url: str,
     dry_run: bool,
     kill_switch_file: str | None,
     no_leader_election: bool,
@@ -264,6 +272,7 @@ def serve(
         argo_ui_url=argo_ui_url,
         argo_ca_cert=argo_ca_cert,
         slack_channel=slack_channel,
+        slack_api_url=slack_api_url,
         dry_run=dry_run,
         runtime=RuntimeSettings(kill_switch_file=kill_switch_file),
         lease=lease,

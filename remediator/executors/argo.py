@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -34,9 +33,10 @@ from argo_workflows.model.io_argoproj_workflow_v1alpha1_workflow_submit_request 
 from remediator.executors import argo_params
 from remediator.executors.secrets import read_token
 from remediator.executors.validate import dns1123_label, dns1123_subdomain
+from remediator.logfields import get_logger
 from remediator.policy.decision import Decision
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 END_PHASES = frozenset({"Succeeded", "Failed", "Error"})
 _GRPC_ALREADY_EXISTS = 6

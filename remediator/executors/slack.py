@@ -9,7 +9,6 @@ and bounded), anything else Slack refuses is raised as SlackError.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,9 +19,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from remediator.executors.argo import Ended, Submitted
 from remediator.executors.secrets import read_token
+from remediator.logfields import get_logger
 from remediator.policy.decision import Decision
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 _THREADS_KEPT = 10_000
 _END_ICON = {"Succeeded": ":white_check_mark:", "Failed": ":x:", "Error": ":warning:"}
@@ -139,7 +139,7 @@ class SlackNotifier:
         ts = str(response["ts"])
         if thread_ts is None:
             self._remember(incident, ts)
-        log.info("slack message posted", extra={"incident": incident, "ts": ts})
+        log.info("slack message posted", extra={"incident": incident, "slack_ts": ts})
         return ts
 
     async def _send(self, kwargs: dict[str, Any], incident: str) -> Any:

@@ -51,7 +51,7 @@ def decode(raw: bytes | str) -> list[Input]:
     into typed structs; everything else takes the general path."""
     try:
         watch = POD_WATCH.decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         pass  # not a Pod/Event watch line, or bad: the general path says which
     else:
         try:
@@ -61,7 +61,7 @@ def decode(raw: bytes | str) -> list[Input]:
                 raise
             raise InputError(f"malformed {type(watch.object).__name__}: {exc}") from None
     try:
-        doc = orjson.loads(raw)
+        doc = orjson.loads(raw)  # refuses nesting deeper than 1024 (JSONDecodeError)
     except orjson.JSONDecodeError as exc:
         raise InputError(f"not JSON: {exc}") from None
     return normalize(doc)

@@ -61,6 +61,9 @@ def pod_seen(watch: WatchType, pod: Pod) -> PodSeen:
                 t = parse_time(run.startedAt)
                 if latest is None or t > latest:
                     latest = t
+    asked = _deletion_asked(meta)
+    if asked is not None and (latest is None or asked > latest):
+        latest = asked
     return PodSeen(
         watch=watch,
         uid=meta.uid,
@@ -82,6 +85,15 @@ def pod_seen(watch: WatchType, pod: Pod) -> PodSeen:
         version=int(meta.resourceVersion) if meta.resourceVersion.isdigit() else 0,
         at=latest,
     )
+
+
+def _deletion_asked(meta: ObjectMeta) -> float | None:
+    """When the delete was asked for: the API server sets deletionTimestamp to that moment plus
+    the grace period. Without it, a recorded deletion would carry the time of the pod's last
+    transition, and a replay would see the pod gone before a decision the live service made."""
+    if not meta.deletionTimestamp:
+        return None
+    return parse_time(meta.deletionTimestamp) - (meta.deletionGracePeriodSeconds or 0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ class ObjectMeta(Struct):
     resourceVersion: str = ""
     creationTimestamp: str | None = None
     deletionTimestamp: str | None = None
+    deletionGracePeriodSeconds: int | None = None
     labels: dict[str, str] | None = None
     ownerReferences: list[OwnerRef] | None = None
 

@@ -38,6 +38,7 @@ from remediator.executors.argo_params import template_for
 from remediator.executors.slack import SlackError, SlackNotifier
 from remediator.executors.validate import InvalidParameter
 from remediator.inputs.records import Input
+from remediator.logfields import get_logger
 from remediator.output import decision_json, suppressed_json
 from remediator.policy.decision import Decision, Suppressed
 from remediator.policy.outcome import Ignored
@@ -48,7 +49,7 @@ from remediator.runtime.outbox import Outbox, Row
 from remediator.session import Session
 from remediator.timeline.tracker import StateChange
 
-log = logging.getLogger("remediator.runtime")
+log = get_logger("remediator.runtime")
 
 _ON = frozenset({"on", "true", "1", "yes", "engaged"})
 _OFF = frozenset({"off", "false", "0", "no", ""})
@@ -356,7 +357,7 @@ class Runtime:
         await asyncio.to_thread(self.outbox.mark, row.id, "submitted", workflow=submitted.name)
         log.info(
             "outbox row submitted",
-            extra={"incident": row.incident, "workflow": submitted.name, "created": result},
+            extra={"incident": row.incident, "workflow": submitted.name, "result": result},
         )
         return submitted
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import random
 import socket
 import threading
@@ -28,7 +27,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-log = logging.getLogger("remediator.leader")
+from remediator.logfields import get_logger
+
+log = get_logger("remediator.leader")
 
 # Told on every change: (leading now, the holder before us when we just took it over).
 OnChange = Callable[[bool, str | None], None]

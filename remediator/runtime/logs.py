@@ -9,6 +9,8 @@ from typing import IO, Any
 
 import orjson
 
+from remediator.logfields import field_name
+
 _STANDARD = frozenset(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
 
 
@@ -22,7 +24,7 @@ class JsonFormatter(logging.Formatter):
         }
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):
-                doc[key] = value
+                doc[field_name(key)] = value  # a library's `ts` never overwrites the line's
         if record.exc_info:
             doc["exc"] = self.formatException(record.exc_info)
         return orjson.dumps(doc, default=str).decode()

@@ -5,7 +5,6 @@ Same channel, same token."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -14,9 +13,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from remediator.executors.argo import Ended
 from remediator.executors.secrets import read_token
 from remediator.executors.slack import SlackConfig, SlackError, end_blocks
+from remediator.logfields import get_logger
 from remediator.policy.decision import Decision
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 def _esc(text: str) -> str:

@@ -8,7 +8,6 @@ outbox. `serve` (the CLI) and the tests use exactly this.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,6 +18,7 @@ from prometheus_client import CollectorRegistry
 from remediator.executors.argo import ArgoConfig, ArgoExecutor, Backoff
 from remediator.executors.secrets import read_token
 from remediator.executors.slack import SlackConfig, SlackNotifier
+from remediator.logfields import get_logger
 from remediator.metrics.export import TrackerCollector
 from remediator.policy.config import PolicyConfig, load_policy_file
 from remediator.runtime.embedded import Runtime, RuntimeSettings
@@ -32,7 +32,7 @@ from remediator.sources.kube_client import api_client
 from remediator.sources.kube_watch import KubeWatch, WatchSettings, targets
 from remediator.sources.metrics import SourceMetrics
 
-log = logging.getLogger("remediator.service")
+log = get_logger("remediator.service")
 
 
 @dataclass(frozen=True, slots=True)

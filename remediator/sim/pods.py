@@ -1,6 +1,6 @@
 """Pod objects as the API server sends them in a watch: ~6 KB with managedFields.
 
-The shape follows a real v1.31 pod (shared/fixtures/k8s/podlist_*) grown to what a
+The shape follows a real v1.31 pod (tests/data/captures/k8s/podlist_*) grown to what a
 vLLM Deployment's pod carries: GPU limits, probes, volumes, tolerations, nodeSelector.
 """
 

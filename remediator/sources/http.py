@@ -3,8 +3,9 @@
     POST /events   Alertmanager webhook (v4), a CloudEvent (structured, or binary mode
                    with ce-* headers), or a raw Kubernetes watch event. Bearer token.
                    202 {"accepted": N}: decoded and queued, all of it.
-                   400 {"error": ...}: nothing of the body was applied.
-                   401: no or wrong token.
+                   400 {"error": ...}: nothing of the body was applied (bad JSON,
+                   bad encoding, bad CloudEvent...): one warning line, no traceback.
+                   401: no or wrong token (one warning line).
     GET  /healthz  200 while the process and its loop are alive (liveness).
     GET  /readyz   200 once the policy is loaded and every watch has synced.
     GET  /metrics  Prometheus text exposition of the service's registry.
@@ -23,15 +24,17 @@ from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from cloudevents.v1.exceptions import GenericException
 from cloudevents.v1.http import from_http
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from remediator.inputs.decode import decode, normalize
 from remediator.inputs.records import Input, InputError
+from remediator.logfields import get_logger
 from remediator.sources.metrics import SourceMetrics
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 MAX_BODY = 4 * 1024 * 1024  # an Alertmanager group of many alerts stays far below this
 STRUCTURED = "application/cloudevents+json"
@@ -69,17 +72,29 @@ def _authorized(request: web.Request, token: TokenSource) -> bool:
     scheme, _, given = header.partition(" ")
     if scheme.lower() != "bearer" or not given:
         return False
-    return hmac.compare_digest(given.strip().encode(), token().encode())
+    try:
+        given_bytes = given.strip().encode()
+    except UnicodeEncodeError:  # aiohttp keeps non-UTF-8 header bytes as lone surrogates
+        return False
+    return hmac.compare_digest(given_bytes, token().encode())
+
+
+# What the CloudEvents SDK raises on a bad binary-mode event besides its own errors: it
+# decodes and parses the body itself (UnicodeDecodeError, JSONDecodeError, RecursionError).
+_SDK_BAD_INPUT = (GenericException, ValueError, TypeError, AttributeError, RecursionError)
 
 
 def _decode_body(headers: Any, body: bytes) -> tuple[list[Input], str]:
-    """(inputs, kind) or InputError. Binary-mode CloudEvents go through the SDK."""
+    """(inputs, kind) or InputError. Binary-mode CloudEvents go through the SDK.
+
+    The content type decides the mode (CloudEvents HTTP binding 3.1): structured whenever it
+    is application/cloudevents+json, even if ce-* headers came along."""
     ctype = headers.get("Content-Type", "").split(";")[0].strip().lower()
-    if any(k.lower().startswith("ce-") for k in headers):
+    if ctype != STRUCTURED and any(k.lower().startswith("ce-") for k in headers):
         try:
             event = from_http(dict(headers), body)
-        except GenericException as exc:
-            raise InputError(f"binary-mode CloudEvent: {exc}") from None
+        except _SDK_BAD_INPUT as exc:
+            raise InputError(f"binary-mode CloudEvent: {exc!s:.200}") from None
         doc = {**event.get_attributes(), "data": event.data}
         return normalize(doc), "cloudevent-binary"
     if ctype == STRUCTURED:
@@ -94,22 +109,40 @@ def _decode_body(headers: Any, body: bytes) -> tuple[list[Input], str]:
     return inputs, "webhook"
 
 
+def _closing(request: web.Request, resp: web.Response) -> web.Response:
+    """Answer, then close without reading the rest of a body that cannot be decoded: aiohttp's
+    lingering close would read it again and log the same error as an unhandled exception."""
+    request.content.feed_eof()
+    resp.force_close()
+    return resp
+
+
 def make_app(
     intake: Intake, registry: CollectorRegistry, token: TokenSource, metrics: SourceMetrics
 ) -> web.Application:
     async def events(request: web.Request) -> web.Response:
         if not _authorized(request, token):
-            return _error(401, "missing or wrong bearer token", hint="Authorization: Bearer ...")
-        body = await request.read()
+            log.warning("webhook refused", extra={"status": 401, "error": "bearer token"})
+            resp = _error(401, "missing or wrong bearer token", hint="Authorization: Bearer ...")
+            return _closing(request, resp) if request.content.exception() else resp
+        try:
+            body = await request.read()
+        except web.RequestPayloadError as exc:  # e.g. a Content-Encoding it does not decode to
+            return _closing(request, _refused(f"body unreadable: {exc}", None))
         try:
             inputs, kind = _decode_body(request.headers, body)
         except InputError as exc:
-            metrics.input_errors.labels("http").inc()
-            log.warning("webhook refused", extra={"error": str(exc), "bytes": len(body)})
-            return _error(400, str(exc), accepted=0)
+            return _refused(str(exc), len(body))
         intake.accept(inputs, kind)
         metrics.inputs.labels("http").inc(len(inputs))
         return web.json_response({"accepted": len(inputs), "kind": kind}, status=202)
+
+    def _refused(error: str, size: int | None) -> web.Response:
+        """400: nothing of the body was applied. One log line, no traceback."""
+        error = " ".join(error.split())[:500]  # one line, bounded, whatever the input held
+        metrics.input_errors.labels("http").inc()
+        log.warning("webhook refused", extra={"status": 400, "error": error, "bytes": size})
+        return _error(400, error, accepted=0)
 
     async def healthz(request: web.Request) -> web.Response:
         ok, why = intake.healthy()
@@ -132,9 +165,26 @@ def make_app(
     return app
 
 
+class _ServerLog(logging.LoggerAdapter[logging.Logger]):
+    """aiohttp's server log, where a request its parser refuses (answered 400: a bad header
+    byte, a duplicate Content-Type, an encoding it cannot decode) is one warning line, not an
+    error with a traceback. Anything else (our bug: a 500) keeps its traceback."""
+
+    def exception(self, msg: object, *args: object, exc_info: Any = True, **kw: Any) -> None:
+        if isinstance(exc_info, HttpProcessingError):
+            error = " ".join(str(exc_info.message).split())[:300]
+            self.logger.warning(
+                "request refused by the HTTP parser",
+                extra={"status": exc_info.code, "error": error},
+            )
+            return
+        self.logger.exception(msg, *args, exc_info=exc_info, **kw)
+
+
 async def serve_app(app: web.Application, listen: Listen) -> tuple[web.AppRunner, int]:
     """Start the app; returns the runner (to clean up) and the bound port (for port 0)."""
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    server_log = _ServerLog(logging.getLogger("aiohttp.server"), {})
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=server_log)
     await runner.setup()
     site = web.TCPSite(runner, listen.host, listen.port)
     await site.start()

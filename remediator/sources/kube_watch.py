@@ -32,9 +32,10 @@ from kubernetes.client.exceptions import ApiException
 
 from remediator.inputs.decode import normalize
 from remediator.inputs.records import Input, InputError
+from remediator.logfields import get_logger
 from remediator.sources.metrics import SourceMetrics
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 Deliver = Callable[[list[Input]], None]  # must be safe to call from a worker thread
 

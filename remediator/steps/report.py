@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from enum import IntEnum
 from typing import Any
 
+from remediator.logfields import safe_fields
+
 
 class ExitCode(IntEnum):
     OK = 0  # done, or nothing was left to do; GPU memory stable
@@ -52,7 +54,7 @@ class _JsonLines(logging.Handler):
             "logger": record.name,
             "msg": record.getMessage(),
             **_context,
-            **getattr(record, "fields", {}),
+            **safe_fields(getattr(record, "fields", {})),
         }
         if record.exc_info and record.exc_info[1] is not None:
             line["error"] = repr(record.exc_info[1])

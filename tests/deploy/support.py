@@ -17,8 +17,9 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
+from tests.data import SCHEMAS
+
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO / ".." / "shared"
 DEPLOY = REPO / "deploy"
 SENSORS = REPO / "sensors"
 K8S_VERSION = "1.32.0"  # matches kubectl v1.32 here; kubernetes-validate ships it
@@ -130,8 +131,8 @@ def validate_k8s(doc: dict[str, Any]) -> None:
 
 # --- Argo kinds -------------------------------------------------------------------------
 
-EVENTS_SCHEMA = SHARED / "schemas" / "argo-events-schema.json"
-WORKFLOWS_SCHEMA = SHARED / "schemas" / "argo-workflows-schema.json"
+EVENTS_SCHEMA = SCHEMAS / "argo-events-schema.json"
+WORKFLOWS_SCHEMA = SCHEMAS / "argo-workflows-schema.json"
 INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 WEBHOOK_DEFS = (
     "io.argoproj.events.v1alpha1.WebhookContext",
@@ -140,7 +141,7 @@ WEBHOOK_DEFS = (
 
 
 def relax(schema: dict[str, Any]) -> dict[str, Any]:
-    """The two documented relaxations (shared/README.md), nothing else: IntOrString accepts
+    """The two documented relaxations (tests/data/README.md), nothing else: IntOrString accepts
     integers, and the webhook `url` is optional (the controller does not require it)."""
     out = copy.deepcopy(schema)
     defs = out["definitions"]

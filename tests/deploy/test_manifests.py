@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.data import CAPTURES
 from tests.deploy import support as s
 
 # YAML files under deploy/ and sensors/ that are not Kubernetes objects, and who checks them.
@@ -82,9 +83,9 @@ def _doc_id(item: tuple[str, dict[str, object]]) -> str:
 
 @pytest.mark.parametrize("item", _rendered_ids(), ids=_doc_id)
 def test_rendered_object_validates(item: tuple[str, dict[str, object]]) -> None:
-    """Kubernetes kinds with kubernetes-validate (strict), Argo kinds with the shared schemas
-    (plus a check for fields they do not define), Prometheus Operator kinds by their own
-    tests (test_monitoring.py). Anything else has no validator and fails."""
+    """Kubernetes kinds with kubernetes-validate (strict), Argo kinds with the published schemas
+    in tests/data (plus a check for fields they do not define), Prometheus Operator kinds by
+    their own tests (test_monitoring.py). Anything else has no validator and fails."""
     _, doc = item
     api = str(doc["apiVersion"])
     if api.startswith("argoproj.io/"):
@@ -148,6 +149,6 @@ def test_schema_relaxation_is_exactly_the_two_documented_places() -> None:
 
 def test_upstream_examples_validate_with_the_relaxed_schemas() -> None:
     """The relaxations are needed and sufficient for the upstream Argo Events examples."""
-    for path in sorted((s.SHARED / "fixtures" / "argo-events-examples").iterdir()):
+    for path in sorted((CAPTURES / "argo-events-examples").iterdir()):
         for doc in s.load_docs(path):
             assert not s.validate_argo(doc), path.name

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -12,8 +11,9 @@ import pytest
 from remediator.inputs.decode import decode
 from remediator.inputs.records import AlertSeen, InputError
 from remediator.inputs.timefmt import parse_time
+from tests.data import CAPTURES
 
-AM = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "alertmanager"
+AM = CAPTURES / "alertmanager"
 
 
 def _alerts(name: str) -> tuple[dict[str, Any], list[AlertSeen]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -23,6 +22,7 @@ from remediator.inputs.records import (
     WorkloadSeen,
 )
 from remediator.inputs.timefmt import parse_time
+from tests.data import CAPTURES
 from tests.timeline.streams import (
     IMAGE,
     MODEL,
@@ -37,7 +37,7 @@ from tests.timeline.streams import (
     watch,
 )
 
-AM = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "alertmanager"
+AM = CAPTURES / "alertmanager"
 
 
 def _decode(doc: Any) -> list[Input]:
@@ -273,3 +273,16 @@ def test_real_shapes_with_one_field_replaced(data: st.DataObject) -> None:
         parent = parent[key]
     parent[path[-1]] = data.draw(JSONISH)
     _decodes_or_input_error(json.dumps(doc).encode())
+
+
+@pytest.mark.parametrize("depth", [100, 1000, 1023, 1025, 100_000])
+@pytest.mark.parametrize("shape", ["object", "array", "watch"])
+def test_json_nested_deep_is_an_input_error(depth: int, shape: str) -> None:
+    """Deep nesting is bad input (InputError), never a RecursionError from a decoder."""
+    inner = {
+        "object": b'{"a":' * depth + b"1" + b"}" * depth,
+        "array": b"[" * depth + b"]" * depth,
+        "watch": b'{"type":"ADDED","object":{"metadata":' + b"[" * depth + b"]" * depth + b"}}",
+    }[shape]
+    with pytest.raises(InputError):
+        decode(inner)

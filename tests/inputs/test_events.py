@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import orjson
 import pytest
 
@@ -11,9 +9,10 @@ from remediator.inputs.decode import decode
 from remediator.inputs.events import USED_REASONS
 from remediator.inputs.records import InputError, PodEvent
 from remediator.inputs.timefmt import parse_time
+from tests.data import CAPTURES
 from tests.timeline.streams import NS, POD, UID, at, event, new_event, watch
 
-K8S = Path(__file__).resolve().parents[2] / "tests" / "data" / "k8s"
+K8S = CAPTURES / "k8s"
 
 
 def _one(doc: dict[str, object]) -> PodEvent:

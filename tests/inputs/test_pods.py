@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -14,9 +13,10 @@ from remediator.inputs.pods import engine_run, spec_info
 from remediator.inputs.records import InputError, PodSeen
 from remediator.inputs.schema import PodSpec
 from remediator.inputs.timefmt import parse_time
+from tests.data import CAPTURES
 from tests.timeline.streams import MODEL, NODE, UID, at, pod, watch
 
-K8S = Path(__file__).resolve().parents[2] / "tests" / "data" / "k8s"
+K8S = CAPTURES / "k8s"
 
 
 def test_real_podlist() -> None:

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import orjson
 
-from tests.replay.conftest import REPO, run_replay_cli
+from tests.data import CAPTURES
+from tests.replay.conftest import run_replay_cli
 from tests.timeline.streams import event, pod, watch
 
-K8S = REPO / "tests" / "data" / "k8s"
+K8S = CAPTURES / "k8s"
 REDIS_PODS = K8S / "podlist_redis_statefulset_k8s-v1.31_minikube.json"
 REDIS_EVENTS = K8S / "eventlist_default_redis_k8s-v1.31_minikube.json"
 

@@ -9,13 +9,13 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.data import make
+from tests.data import CAPTURES, make
 from tests.replay.conftest import REPO, _replay_argv, run_replay_cli
 from tests.timeline.streams import COLD_START, COLD_START_TOTAL, MODEL, NODE, UID, at
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 COLD = "tests/data/cold_start_70b.jsonl"
-K8S = REPO / "tests" / "data" / "k8s"
+K8S = CAPTURES / "k8s"
 
 TIMELINE_KEYS = {
     "kind", "namespace", "pod", "uid", "node", "model", "state", "restarts", "phases", "total"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -17,6 +18,7 @@ from remediator.runtime.embedded import RuntimeSettings
 from remediator.runtime.leader import Leadership, LeaseSettings
 from remediator.runtime.service import Service, ServiceConfig
 from remediator.sources.kube_watch import WatchSettings
+from tests.logcheck import LogRecorder, strict_logging
 from tests.standins.argo_server import ArgoStandin
 from tests.standins.kube_api import KubeApiServer
 from tests.standins.slack_server import SlackStandin
@@ -115,6 +117,14 @@ async def wait_until(check: Callable[[], Any], timeout: float = 20.0, what: str 
             return value
         await asyncio.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what or check}")
+
+
+@pytest.fixture(autouse=True)
+def logs_at_debug() -> Iterator[LogRecorder]:
+    """Every test here runs with every log call live; a logging error fails the test."""
+    with strict_logging(logging.DEBUG) as logs:
+        yield logs
+    assert logs.problems() == []
 
 
 @pytest.fixture

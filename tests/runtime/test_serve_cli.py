@@ -11,6 +11,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from tests.logcheck import DIED
 from tests.runtime.conftest import POLICY, WEBHOOK_TOKEN
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,7 +77,11 @@ def test_sigterm_stops_gracefully(tmp_path: Path) -> None:
         "--no-leader-election",
         "--warmup-daemonset",
         "",
-        env={"REMEDIATOR_WEBHOOK_TOKEN": WEBHOOK_TOKEN, "REMEDIATOR_INFERENCE_NAMESPACES": ""},
+        env={
+            "REMEDIATOR_WEBHOOK_TOKEN": WEBHOOK_TOKEN,
+            "REMEDIATOR_INFERENCE_NAMESPACES": "",
+            "REMEDIATOR_LOG_LEVEL": "DEBUG",
+        },
     )
     assert proc.stderr is not None
     port = None
@@ -99,6 +104,8 @@ def test_sigterm_stops_gracefully(tmp_path: Path) -> None:
     assert "service stopped" in rest
     for line in rest.splitlines():
         json.loads(line)  # every log line is one JSON object
+    for died in DIED:  # no log call raised, no task died unobserved
+        assert died not in "".join(lines) + rest
 
 
 def test_bad_policy_is_named_and_exits_nonzero(tmp_path: Path) -> None:

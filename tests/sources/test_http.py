@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
 from remediator.runtime.service import Service, ServiceConfig
+from tests.data import CAPTURES
 from tests.runtime.conftest import NS, WEBHOOK_TOKEN, running, stuck_pod, wait_until
 
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
 AUTH = {"Authorization": f"Bearer {WEBHOOK_TOKEN}"}
 
 
@@ -97,7 +96,7 @@ async def test_binary_mode_cloudevent(service: Service, http: aiohttp.ClientSess
 
 
 async def test_alertmanager_webhook_capture(service: Service, http: aiohttp.ClientSession) -> None:
-    capture = SHARED / "fixtures" / "alertmanager" / "firing_blackbox_icmp_3alerts_v4_2019.json"
+    capture = CAPTURES / "alertmanager" / "firing_blackbox_icmp_3alerts_v4_2019.json"
     body = capture.read_bytes()
     async with http.post("/events", data=body, headers=AUTH) as resp:
         assert resp.status == 202, await resp.text()

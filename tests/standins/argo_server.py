@@ -27,11 +27,11 @@ from urllib.parse import parse_qs, urlsplit
 import jsonschema  # type: ignore[import-untyped]
 import yaml
 
+from tests.data import SCHEMAS
 from tests.standins.loopback import LoopbackServer
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO / ".." / "shared"
-SCHEMA_PATH = SHARED / "schemas" / "argo-workflows-schema.json"
+SCHEMA_PATH = SCHEMAS / "argo-workflows-schema.json"
 WORKFLOWS_DIR = REPO / "workflows"
 
 _DNS1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -42,7 +42,7 @@ _PARAM_REF = re.compile(r"\{\{\s*workflow\.parameters\.([A-Za-z0-9_-]+)\s*\}\}")
 
 @functools.cache
 def relaxed_schema() -> dict[str, Any]:
-    """The published schema with the one relaxation /work/shared/README.md allows:
+    """The published schema with the one relaxation tests/data/README.md records:
     IntOrString also accepts integers (Argo does, e.g. retryStrategy.limit: 3)."""
     schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text())
     schema["definitions"]["io.k8s.apimachinery.pkg.util.intstr.IntOrString"] = {

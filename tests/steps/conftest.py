@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner
 
 from remediator.steps.cli import step
+from tests.data import CAPTURES
 from tests.standins.kube_api import KubeApiServer
 
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
-SMI = SHARED / "fixtures" / "nvidia-smi"
+SMI = CAPTURES / "nvidia-smi"
 TRACE = SMI / "smi_trace.csv"
 TRACE_COLUMNS = "timestamp,index,memory.used,memory.total,utilization.gpu"
 H200_UUID = "GPU-310120a7-1c6c-d5d8-776f-27da3337a90e"  # from smi_query.csv
@@ -39,6 +39,7 @@ def run_step(*args: str, env: dict[str, str] | None = None) -> StepResult:
     out_lines = [line for line in result.stdout.splitlines() if line.strip()]
     verdict = json.loads(out_lines[0]) if len(out_lines) == 1 else {}
     logs = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    assert "Logging error" not in result.stderr, result.stderr  # every log call at INFO works
     return StepResult(result.exit_code, verdict, logs, result.stdout, result.stderr)
 
 

@@ -1,4 +1,4 @@
-"""Readers for the real captures in tests/data/k8s (see tests/data/README.md for provenance).
+"""Readers for the real captures in tests/data (see tests/data/README.md for provenance).
 
 The KServe recording is `kubectl describe` text: its Events are rebuilt as core/v1 Event
 JSON with the message and fieldPath exactly as the kubelet wrote them, and times from the
@@ -8,14 +8,14 @@ Age column (observation time − age).
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import orjson
 
 from remediator.inputs.timefmt import format_time
+from tests.data import CAPTURES, PUBLIC
 
-K8S = Path(__file__).resolve().parents[1] / "data" / "k8s"
+K8S = PUBLIC / "k8s"
 KSERVE_EVENTS = K8S / "describe_events_kserve-0.18_storage-initializer_k8s-v1.36.txt"
 KSERVE_NS, KSERVE_POD = "kserve-test", "qwen-llm-predictor-9bf6b7d4f-gnjj7"
 KSERVE_UID = "4f0c1ab2-0000-4000-8000-9bf6b7d4f000"  # the capture has none: any UID will do
@@ -24,7 +24,9 @@ _FIELD = re.compile(r"^(spec\.(?:initContainers|containers)\{[^}]+\}): (.*)$")
 
 
 def load(name: str) -> Any:
-    return orjson.loads((K8S / name).read_bytes())
+    """A capture by file name: found in public repositories, else copied from shared/."""
+    path = K8S / name
+    return orjson.loads((path if path.exists() else CAPTURES / "k8s" / name).read_bytes())
 
 
 def kserve_events(observed_at: float) -> list[dict[str, Any]]:

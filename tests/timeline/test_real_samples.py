@@ -12,9 +12,10 @@ import pytest
 
 from remediator.timeline import Tracker, timelines_from
 from remediator.timeline.model import PodTimeline
+from tests.data import CAPTURES
 from tests.timeline.streams import event, jsonl, pod, watch
 
-K8S = Path(__file__).resolve().parents[2] / "tests" / "data" / "k8s"
+K8S = CAPTURES / "k8s"
 DEFAULT_EVENTS = K8S / "eventlist_default_redis_k8s-v1.31_minikube.json"
 SYSTEM_EVENTS = K8S / "eventlist_kube-system_k8s-v1.31_minikube.json"
 PODS = K8S / "podlist_redis_statefulset_k8s-v1.31_minikube.json"

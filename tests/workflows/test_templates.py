@@ -1,5 +1,5 @@
 """The WorkflowTemplates in workflows/: valid against the published Argo schema
-(relaxed only where /work/shared/README.md says), every parameter declared, and
+(relaxed only where tests/data/README.md says), every parameter declared, and
 every `remediator step ...` line accepted by the step CLI."""
 
 from __future__ import annotations
