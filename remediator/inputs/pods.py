@@ -113,7 +113,11 @@ def engine_run(statuses: list[ContainerStatus] | None, name: str | None) -> Engi
     """The named container's run; the first status when the name is unknown."""
     if not statuses:
         return _NOT_SEEN
-    found = next((s for s in statuses if s.name == name), None) if name else statuses[0]
+    found = statuses[0] if not name else None
+    for s in statuses if name else ():
+        if s.name == name:
+            found = s
+            break
     if found is None:
         return _NOT_SEEN
     first = started = None

@@ -43,11 +43,12 @@ SKEW_THRESHOLD_S = 2.0
 _IMAGE_PULL_WAITING = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull"})
 _MAX_LOG = 32
 
-# Kinds of log entries: (time, kind, pull's reported seconds or -1, container or None).
+# Kinds of log entries: (time, kind, pull's reported seconds or -1, container or "").
 # STARTED is a `Started` event; RUN a container status's startedAt, which wins for the run
 # that became ready (the event is written a moment after, in whole seconds).
 PULLING, PULLED, PRESENT, STARTED, BACKOFF, RUN = 0, 1, 2, 3, 4, 5
-LogEntry = tuple[float, int, float, str | None]
+_PULL_KINDS = frozenset({PULLING, PULLED, PRESENT, BACKOFF})
+LogEntry = tuple[float, int, float, str]  # container "" when the Event names none
 
 
 def earliest(a: float | None, b: float | None) -> float | None:
@@ -121,17 +122,48 @@ class PodTimeline:
 
     # ---- facts in -------------------------------------------------------------------
     def see(self, when: float, kind: int, reported: float, container: str | None) -> None:
-        entry = (when, kind, reported, container)
+        entry = (when, kind, reported, container or "")
         log = self.log
         if log is None:
             self.log = [entry]
         elif entry in log:
             return  # a resync or a count bump re-sends the same fact
+        elif when >= log[-1][0] and kind in _PULL_KINDS:
+            log.append(entry)  # in time order, the usual case: no need to derive it all
+            if len(log) > _MAX_LOG:
+                self._trim(log)
+                self._derive()
+            else:
+                self._see_latest_pull(when, kind, reported)
+            return
         else:
-            insort(log, entry, key=_entry_key)
+            insort(log, entry)
             if len(log) > _MAX_LOG:
                 self._trim(log)
         self._derive()
+
+    def _see_latest_pull(self, when: float, kind: int, reported: float) -> None:
+        """_derive() for a pull fact later than every other: the same result, cheaper."""
+        if self.node_first is None:
+            self.node_first = when
+        if kind == BACKOFF:
+            self.backoff_last = when
+            return
+        if kind != PULLING:
+            self.pull_ok_last = when
+        if self.started_first is not None and when > self.started_first:
+            return  # a restart's re-pull is not the cold start's
+        if kind == PULLING:
+            if self.pulling_first is None:
+                self.pulling_first = when
+            self.pulling_last = when
+        elif kind == PRESENT:
+            self.present += 1
+        else:
+            self.pulls += 1
+            self.pulled_last = when
+            if reported >= 0.0:
+                self.pulled_synth_start = earliest(self.pulled_synth_start, when - reported)
 
     def set_engine(self, name: str | None) -> None:
         self.engine = name
@@ -152,21 +184,25 @@ class PodTimeline:
         while len(log) > _MAX_LOG:
             del log[1]  # keep the first fact and the latest ones
 
-    def _mine(self, container: str | None) -> bool:
+    def _mine(self, container: str) -> bool:
         """A start of the engine? No fieldPath: the engine's (older recorders). Before the
         spec is seen, a named container is taken as the engine; the spec decides, whatever
         the order. (Pulls of every main container count: the kubelet pulls them one after
         the other, and the engine waits.)"""
-        return container is None or self.engine is None or container == self.engine
+        return not container or self.engine is None or container == self.engine
 
     def _derive(self) -> None:
         log = self.log or ()
-        runs = [e[0] for e in log if e[1] == RUN and self._mine(e[3])]
-        events = [e[0] for e in log if e[1] == STARTED and self._mine(e[3])]
+        runs: list[float] = []
+        events: list[float] = []
+        for when, kind, _, container in log:
+            if kind in (RUN, STARTED) and self._mine(container):
+                (runs if kind == RUN else events).append(when)
         first = earliest(runs[0] if runs else None, events[0] if events else None)
         started = None
+        ready = self.ready
         for s in runs or events:
-            if self.ready is None or s <= self.ready:
+            if ready is None or s <= ready:
                 started = s
         self.started_first, self.started = first, started if started is not None else first
         p_first = p_last = pulled = synth = ok = backoff = node_first = None
@@ -208,9 +244,13 @@ class PodTimeline:
         lo = self.skew_lo
         if lo is not None and lo > SKEW_THRESHOLD_S:
             return lo
-        sched = self.scheduled_at()
-        node = earliest(self.node_first, self.init_started)
-        if node is not None and sched is not None and node - sched < -SKEW_THRESHOLD_S:
+        node, init = self.node_first, self.init_started
+        if init is not None and (node is None or init < node):
+            node = init
+        if node is None:
+            return 0.0
+        sched = self.scheduled if self.scheduled is not None else self.scheduled_event
+        if sched is not None and node - sched < -SKEW_THRESHOLD_S:
             return node - sched
         return 0.0
 
@@ -238,38 +278,41 @@ class PodTimeline:
         if not self.has_init:
             return None
         # Never after the engine's first start, whatever a later re-run of them says.
-        return earliest(self.init_done, earliest(self.pull_start(), self.started_first))
+        end = self.init_done
+        for bound in (self.pulling_first, self.pulled_synth_start, self.started_first):
+            if bound is not None and (end is None or bound < end):
+                end = bound
+        return end
 
     def pull_end(self, skew: float = 0.0) -> float | None:
         """End of the image pull; init's end or scheduling's when nothing was pulled."""
-        if self.pulled_last is not None:
-            return self._n(self.pulled_last, skew)
-        end = self.init_end()
-        return self._n(end, skew) if end is not None else self.scheduled_at()
+        end = self.pulled_last if self.pulled_last is not None else self.init_end()
+        if end is None:
+            return self.scheduled_at()
+        return end - skew if skew else end
 
     def started_at(self) -> float | None:
         return self.started
 
     def phases(self) -> dict[str, float | None]:
         skew = self.clock_skew()
-        ready = self._n(self.ready, skew)
+        sched = self.scheduled_at()
+        ready, first = self.ready, self.started_first
+        if skew:
+            ready, first = self._n(ready, skew), self._n(first, skew)
         return {
-            "scheduling": _span(self.scheduled_at(), self.created),
-            "init": _span(self._n(self.init_end(), skew), self.scheduled_at())
-            if self.has_init
-            else None,
+            "scheduling": _span(sched, self.created),
+            "init": _span(self._n(self.init_end(), skew), sched) if self.has_init else None,
             "image_pull": self.image_pull(),
-            "container_start": _span(self._n(self.started_first, skew), self.pull_end(skew)),
+            "container_start": _span(first, self.pull_end(skew)),
             "engine_init": _span(self.ready, self.started),
             "first_token": _span(self.first_token, ready),
         }
 
     def total(self) -> float | None:
-        end = (
-            self.first_token
-            if self.first_token is not None
-            else self._n(self.ready, self.clock_skew())
-        )
+        end = self.first_token
+        if end is None and self.ready is not None:
+            end = self.ready - self.clock_skew()
         return _span(end, self.created)
 
     def state(self) -> str:
@@ -303,7 +346,9 @@ class PodTimeline:
         return b is not None and (self.pull_ok_last is None or b > self.pull_ok_last)
 
     def _pulling_now(self) -> bool:
-        if self.waiting_reason in _IMAGE_PULL_WAITING or self.image_backoff():
+        if self.waiting_reason in _IMAGE_PULL_WAITING:
+            return True
+        if self.backoff_last is not None and self.image_backoff():
             return True
         if self.pulling_last is None:
             return False
@@ -348,10 +393,6 @@ class PodTimeline:
         if skew:
             doc["clock_skew_s"] = round(skew, 3)
         return doc
-
-
-def _entry_key(e: LogEntry) -> tuple[float, int, float, str]:
-    return (e[0], e[1], e[2], e[3] or "")
 
 
 def timeline_size(t: PodTimeline) -> int:

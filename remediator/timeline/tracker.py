@@ -200,9 +200,13 @@ class Tracker:
 
     def _init(self, t: PodTimeline, p: PodSeen) -> None:
         first, done = init_times(p.spec, p.init_statuses)
-        t.init_started = earliest(t.init_started, first)
-        if t.has_init:
-            t.init_done = earliest(t.init_done, earliest(done, p.initialized))
+        if first is not None and (t.init_started is None or first < t.init_started):
+            t.init_started = first
+        if not t.has_init:
+            return
+        for end in (done, p.initialized):
+            if end is not None and (t.init_done is None or end < t.init_done):
+                t.init_done = end
 
     def _claim_name(self, t: PodTimeline, created: float | None) -> None:
         """Pod names are unique at any moment: of two pods with one name the older is gone,
