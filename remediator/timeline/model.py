@@ -102,6 +102,7 @@ class PodTimeline:
     backoff_last: float | None = None  # the latest image pull back-off
     started_first: float | None = None  # the first run's start: the cold start's
     started: float | None = None  # the run that became ready (else the latest run)
+    runs_seen: bool = False  # a container status showed a run: it wins over Started events
     node_first: float | None = None  # the earliest kubelet fact: bounds the clock skew
     ready: float | None = None
     first_token: float | None = None
@@ -125,27 +126,39 @@ class PodTimeline:
         entry = (when, kind, reported, container or "")
         log = self.log
         if log is None:
-            self.log = [entry]
+            log = self.log = []
         elif entry in log:
             return  # a resync or a count bump re-sends the same fact
-        elif when >= log[-1][0] and kind in _PULL_KINDS:
-            log.append(entry)  # in time order, the usual case: no need to derive it all
-            if len(log) > _MAX_LOG:
-                self._trim(log)
-                self._derive()
-            else:
+        if (not log or when >= log[-1][0]) and len(log) < _MAX_LOG:
+            # In time order, the usual case: the derived facts follow without a re-derive.
+            log.append(entry)
+            if self.node_first is None:
+                self.node_first = when
+            if kind in _PULL_KINDS:
                 self._see_latest_pull(when, kind, reported)
+            elif self._mine(entry[3]):
+                if self.ready is None:
+                    self._see_latest_start(when, kind)
+                else:
+                    self._derive_starts()
             return
-        else:
-            insort(log, entry)
-            if len(log) > _MAX_LOG:
-                self._trim(log)
+        insort(log, entry)
+        if len(log) > _MAX_LOG:
+            self._trim(log)
         self._derive()
+
+    def _see_latest_start(self, when: float, kind: int) -> None:
+        """_derive() for an engine start later than every other fact, before Ready."""
+        if self.started_first is None:
+            self.started_first = when
+        if kind == RUN:
+            self.runs_seen = True
+            self.started = when
+        elif not self.runs_seen:
+            self.started = when
 
     def _see_latest_pull(self, when: float, kind: int, reported: float) -> None:
         """_derive() for a pull fact later than every other: the same result, cheaper."""
-        if self.node_first is None:
-            self.node_first = when
         if kind == BACKOFF:
             self.backoff_last = when
             return
@@ -174,7 +187,7 @@ class PodTimeline:
         if self.ready is None or ready < self.ready:
             self.ready = ready
             if self.log:
-                self._derive()
+                self._derive_starts()
 
     def _trim(self, log: list[LogEntry]) -> None:
         """Bounded memory for crash loops: drop what cannot be the cold start's."""
@@ -192,6 +205,10 @@ class PodTimeline:
         return not container or self.engine is None or container == self.engine
 
     def _derive(self) -> None:
+        first = self._derive_starts()
+        self._derive_pulls(first)
+
+    def _derive_starts(self) -> float | None:
         log = self.log or ()
         runs: list[float] = []
         events: list[float] = []
@@ -205,6 +222,10 @@ class PodTimeline:
             if ready is None or s <= ready:
                 started = s
         self.started_first, self.started = first, started if started is not None else first
+        self.runs_seen = bool(runs)
+        return first
+
+    def _derive_pulls(self, first: float | None) -> None:
         p_first = p_last = pulled = synth = ok = backoff = node_first = None
         pulls = present = 0
         for when, kind, reported, _ in self.log or ():

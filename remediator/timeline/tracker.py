@@ -176,9 +176,10 @@ class Tracker:
         if p.scheduled is not None:
             t.scheduled = p.scheduled if t.scheduled is None else min(t.scheduled, p.scheduled)
         run = engine_run(p.statuses, t.engine)
-        for start in (run.first_started, run.started):
-            if start is not None:
-                t.see(start, RUN, -1.0, t.engine)
+        if run.started is not None and not (t.runs_seen and run.started == t.started):
+            t.see(run.started, RUN, -1.0, t.engine)  # (the run seen last time: known)
+        if run.first_started is not None and run.first_started != run.started:
+            t.see(run.first_started, RUN, -1.0, t.engine)
         if p.init_statuses or p.initialized is not None:
             self._init(t, p)
         if p.ready is not None:
