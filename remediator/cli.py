@@ -24,17 +24,23 @@ def main() -> None:
       remediator replay --output json FILE               # machine-readable
       remediator serve --help                            # the live service
       remediator step --help                             # the commands workflow steps run
+      remediator slo-report --prometheus URL             # cold-start SLOs over 7 days
     """
 
 
 def _register() -> None:
     from remediator.replay import replay_command
     from remediator.serve import serve
+    from remediator.slo.cli import slo_report
     from remediator.steps.cli import step
+    from remediator.streams.cli import ingest, worker
 
     main.add_command(replay_command)
     main.add_command(serve)
+    main.add_command(slo_report)
     main.add_command(step)
+    main.add_command(worker)
+    main.add_command(ingest)
 
 
 _register()

@@ -167,6 +167,19 @@ class TextOutput:
             cells.append(_p50_p95([t.total() for t in mine]))
             self._say(f"{model[-40:]:<40} {len(mine):>4}  " + "  ".join(f"{c:>15}" for c in cells))
 
+    def _steps(self, t: PodTimeline, longest: float) -> None:
+        """vLLM's own steps under engine_init (when the pod's log was read)."""
+        if t.engine is None:
+            return
+        detail = t.engine.detail
+        for step, value in t.engine_steps().items():
+            bar = "▒" * max(1 if value > 0 else 0, round(value / longest * self.WIDTH))
+            note = f"  {detail[step]}" if step in detail else ""
+            self._say(f" · {step:<16}{value:>7.1f}s {bar}{note}")
+        now = t.engine_step()
+        if now is not None:
+            self._say(f" · {now:<16}{'…':>8} in progress")
+
     def _pod(self, t: PodTimeline, longest: float) -> None:
         total = t.total()
         head = f"{t.namespace}/{t.name}"
@@ -185,9 +198,13 @@ class TextOutput:
                 continue  # no init containers: no init phase
             if value is None:
                 self._say(f"  {phase:<16} {'-':>8}")
+                if phase == "engine_init":
+                    self._steps(t, longest)
                 continue
             bar = "█" * max(1 if value > 0 else 0, round(value / longest * self.WIDTH))
             self._say(f"  {phase:<16} {value:>7.1f}s {bar}")
+            if phase == "engine_init":
+                self._steps(t, longest)
         self._say(f"  {'total':<16} {f'{total:.1f}s' if total is not None else '-':>8}")
 
 

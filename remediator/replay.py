@@ -126,7 +126,10 @@ def replay_command(
         read whole; `jq -c` makes them one line each);
       - an Alertmanager webhook payload (version 4);
       - a CloudEvent 1.0 in structured JSON (Argo Events) wrapping any of the above;
-      - {"kind": "FirstToken", "namespace", "pod", "time"} when the engine answered first.
+      - {"kind": "FirstToken", "namespace", "pod", "time"} when the engine answered first;
+      - {"kind": "EngineLog", "namespace", "pod", "time", "line"}: a line of the pod's log
+        (vLLM's start-up steps split engine_init; "time" may lead the line as
+        `kubectl logs --timestamps` prints it; lines that mark no step are ignored).
 
     \b
     Record a cluster for replay:

@@ -38,6 +38,8 @@ Endpoints on --listen:
   POST /events   Alertmanager webhook, CloudEvent (structured or binary), watch event
   GET  /healthz  liveness     GET /readyz  readiness (policy loaded, watches synced)
   GET  /metrics  Prometheus
+  GET  /timelines[?namespace=&state=]  every pod's cold start (JSON lines, as replay prints)
+  GET  /timelines/NAMESPACE/POD        one pod's timelines (404 if untracked)
 
 \b
 Example (a laptop against a kind cluster, dry run):

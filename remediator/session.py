@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from remediator.guard.pipeline import build_pipeline
 from remediator.guard.state import GuardState
-from remediator.inputs.records import Input
+from remediator.inputs.records import EngineStep, Input
 from remediator.metrics.export import TimelineMetrics
 from remediator.policy.config import PolicyConfig, load_policy_file
 from remediator.policy.decision import Decision, Suppressed
@@ -67,6 +67,11 @@ class Session:
         if change is not None:
             self.metrics.observe(change)
             out.transition(change)
+        elif isinstance(item, EngineStep):
+            t = self.tracker.timeline_of(item)
+            if t is not None:
+                self.metrics.init_steps(t)
+                self.metrics.observe_steps(t)
         for outcome in self.engine.on_input(item, change, self.now):
             self._settle(outcome, self.now, out)
 

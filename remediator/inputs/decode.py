@@ -9,6 +9,8 @@ Understands, at any nesting a real pipeline produces:
     envelopes ({"header", "body"} from a webhook source, {"type": ADD|UPDATE|DELETE, "body"}
     from a resource source)
   - remediator's own observations: {"kind": "FirstToken"...} and {"kind": "GpuMemoryVerdict"...}
+  - an inference pod's log line: {"kind": "EngineLog", "namespace", "pod", "uid"?, "time"?,
+    "line"}; "time" may instead lead the line as the kubelet writes it (`--timestamps`)
 """
 
 from __future__ import annotations
@@ -21,9 +23,18 @@ import orjson
 from remediator.inputs.alerts import alerts_seen
 from remediator.inputs.events import pod_event
 from remediator.inputs.pods import pod_seen
-from remediator.inputs.records import JSON, FirstToken, GpuVerdict, Input, InputError, WatchType
+from remediator.inputs.records import (
+    JSON,
+    EngineStep,
+    FirstToken,
+    GpuVerdict,
+    Input,
+    InputError,
+    WatchType,
+)
 from remediator.inputs.schema import POD_WATCH, Event, Pod
 from remediator.inputs.timefmt import parse_time, parse_time_or_none
+from remediator.inputs.vllm_log import parse_line
 from remediator.inputs.workloads import WORKLOAD_KINDS, workload_seen
 
 _WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
@@ -124,6 +135,9 @@ def _normalize(doc: JSON, depth: int) -> list[Input]:
         return [_first_token(doc)]
     if kind == "GpuMemoryVerdict":
         return [_gpu_verdict(doc)]
+    if kind == "EngineLog":
+        step = engine_log(doc)
+        return [step] if step is not None else []
     return _object("ADDED", doc, None)
 
 
@@ -203,6 +217,27 @@ def _first_token(doc: JSON) -> FirstToken:
         raise InputError("FirstToken without time")
     uid = doc.get("uid")
     return FirstToken(ns, pod, uid if isinstance(uid, str) and uid else None, parse_time(when))
+
+
+def engine_log(doc: JSON) -> EngineStep | None:
+    """An EngineLog line → the step it marks; None for the many lines that mark nothing."""
+    ns, pod, line = doc.get("namespace"), doc.get("pod"), doc.get("line")
+    if not isinstance(ns, str) or not isinstance(pod, str) or not ns or not pod:
+        raise InputError("EngineLog without namespace and pod")
+    if not isinstance(line, str):
+        raise InputError("EngineLog without line")
+    when = doc.get("time")
+    if when is None:
+        when, _, line = line.partition(" ")  # the kubelet's prefix: "2025-04-06T07:55:21.1Z ..."
+    if not isinstance(when, str):
+        raise InputError("EngineLog without time")
+    at = parse_time(when)  # ValueError: the caller reports the line as malformed
+    mark = parse_line(line)
+    if mark is None:
+        return None
+    uid = doc.get("uid")
+    uid = uid if isinstance(uid, str) and uid else None
+    return EngineStep(ns, pod, uid, mark.step, mark.reported_s, mark.detail, at)
 
 
 def _gpu_verdict(doc: JSON) -> GpuVerdict:

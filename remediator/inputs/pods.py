@@ -25,6 +25,8 @@ class SpecInfo:
     model: str | None
     tp_size: str | None
     gpu_util: str | None
+    port: str | None = None  # --port: the OpenAI-compatible server's
+    served_model: str | None = None  # --served-model-name: what requests must name
 
 
 def pod_seen(watch: WatchType, pod: Pod) -> PodSeen:
@@ -84,6 +86,7 @@ def pod_seen(watch: WatchType, pod: Pod) -> PodSeen:
         owner=_owner(meta),
         version=int(meta.resourceVersion) if meta.resourceVersion.isdigit() else 0,
         at=latest,
+        pod_ip=status.podIP if status is not None else None,
     )
 
 
@@ -187,6 +190,8 @@ def spec_info(spec: PodSpec, labels: dict[str, Any], engines: tuple[str, ...] = 
         model=model,
         tp_size=_flag(args, "--tensor-parallel-size") or _flag(args, "-tp"),
         gpu_util=_flag(args, "--gpu-memory-utilization"),
+        port=_flag(args, "--port"),
+        served_model=_flag(args, "--served-model-name"),
     )
 
 

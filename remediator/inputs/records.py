@@ -40,6 +40,7 @@ class PodSeen(msgspec.Struct, frozen=True):
     owner: str | None  # "Kind/name" of the controller
     version: int  # metadata.resourceVersion when numeric (etcd's revision), else 0
     at: float | None
+    pod_ip: str | None = None  # status.podIP: where a first-token probe connects
 
 
 class PodEvent(msgspec.Struct, frozen=True):
@@ -104,6 +105,19 @@ class FirstToken(msgspec.Struct, frozen=True):
     at: float
 
 
+class EngineStep(msgspec.Struct, frozen=True):
+    """A vLLM start-up log line that marks an engine-init step (see inputs.vllm_log), stamped
+    with the kubelet's time for the line. Lines that mark nothing never become inputs."""
+
+    namespace: str
+    pod: str
+    uid: str | None
+    step: str
+    reported_s: float | None
+    detail: str | None
+    at: float
+
+
 class GpuVerdict(msgspec.Struct, frozen=True):
     """The outcome of a GPU memory verification on one node."""
 
@@ -114,7 +128,7 @@ class GpuVerdict(msgspec.Struct, frozen=True):
     at: float | None
 
 
-Input = PodSeen | PodEvent | WorkloadSeen | AlertSeen | FirstToken | GpuVerdict
+Input = PodSeen | PodEvent | WorkloadSeen | AlertSeen | FirstToken | EngineStep | GpuVerdict
 
 
 class InputError(ValueError):

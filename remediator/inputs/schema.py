@@ -70,6 +70,7 @@ class ContainerStatus(Struct):
 
 class PodStatus(Struct):
     phase: str | None = None
+    podIP: str | None = None
     conditions: list[Condition] | None = None
     containerStatuses: list[ContainerStatus] | None = None
     initContainerStatuses: list[ContainerStatus] | None = None

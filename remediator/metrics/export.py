@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from remediator.timeline.engine_steps import TIMELINE_STEPS
 from remediator.timeline.model import PHASES, SKEW_THRESHOLD_S, UNFINISHED, PodTimeline
 from remediator.timeline.tracker import StateChange, Tracker
 
@@ -39,7 +40,17 @@ class TimelineMetrics:
             buckets=COLD_START_BUCKETS,
             registry=registry,
         )
+        self.engine_step = Histogram(
+            "remediator_engine_init_step_seconds",
+            "vLLM engine init by its own steps, from the pod's log (weights, torch_compile, "
+            "memory_profiling, kv_cache, cuda_graphs, api_server; until_ready: the last "
+            "line to Ready).",
+            ["step", "model"],
+            buckets=COLD_START_BUCKETS,
+            registry=registry,
+        )
         self._phase_children: dict[tuple[str, str, str], Histogram] = {}
+        self._step_models: set[str] = set()
         self._engine_children: dict[tuple[str, str, str], Histogram] = {}
 
     def observe(self, change: StateChange) -> None:
@@ -48,6 +59,8 @@ class TimelineMetrics:
         if t.observed == _ALL_BITS:
             return
         model = t.model or "unknown"
+        if change.before is None and t.pod_seen:
+            self._init_series(model, t)
         for i, (phase, value) in enumerate(t.phases().items()):
             bit = 1 << i
             if value is None or t.observed & bit:
@@ -56,12 +69,41 @@ class TimelineMetrics:
             self._phase(phase, model, t.namespace).observe(value)
             if phase == "engine_init":
                 self._engine(model, t.tp_size or "", t.gpu_util or "").observe(value)
+        if change.after in ("ready", "serving"):
+            self.observe_steps(t)
         # Total once the cold start has ended (first token, else Ready).
         if change.after in ("ready", "serving") and not t.observed & _TOTAL_BIT:
             total = t.total()
             if total is not None and (change.after == "serving" or t.first_token is None):
                 t.observed |= _TOTAL_BIT
                 self._phase("total", model, t.namespace).observe(total)
+
+    def _init_series(self, model: str, t: PodTimeline) -> None:
+        """A model's series exist at zero from its first pod on: Prometheus' increase() only
+        counts what happens after a series appears, so a first cold start is not lost."""
+        for phase in (*PHASES, "total"):
+            self._phase(phase, model, t.namespace)
+        self._engine(model, t.tp_size or "", t.gpu_util or "")
+
+    def init_steps(self, t: PodTimeline) -> None:
+        """Likewise for the engine-init steps, once a pod's log is read."""
+        model = t.model or "unknown"
+        if model not in self._step_models:
+            self._step_models.add(model)
+            for step in TIMELINE_STEPS:
+                self.engine_step.labels(step, model)
+
+    def observe_steps(self, t: PodTimeline) -> None:
+        """Engine-init steps once engine init is over, each once per pod (a log line read
+        after Ready still counts)."""
+        if t.engine is None or t.ready is None:
+            return
+        model = t.model or "unknown"
+        for step, value in t.engine_steps().items():
+            bit = 1 << TIMELINE_STEPS.index(step)
+            if not t.engine.exported & bit:
+                t.engine.exported |= bit
+                self.engine_step.labels(step, model).observe(value)
 
     def _phase(self, phase: str, model: str, namespace: str) -> Histogram:
         # prometheus-client's labels() validates and locks on every call: keep the children.

@@ -84,12 +84,37 @@ class AlertsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class FirstTokenProbeConfig:
+    """One streaming 1-token completion to a pod once it is Ready: its first-token time."""
+
+    enabled: bool = False
+    port: int = 8000  # when the pod's args name no --port
+    path: str = "/v1/completions"
+    model: str = ""  # "": the pod's --served-model-name, else its --model
+    timeout_s: float = 30.0
+    max_concurrent: int = 4  # never more probes at once
+    attempts: int = 3
+    retry_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class EngineLogsConfig:
+    """Follow an inference pod's log while it is in engine init, for vLLM's steps."""
+
+    follow: bool = False
+    max_pods: int = 8  # logs followed at once
+    max_bytes: int = 1 << 20  # per pod (the server stops sending there: limitBytes)
+
+
+@dataclass(frozen=True, slots=True)
 class PolicyConfig:
     stuck_pod: StuckPodConfig = field(default_factory=StuckPodConfig)
     image_update: ImageUpdateConfig = field(default_factory=ImageUpdateConfig)
     gpu_memory: GpuMemoryConfig = field(default_factory=GpuMemoryConfig)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
     guardrails: GuardConfig = field(default_factory=GuardConfig)
+    first_token_probe: FirstTokenProbeConfig = field(default_factory=FirstTokenProbeConfig)
+    engine_logs: EngineLogsConfig = field(default_factory=EngineLogsConfig)
 
 
 # ---- parsing ------------------------------------------------------------------------------
@@ -227,6 +252,27 @@ _SECTIONS: dict[str, Parser] = {
         },
     ),
     "alerts": _section(AlertsConfig, {"stuck_pod": _strings, "gpu_memory": _strings}),
+    "first_token_probe": _section(
+        FirstTokenProbeConfig,
+        {
+            "enabled": _bool,
+            "port": _number(1, integer=True),
+            "path": _str,
+            "model": _str,
+            "timeout_s": _number(0.1),
+            "max_concurrent": _number(1, integer=True),
+            "attempts": _number(1, integer=True),
+            "retry_s": _number(),
+        },
+    ),
+    "engine_logs": _section(
+        EngineLogsConfig,
+        {
+            "follow": _bool,
+            "max_pods": _number(1, integer=True),
+            "max_bytes": _number(1024, integer=True),
+        },
+    ),
     "guardrails": lambda raw, path: parse_guard_config(raw),
 }
 

@@ -19,6 +19,7 @@ from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored, Outcome
 from remediator.policy.stuck import Facts, decide_stuck
 from remediator.policy.workloads import Workload, image_update, owner_workload, workload_key
+from remediator.timeline.engine_steps import step_note
 from remediator.timeline.model import UNFINISHED, PodTimeline
 from remediator.timeline.tracker import StateChange, Tracker
 
@@ -99,6 +100,10 @@ class PolicyEngine:
         self._arm(due, t, t.state(), since)
 
     # ---- stuck pods -------------------------------------------------------------------
+    def selected(self, t: PodTimeline) -> bool:
+        """An inference pod this policy watches over (its selector and namespaces)."""
+        return self._selected(t)
+
     def _selected(self, t: PodTimeline) -> bool:
         cfg = self.config.stuck_pod
         if not cfg.enabled or not t.pod_seen:
@@ -153,6 +158,8 @@ class PolicyEngine:
             f"{phase} for {now - since:.0f}s, over its {seconds:.0f}s budget ({how}) "
             f"for {cfg.checks} checks in a row"
         )
+        if phase == "engine_init":
+            why += step_note(t.engine, t.started_at(), now)
         return decide_stuck(t, phase, why, self._facts(t), now, self._init_deletes)
 
     def _facts(self, t: PodTimeline) -> Facts:
@@ -193,6 +200,8 @@ class PolicyEngine:
         since = t.state_since()
         for_s = f" for {now - since:.0f}s" if since is not None else ""
         why = f"alert {alert.alertname} firing; pod in {state}{for_s}"
+        if state == "engine_init":
+            why += step_note(t.engine, t.started_at(), now)
         return decide_stuck(t, state, why, self._facts(t), now, self._init_deletes)
 
     # ---- GPU memory -------------------------------------------------------------------

@@ -11,13 +11,16 @@ import asyncio
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
+from kubernetes import client
 from prometheus_client import CollectorRegistry
 
 from remediator.executors.argo import ArgoConfig, ArgoExecutor, Backoff
 from remediator.executors.secrets import read_token
 from remediator.executors.slack import SlackConfig, SlackNotifier
+from remediator.inputs.records import Input
 from remediator.logfields import get_logger
 from remediator.metrics.export import TrackerCollector
 from remediator.policy.config import PolicyConfig, load_policy_file
@@ -25,8 +28,11 @@ from remediator.runtime.embedded import Runtime, RuntimeSettings
 from remediator.runtime.leader import Always, Leadership, LeaseLeadership, LeaseSettings
 from remediator.runtime.metrics import OutboxCollector, RuntimeMetrics
 from remediator.runtime.notify import Notes
+from remediator.runtime.observe import Observers
 from remediator.runtime.outbox import Outbox
 from remediator.session import Session
+from remediator.sources.engine_logs import EngineLogFollower, LogMetrics
+from remediator.sources.first_token import FirstTokenProber, ProbeMetrics
 from remediator.sources.http import Listen, make_app, serve_app
 from remediator.sources.kube_client import api_client
 from remediator.sources.kube_watch import KubeWatch, WatchSettings, targets
@@ -92,10 +98,28 @@ class Service:
             settings=cfg.runtime,
             sources_ready=self._sources_ready,
         )
+        self.observers = Observers(self.session, prober=self._prober())
+        self._observe_task: asyncio.Task[None] | None = None
         self.watches: list[KubeWatch] = []
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
         self._run_task: asyncio.Task[None] | None = None
+
+    def _prober(self) -> FirstTokenProber | None:
+        cfg = self.session.config.first_token_probe
+        if not cfg.enabled:
+            return None
+        return FirstTokenProber(cfg, self._probed, ProbeMetrics.on(self.registry))
+
+    def _probed(self, inputs: list[Input]) -> None:
+        self.runtime.accept(inputs, "probe")
+
+    def _follower(self, api: client.ApiClient) -> EngineLogFollower | None:
+        cfg = self.session.config.engine_logs
+        if not cfg.follow:
+            return None
+        metrics = LogMetrics.on(self.registry)
+        return EngineLogFollower(api, cfg, self.runtime.accept_threadsafe, metrics)
 
     def _leadership(self) -> Leadership:
         if self.cfg.lease is None:
@@ -132,6 +156,12 @@ class Service:
     def _webhook_token(self) -> str:
         return read_token(self.cfg.webhook_token_env, self.cfg.webhook_token_file_env)
 
+    def _timelines(self) -> list[dict[str, Any]]:
+        """Oldest first, as replay prints them; pods seen only through stray events too."""
+        tracked = [t for t in self.session.tracker if t.pod_seen or t.state() != "unknown"]
+        tracked.sort(key=lambda t: (t.namespace, t.name, t.created or 0.0))
+        return [t.to_json() for t in tracked]
+
     def _sources_ready(self) -> tuple[bool, str]:
         waiting = [w.target.label for w in self.watches if not w.synced.is_set()]
         if waiting:
@@ -140,7 +170,13 @@ class Service:
 
     async def start(self) -> None:
         self._webhook_token()  # fail at start, not on the first webhook
-        app = make_app(self.runtime, self.registry, self._webhook_token, self.source_metrics)
+        app = make_app(
+            self.runtime,
+            self.registry,
+            self._webhook_token,
+            self.source_metrics,
+            timelines=self._timelines,
+        )
         self._runner, self.port = await serve_app(app, Listen.parse(self.cfg.listen))
         self._run_task = asyncio.create_task(self.runtime.run(), name="runtime")
         await asyncio.sleep(0)  # let the runtime bind the loop before watches deliver
@@ -156,6 +192,9 @@ class Service:
                 )
                 w.start()
                 self.watches.append(w)
+            self.observers.follower = self._follower(api)
+        if self.observers.active:
+            self._observe_task = asyncio.create_task(self.observers.run(), name="observers")
         log.info(
             "service started",
             extra={"port": self.port, "watches": len(self.watches), "pid": os.getpid()},
@@ -166,6 +205,10 @@ class Service:
         await self._run_task
 
     async def stop(self) -> None:
+        if self._observe_task is not None:
+            self._observe_task.cancel()
+            await asyncio.gather(self._observe_task, return_exceptions=True)
+        await self.observers.close()
         for w in self.watches:
             w.stop()
         self.runtime.stop()

@@ -9,6 +9,10 @@
     GET  /healthz  200 while the process and its loop are alive (liveness).
     GET  /readyz   200 once the policy is loaded and every watch has synced.
     GET  /metrics  Prometheus text exposition of the service's registry.
+    GET  /timelines[?namespace=NS&state=STATE]   every tracked pod's cold start, one JSON
+                   object per line (application/x-ndjson): the `timeline` lines replay prints.
+    GET  /timelines/{namespace}/{pod}   that pod's timelines (a recreated pod has several,
+                   oldest first); 404 when none is tracked.
 
 A body is decoded entirely before anything is queued, so a bad alert among good ones
 refuses the whole body: the sender retries it, nothing is half-applied.
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -30,7 +34,7 @@ from cloudevents.v1.http import from_http
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from remediator.inputs.decode import decode, normalize
-from remediator.inputs.records import Input, InputError
+from remediator.inputs.records import AlertSeen, Input, InputError
 from remediator.logfields import get_logger
 from remediator.sources.metrics import SourceMetrics
 
@@ -40,6 +44,8 @@ MAX_BODY = 4 * 1024 * 1024  # an Alertmanager group of many alerts stays far bel
 STRUCTURED = "application/cloudevents+json"
 
 TokenSource = Callable[[], str]  # the expected bearer token, re-read on each call
+Timelines = Callable[[], Iterable[dict[str, Any]]]  # the `timeline` objects, read on request
+NDJSON = "application/x-ndjson"
 
 
 class Intake(Protocol):
@@ -109,6 +115,33 @@ def _decode_body(headers: Any, body: bytes) -> tuple[list[Input], str]:
     return inputs, "webhook"
 
 
+def _ndjson(docs: Iterable[dict[str, Any]]) -> bytes:
+    return b"".join(orjson.dumps(d) + b"\n" for d in docs)
+
+
+def timeline_routes(app: web.Application, timelines: Timelines) -> None:
+    """GET /timelines and /timelines/{namespace}/{pod}: the same JSON lines replay prints."""
+
+    async def every(request: web.Request) -> web.Response:
+        ns, state = request.query.get("namespace"), request.query.get("state")
+        docs = (
+            d
+            for d in timelines()
+            if (ns is None or d["namespace"] == ns) and (state is None or d["state"] == state)
+        )
+        return web.Response(body=_ndjson(docs), content_type=NDJSON)
+
+    async def one(request: web.Request) -> web.Response:
+        ns, pod = request.match_info["namespace"], request.match_info["pod"]
+        docs = [d for d in timelines() if d["namespace"] == ns and d["pod"] == pod]
+        if not docs:
+            return _error(404, f"no timeline for pod {ns}/{pod}")
+        return web.Response(body=_ndjson(docs), content_type=NDJSON)
+
+    app.router.add_get("/timelines", every)
+    app.router.add_get("/timelines/{namespace}/{pod}", one)
+
+
 def _closing(request: web.Request, resp: web.Response) -> web.Response:
     """Answer, then close without reading the rest of a body that cannot be decoded: aiohttp's
     lingering close would read it again and log the same error as an unhandled exception."""
@@ -118,7 +151,11 @@ def _closing(request: web.Request, resp: web.Response) -> web.Response:
 
 
 def make_app(
-    intake: Intake, registry: CollectorRegistry, token: TokenSource, metrics: SourceMetrics
+    intake: Intake,
+    registry: CollectorRegistry,
+    token: TokenSource,
+    metrics: SourceMetrics,
+    timelines: Timelines | None = None,
 ) -> web.Application:
     async def events(request: web.Request) -> web.Response:
         if not _authorized(request, token):
@@ -135,6 +172,9 @@ def make_app(
             return _refused(str(exc), len(body))
         intake.accept(inputs, kind)
         metrics.inputs.labels("http").inc(len(inputs))
+        for item in inputs:
+            if isinstance(item, AlertSeen):
+                metrics.alerts.labels(item.alertname, item.status).inc()
         return web.json_response({"accepted": len(inputs), "kind": kind}, status=202)
 
     def _refused(error: str, size: int | None) -> web.Response:
@@ -162,6 +202,8 @@ def make_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_handler)
+    if timelines is not None:
+        timeline_routes(app, timelines)
     return app
 
 

@@ -13,6 +13,7 @@ class SourceMetrics:
     input_errors: Counter
     watch_restarts: Counter
     watch_synced: Gauge
+    alerts: Counter
 
     @classmethod
     def on(cls, registry: CollectorRegistry) -> SourceMetrics:
@@ -40,6 +41,13 @@ class SourceMetrics:
                 "remediator_watch_synced",
                 "1 once a watch has listed its objects and is streaming; 0 while relisting.",
                 ["kind", "namespace"],
+                registry=registry,
+            ),
+            alerts=Counter(
+                "remediator_alerts_received_total",
+                "Alertmanager alerts received on /events, by alertname and status (firing, "
+                "resolved); acted on or not.",
+                ["alertname", "status"],
                 registry=registry,
             ),
         )

@@ -24,6 +24,9 @@ from bisect import insort
 from dataclasses import dataclass
 from typing import Any
 
+from remediator.timeline.endpoint import Endpoint
+from remediator.timeline.engine_steps import EngineSteps
+
 # Cold-start phases, in order; `total` is reported beside them.
 PHASES = ("scheduling", "init", "image_pull", "container_start", "engine_init", "first_token")
 # The states of an unfinished cold start, each named after the phase it is in.
@@ -83,7 +86,7 @@ class PodTimeline:
     gpu_util: str | None = None
     owner: str | None = None
     labels: dict[str, Any] | None = None
-    engine: str | None = None  # the engine container's name, once the pod spec is seen
+    main_container: str | None = None  # the engine container's name, once the spec is seen
     created: float | None = None
     scheduled: float | None = None  # PodScheduled=True
     scheduled_event: float | None = None  # the `Scheduled` event, when no condition was seen
@@ -120,6 +123,8 @@ class PodTimeline:
     observed: int = 0  # bitmask of phases already exported to histograms
     counted: str | None = None  # the state the tracker counts this pod in (None: not yet)
     learned: bool = False  # its phases went into the policy's history
+    engine: EngineSteps | None = None  # vLLM's own init steps, when its log was read
+    endpoint: Endpoint | None = None  # where its server answers (first-token probe)
 
     # ---- facts in -------------------------------------------------------------------
     def see(self, when: float, kind: int, reported: float, container: str | None) -> None:
@@ -178,8 +183,8 @@ class PodTimeline:
             if reported >= 0.0:
                 self.pulled_synth_start = earliest(self.pulled_synth_start, when - reported)
 
-    def set_engine(self, name: str | None) -> None:
-        self.engine = name
+    def set_main_container(self, name: str | None) -> None:
+        self.main_container = name
         if self.log:
             self._derive()
 
@@ -202,7 +207,8 @@ class PodTimeline:
         spec is seen, a named container is taken as the engine; the spec decides, whatever
         the order. (Pulls of every main container count: the kubelet pulls them one after
         the other, and the engine waits.)"""
-        return not container or self.engine is None or container == self.engine
+        main = self.main_container
+        return not container or main is None or container == main
 
     def _derive(self) -> None:
         first = self._derive_starts()
@@ -409,11 +415,33 @@ class PodTimeline:
             "restarts": self.restarts,
             "phases": self.phases(),
             "total": self.total(),
+            **self._engine_json(),
         }
         skew = self.clock_skew()
         if skew:
             doc["clock_skew_s"] = round(skew, 3)
         return doc
+
+    # ---- engine-init steps (from the pod's log) ----------------------------------------
+    def engine_steps(self) -> dict[str, float]:
+        if self.engine is None:
+            return {}
+        return self.engine.durations(self.started_at(), self.ready)
+
+    def engine_step(self) -> str | None:
+        """The vLLM step an unfinished engine init is in (None when not in engine init)."""
+        if self.engine is None or self.state() != "engine_init":
+            return None
+        return self.engine.current(self.started_at())
+
+    def _engine_json(self) -> dict[str, Any]:
+        if self.engine is None:
+            return {}
+        return {
+            "engine_init_steps": self.engine_steps(),
+            "engine_init_step": self.engine_step(),
+            "engine_init_detail": dict(sorted(self.engine.detail.items())),
+        }
 
 
 def timeline_size(t: PodTimeline) -> int:

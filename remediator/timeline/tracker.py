@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 
 import msgspec
 
 from remediator.inputs.kubelet import parse_pulled
 from remediator.inputs.pods import engine_run, init_times, spec_info
-from remediator.inputs.records import FirstToken, Input, PodEvent, PodSeen
+from remediator.inputs.records import EngineStep, FirstToken, Input, PodEvent, PodSeen
+from remediator.timeline.endpoint import Endpoint, port_of
+from remediator.timeline.engine_steps import EngineSteps
 from remediator.timeline.model import (
     BACKOFF,
     PRESENT,
@@ -25,6 +28,7 @@ from remediator.timeline.model import (
 _SCHEDULED_TO = " to "
 _MAX_PARKED = 10_000
 _MAX_LABEL_SETS = 4_096
+_MAX_PARKED_STEPS = 64  # per pod: a start-up marks about ten steps, times TP workers
 
 
 class StateChange(msgspec.Struct, frozen=True):
@@ -49,6 +53,7 @@ class Tracker:
         self._by_name: dict[tuple[str, str], str] = {}
         self.in_state: dict[tuple[str, str], int] = {}  # (namespace, state) → pods
         self._parked: dict[tuple[str, str], float] = {}  # name-only first tokens, pod unseen
+        self._parked_steps: dict[tuple[str, str], list[EngineStep]] = {}  # likewise, log steps
         self._label_sets: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
 
     def __len__(self) -> int:
@@ -82,6 +87,9 @@ class Tracker:
                     return None
                 t = found
             t.first_token = item.at if t.first_token is None else min(t.first_token, item.at)
+        elif isinstance(item, EngineStep):
+            self._engine_step(item)
+            return None  # a step inside engine init: no state changes
         else:
             return None
         t.last_seen = now if t.last_seen is None else max(t.last_seen, now)
@@ -109,6 +117,36 @@ class Tracker:
         self._parked[key] = min(item.at, self._parked.get(key, item.at))
         if len(self._parked) > _MAX_PARKED:
             del self._parked[next(iter(self._parked))]  # the oldest: bounded memory
+
+    def _engine_step(self, item: EngineStep) -> None:
+        if item.uid:
+            t = self._timeline(item.uid, item.namespace, item.pod)
+        else:
+            found = self.current(item.namespace, item.pod)
+            if found is None:
+                self._park_step(item)  # a recording may hold the log before the pod
+                return
+            t = found
+        if t.engine is None:
+            t.engine = EngineSteps()
+        t.engine.see(item)
+
+    def _park_step(self, item: EngineStep) -> None:
+        parked = self._parked_steps.setdefault((item.namespace, item.pod), [])
+        if len(parked) < _MAX_PARKED_STEPS:
+            parked.append(item)
+        if len(self._parked_steps) > _MAX_PARKED:
+            del self._parked_steps[next(iter(self._parked_steps))]  # the oldest: bounded
+
+    def _adopt_steps(self, t: PodTimeline, created: float | None) -> None:
+        for item in self._parked_steps.pop((t.namespace, t.name), ()):
+            if created is None or item.at >= created:
+                if t.engine is None:
+                    t.engine = EngineSteps()
+                t.engine.see(item)
+
+    def timeline_of(self, item: EngineStep) -> PodTimeline | None:
+        return self.by_uid.get(item.uid) if item.uid else self.current(item.namespace, item.pod)
 
     def forget(self, uid: str) -> None:
         """Drop a finished timeline (the runtime prunes deleted pods after export)."""
@@ -163,23 +201,29 @@ class Tracker:
             t.model, t.tp_size, t.gpu_util = _intern(info.model), info.tp_size, info.gpu_util
             t.labels, t.owner = self._share(p.labels), _intern(p.owner)
             t.has_init = t.has_init or bool(spec.initContainers)
-            t.set_engine(_intern(info.container))
+            t.set_main_container(_intern(info.container))
+            model = _intern(info.served_model) if info.served_model else t.model
+            ep = Endpoint(_intern(info.container), p.pod_ip, port_of(info.port), model)
+            t.endpoint = ep
             if p.created is not None or (p.namespace, p.name) not in self._by_name:
                 self._claim_name(t, p.created)
+            self._adopt_steps(t, p.created)
             parked = self._parked.pop((p.namespace, p.name), None)
             if parked is not None and (p.created is None or parked >= p.created):
                 t.first_token = parked if t.first_token is None else min(t.first_token, parked)
         if p.created is not None:
             t.created = p.created
+        if p.pod_ip and t.endpoint is not None and p.pod_ip != t.endpoint.ip:
+            t.endpoint = replace(t.endpoint, ip=p.pod_ip)
         if p.node and p.node != t.node:
             t.node = sys.intern(p.node)
         if p.scheduled is not None:
             t.scheduled = p.scheduled if t.scheduled is None else min(t.scheduled, p.scheduled)
-        run = engine_run(p.statuses, t.engine)
+        run = engine_run(p.statuses, t.main_container)
         if run.started is not None and not (t.runs_seen and run.started == t.started):
-            t.see(run.started, RUN, -1.0, t.engine)  # (the run seen last time: known)
+            t.see(run.started, RUN, -1.0, t.main_container)  # (the run seen last time: known)
         if run.first_started is not None and run.first_started != run.started:
-            t.see(run.first_started, RUN, -1.0, t.engine)
+            t.see(run.first_started, RUN, -1.0, t.main_container)
         if p.init_statuses or p.initialized is not None:
             self._init(t, p)
         if p.ready is not None:

@@ -45,6 +45,7 @@ ALLOWED: dict[tuple[str, str], Allowed] = {
     ("", "pods"): Allowed(
         {"get", "list", "watch", "delete"}, namespaces=INFERENCE | {"kube-system"}
     ),
+    ("", "pods/log"): Allowed({"get"}, namespaces=INFERENCE),  # engine-init steps
     ("", "events"): Allowed({"get", "list", "watch"}, namespaces=INFERENCE),
     ("events.k8s.io", "events"): Allowed({"get", "list", "watch"}, namespaces=INFERENCE),
     ("apps", "deployments"): Allowed({"get", "list", "watch"}, namespaces=INFERENCE),
@@ -203,8 +204,15 @@ def test_production_grants_what_the_workflows_need() -> None:
         ("argo", "argoproj.io", "workflowtemplates", "get"),
         (None, "", "nodes", "list"),
         ("remediator", "coordination.k8s.io", "leases", "update"),
+        ("llm-inference", "", "pods/log", "get"),  # engine_logs.follow
     }
     assert needed <= grants, needed - grants
+
+
+def test_pod_logs_are_read_only_in_the_inference_namespaces() -> None:
+    grants = _grants(_rendered(s.DEPLOY / "overlays" / "production"))
+    logs = {(ns, verb) for ns, group, res, verb in grants if res == "pods/log"}
+    assert logs == {("llm-inference", "get")}
 
 
 def test_workflow_serviceaccount_is_the_one_the_templates_use() -> None:

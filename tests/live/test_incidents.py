@@ -199,3 +199,50 @@ def test_a_new_model_image_restarts_the_warmup_daemonset_and_its_rollout_complet
     assert st["updatedNumberScheduled"] == st["desiredNumberScheduled"] == 4, st
     assert st["observedGeneration"] == after["metadata"]["generation"]
     assert out and out[0]
+
+
+def test_a_pull_that_never_ends_is_told_never_deleted(
+    cluster: LiveCluster,
+    serve: Callable[..., Serve],
+    argo: ArgoStandin,
+    slack: SlackStandin,
+    workloads: Callable[[dict[str, Any]], dict[str, Any]],
+) -> None:
+    serve(policy=POLICY.replace("image_pull: 60", "image_pull: 3"))
+    workloads(example_deployment("vllm-pull", replicas=1, shape={"hang": "pull"}))
+    told = wait_for(
+        lambda: [p for p in slack.posted() if "vllm-pull" in json.dumps(p.body)], 60, "told"
+    )
+    assert "image" in json.dumps(told[0].body).lower()
+    assert not workflows_of(argo, "delete-stuck-inference-pod"), "deleting restarts the pull"
+
+
+def test_a_crashing_engine_restarts_with_back_off_and_the_timeline_counts_it(
+    cluster: LiveCluster,
+    workloads: Callable[[dict[str, Any]], dict[str, Any]],
+    tmp_path: Path,
+) -> None:
+    sel = "app.kubernetes.io/name=vllm-crash"
+    shape = {"pull": "1s", "engine": "1s", "crash": "true", "backoff": "2s"}
+    with Recorder(cluster, tmp_path / "crash.jsonl") as rec:
+        workloads(example_deployment("vllm-crash", replicas=1, shape=shape))
+
+        def restarted_twice() -> bool:
+            return any(
+                c.get("restartCount", 0) >= 2
+                for p in cluster.pods(NS, sel)
+                for c in p.get("status", {}).get("containerStatuses", [])
+            )
+
+        wait_for(restarted_twice, 60, "two restarts")
+    pods = [json.loads(line)["object"] for line in rec.path.read_text().splitlines()]
+    waiting = {
+        c["state"].get("waiting", {}).get("reason")
+        for p in pods
+        if p["kind"] == "Pod"
+        for c in p.get("status", {}).get("containerStatuses", [])
+    }
+    assert "CrashLoopBackOff" in waiting
+    timelines = [t for t in replay(rec.path, POLICY, tmp_path) if t["kind"] == "timeline"]
+    crash = [t for t in timelines if t["pod"].startswith("vllm-crash")]
+    assert crash and crash[0]["restarts"] >= 2, crash

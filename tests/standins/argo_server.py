@@ -16,6 +16,7 @@ import functools
 import json
 import re
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -125,6 +126,7 @@ class ArgoStandin:
     default_script: tuple[str, ...] = ("Pending", "Running", "Succeeded")
     requests: list[Recorded] = field(default_factory=list)
     workflows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    submitted_at: dict[str, float] = field(default_factory=dict)  # name → time.time() (benches)
     problems: list[str] = field(default_factory=list)  # what a real server would reject
     _faults: deque[int] = field(default_factory=deque)
     _scripts: dict[str, deque[tuple[str, str]]] = field(default_factory=dict)
@@ -213,6 +215,7 @@ class ArgoStandin:
             raise Refused(409, 6, f'workflows.argoproj.io "{name}" already exists')
         wf = self._workflow(namespace, name, template, opts)
         self.workflows[name] = wf
+        self.submitted_at[name] = time.time()
         self._scripts.setdefault(name, deque((p, "") for p in self.default_script))
         return wf
 

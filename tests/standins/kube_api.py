@@ -15,6 +15,12 @@ store's change log), BOOKMARKs when `allowWatchBookmarks=true`, and an ERROR eve
 with a 410 Expired Status when the version is older than the log keeps
 (`store.compact()` forgets history; `close_watches()` ends every open stream).
 
+Since the real control plane runs under tests/live (tests/cluster), this stand-in is kept only
+where it still earns its keep: fast, exact fault injection a real server cannot be asked for
+(a 410 ERROR event mid-stream, a stream cut after N bytes, 500 and 403 bursts on a watch, a
+DaemonSet rollout that never finishes) and the runtime tests that need them in milliseconds.
+Every flow it serves also runs against the real API server in tests/live.
+
     with KubeApiServer() as api:
         api.store.create(pod("llm", "vllm-0"))
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
@@ -36,6 +42,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.standins.pod_logs import PodLogs
 
 Obj = dict[str, Any]
 Key = tuple[str, str, str | None, str]  # (group/version, plural, namespace, name)
@@ -632,6 +640,7 @@ class KubeApiServer:
 
     def __init__(self, token: str | None = "stand-in-token") -> None:
         self.store = Store()
+        self.logs = PodLogs()
         self.token = token
         self.requests: list[Recorded] = []
         self.faults: list[Fault] = []
@@ -655,6 +664,8 @@ class KubeApiServer:
 
     def __exit__(self, *exc: object) -> None:
         self._closing = True
+        self.logs.closing = True
+        self.logs.wake()
         self.close_watches()
         self._httpd.shutdown()
         self._httpd.server_close()
@@ -713,6 +724,26 @@ class KubeApiServer:
             return self._route(method, url.path, query, headers, body)
         except ApiError as e:
             return e.code, e.status()
+
+    def log_of(
+        self, method: str, raw_path: str, headers: dict[str, str]
+    ) -> tuple[int, Obj] | Iterator[bytes] | None:
+        """A pods/log request: an error to answer, or the log's bytes; None if not one."""
+        if "/log" not in raw_path:
+            return None
+        try:
+            self._authorize(headers)
+        except ApiError as e:
+            return e.code, e.status()
+        url = urlsplit(raw_path)
+        self.requests.append(Recorded(method, url.path, parse_qs(url.query), headers, None))
+
+        def pod_of(ns: str, name: str) -> Obj | None:
+            with self.store.lock:
+                obj = self.store.objects.get(self.store.key(self.resource("v1", "pods"), ns, name))
+                return copy.deepcopy(obj) if obj is not None else None
+
+        return self.logs.request(method, raw_path, pod_of)
 
     def watch_of(
         self, method: str, raw_path: str, headers: dict[str, str]
@@ -844,7 +875,11 @@ class KubeApiServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                watch = server.watch_of(self.command, self.path, headers)
+                logs = server.log_of(self.command, self.path, headers)
+                if logs is not None and not isinstance(logs, tuple):
+                    self._chunks(logs, "text/plain")
+                    return
+                watch = logs or server.watch_of(self.command, self.path, headers)
                 if watch is not None and not isinstance(watch, tuple):
                     self._stream(watch)
                     return
@@ -855,6 +890,20 @@ class KubeApiServer:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _chunks(self, parts: Iterator[bytes], content_type: str) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                self.close_connection = True
+                try:
+                    for part in parts:
+                        self.wfile.write(b"%X\r\n%s\r\n" % (len(part), part))
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client went away
 
             def _stream(self, events: Iterator[Obj]) -> None:
                 """One JSON line per event, one chunk per line, as the API server sends."""

@@ -37,7 +37,7 @@ def test_init_containers_of_a_real_pod_get_their_own_phase() -> None:
     t = by_name(load("pod_init_containers_openshift-ci_cri-o_2021.json"))[
         "launch-osd-create-create"
     ]
-    assert t.engine == "test"  # no GPUs: the first container
+    assert t.main_container == "test"  # no GPUs: the first container
     assert t.phases() == {
         "scheduling": 0.0,  # PodScheduled 17:47:12 − created 17:47:12
         "init": 5.0,  # Initialized 17:47:17 − scheduled 17:47:12
@@ -57,7 +57,7 @@ def test_kserve_storage_initializer_downloading_is_init_not_engine_init() -> Non
     for order in (events + [kserve_pod(OBSERVED - 53, OBSERVED - 52)],
                   [kserve_pod(OBSERVED - 53, OBSERVED - 52)] + events):  # fmt: skip
         t = only(order)
-        assert t.uid == KSERVE_UID and t.engine == "kserve-container"
+        assert t.uid == KSERVE_UID and t.main_container == "kserve-container"
         assert t.state() == "init"
         assert t.state_since() == OBSERVED - 52  # scheduled
         ph = t.phases()
@@ -79,9 +79,9 @@ def test_engine_named_by_the_policy_wins_over_gpu_and_order() -> None:
     doc["status"]["containerStatuses"].append(
         {"name": "engine", "restartCount": 0, "state": {"waiting": {"reason": "X"}}}
     )
-    assert only([watch(doc)]).engine == "vllm"  # the one with GPUs
+    assert only([watch(doc)]).main_container == "vllm"  # the one with GPUs
     t = only([watch(doc)], Tracker(engines=("missing", "engine")))
-    assert t.engine == "engine" and t.state() == "container_start"
+    assert t.main_container == "engine" and t.state() == "container_start"
 
 
 def test_a_sidecar_start_event_is_not_the_engine_start() -> None:

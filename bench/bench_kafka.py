@@ -1,0 +1,250 @@
+"""Throughput and latency of the Kafka runtime against the embedded core (issue 12).
+
+    python bench/bench_kafka.py [--pods N] [--broker-cpus 0] [--worker-cpus 1,1]
+
+In one run, on the same generated stream (remediator.sim, many pods):
+  (a) the embedded core: one Session fed in-process (what `remediator serve` runs);
+  (b) ingest -> Kafka -> one worker -> commands topic;
+  (c) the same with two workers sharing the partitions.
+For (b) and (c): inputs/s from the first publish until every record of the three topics
+is processed and committed; latency from a probe's publish to its command on the commands
+topic (p50/p99; probes ride in the stream under load); and where the time goes (CPU
+seconds of the ingest, the broker and each worker; the core's own time per record).
+
+The broker is a real Apache Kafka (KRaft) from Maven Central's jars, its JVM pinned with
+`taskset -c <broker-cpus>` and -XX:ActiveProcessorCount=1, heap 512m, serial GC. Workers
+are pinned with taskset to --worker-cpus (one list per worker).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
+
+from remediator.inputs.decode import decode  # noqa: E402
+from remediator.session import Session  # noqa: E402
+from remediator.sim import watch_stream  # noqa: E402
+from remediator.streams.config import StreamsConfig  # noqa: E402
+from remediator.streams.ingest import Publisher  # noqa: E402
+from remediator.streams.topics import ensure_topics  # noqa: E402
+from tests.kafka import broker as kafka  # noqa: E402
+from tests.kafka.harness import Lag, Worker, _Decisions, config  # noqa: E402
+
+GOAL_TWO_VS_ONE = 1.6
+TICK_EVERY_S = 30.0  # stream time between ticks to every partition
+PROBE_EVERY = 250  # one latency probe per this many inputs
+TAIL_S = 600.0  # stream time ticked past the last input: the last timers and retries
+
+
+def cpu_s(pid: int) -> float:
+    """utime + stime of a process, from /proc (seconds)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stream_lines(pods: int, seed: int) -> list[tuple[bytes, float | None]]:
+    out = []
+    for line, _ in watch_stream(pods=pods, seed=seed):
+        items = decode(line)
+        out.append((line, max((i.at for i in items if i.at is not None), default=None)))
+    return out
+
+
+def bench_embedded(lines: list[tuple[bytes, float | None]]) -> float:
+    session, sink = Session(), _Decisions()
+    start = time.perf_counter()
+    for line, _ in lines:
+        for item in decode(line):
+            session.feed(item, sink)
+    return len(lines) / (time.perf_counter() - start)
+
+
+def probe(i: int, at: float) -> tuple[str, bytes]:
+    """A GPU verdict that did not settle: the policy answers with a notify at once."""
+    incident = f"probe-{i}"
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+    doc = {"kind": "GpuMemoryVerdict", "node": f"gpu-node-{i}", "stable": False,
+           "detail": "bench probe", "incident": incident, "time": when}  # fmt: skip
+    return incident, orjson.dumps(doc)
+
+
+async def watch_commands(cfg: StreamsConfig, seen: dict[str, float], stop: asyncio.Event) -> None:
+    consumer = AIOKafkaConsumer(bootstrap_servers=cfg.bootstrap, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        consumer.assign(
+            [TopicPartition(cfg.commands.name, p) for p in range(cfg.commands.partitions)]
+        )
+        while not stop.is_set():
+            batch = await consumer.getmany(timeout_ms=100)
+            now = time.perf_counter()
+            for records in batch.values():
+                for r in records:
+                    incident = orjson.loads(r.value)["incident"]
+                    seen.setdefault(incident, now)
+    finally:
+        await consumer.stop()
+
+
+def stage_seconds(body: bytes) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for line in body.decode().splitlines():
+        if line.startswith("remediator_kafka_stage_seconds_sum"):
+            agent = line.split('agent="', 1)[1].split('"', 1)[0]
+            out[agent] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+async def bench_kafka(
+    b: kafka.Broker,
+    lines: list[tuple[bytes, float | None]],
+    workdir: Path,
+    cpus: list[str],
+    tag: str,
+) -> dict[str, object]:
+    cfg = config(b.bootstrap, f"bench-{tag}")
+    await ensure_topics(cfg)
+    workers = [Worker(cfg, workdir, f"{tag}{i}", cpus=c) for i, c in enumerate(cpus)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.wait_ready()
+    pub = Publisher(cfg)
+    await pub.start()
+    sent: dict[str, float] = {}
+    seen: dict[str, float] = {}
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(watch_commands(cfg, seen, stop))
+    worker_cpu0 = [cpu_s(w.proc.pid) for w in workers]  # type: ignore[union-attr]
+    broker_cpu0 = cpu_s(b.pid)  # type: ignore[arg-type]
+    self0 = resource.getrusage(resource.RUSAGE_SELF)
+    start = time.perf_counter()
+    acks: list[asyncio.Future[object]] = []
+    edge: float | None = None
+    latest = 0.0
+    for n, (line, at) in enumerate(lines, 1):
+        acks.extend((await pub.enqueue(line))[1])
+        if at is not None:
+            latest = max(latest, at)
+            edge = at + TICK_EVERY_S if edge is None else edge
+            if at > edge:
+                await pub.tick(edge)
+                edge += TICK_EVERY_S
+        if n % PROBE_EVERY == 0 and edge is not None:
+            incident, body = probe(n, latest)
+            acks.extend((await pub.enqueue(body))[1])
+            sent[incident] = time.perf_counter()
+            await pub.tick(latest)  # every partition reaches the probe's time: it may go
+        if len(acks) > 2000:
+            await asyncio.gather(*acks)
+            acks.clear()
+    await asyncio.gather(*acks)
+    assert edge is not None
+    await pub.tick(edge + TAIL_S)
+    published = time.perf_counter() - start
+    self1 = resource.getrusage(resource.RUSAGE_SELF)
+    async with Lag(cfg) as lag:
+        await lag.wait_idle(workers, timeout=900)
+    elapsed = time.perf_counter() - start
+    stop.set()
+    await watcher
+    worker_cpu = [cpu_s(w.proc.pid) - c for w, c in zip(workers, worker_cpu0, strict=True)]  # type: ignore[union-attr]
+    broker_cpu = cpu_s(b.pid) - broker_cpu0  # type: ignore[arg-type]
+    stages: dict[str, float] = {}
+    for w in workers:
+        for agent, s in stage_seconds(w.get("/metrics")[1]).items():
+            stages[agent] = stages.get(agent, 0.0) + s
+    await pub.stop()
+    for w in workers:
+        w.stop()
+    latencies = sorted(seen[i] - t for i, t in sent.items() if i in seen)
+    missing = len(sent) - len(latencies)
+    return {
+        "rate": len(lines) / elapsed,
+        "ingest_rate": len(lines) / published,
+        "p50": statistics.median(latencies) if latencies else float("nan"),
+        "p99": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
+        if latencies
+        else float("nan"),
+        "probes": len(sent),
+        "missing": missing,
+        "elapsed": elapsed,
+        "worker_cpu": worker_cpu,
+        "broker_cpu": broker_cpu,
+        "ingest_cpu": (self1.ru_utime + self1.ru_stime) - (self0.ru_utime + self0.ru_stime),
+        "stages": stages,
+    }
+
+
+def report(name: str, r: dict[str, object], inputs: int) -> None:
+    wc = r["worker_cpu"]
+    assert isinstance(wc, list)
+    stages = r["stages"]
+    assert isinstance(stages, dict)
+    print(
+        f"{name:<22} {r['rate']:>9.0f} inputs/s   latency p50 {1000 * r['p50']:.0f} ms"  # type: ignore[operator]
+        f"  p99 {1000 * r['p99']:.0f} ms  ({r['probes']} probes, {r['missing']} missing)"  # type: ignore[operator]
+    )
+    print(f"{'':<22} ingest alone (acked): {r['ingest_rate']:.0f} inputs/s")
+    print(
+        f"{'':<22} time goes: ingest {r['ingest_cpu']:.1f} s CPU, broker {r['broker_cpu']:.1f} s,"
+        f" workers {' + '.join(f'{c:.1f}' for c in wc)} s over {r['elapsed']:.1f} s wall;"
+        f" core {1e6 * stages.get('partition', 0.0) / inputs:.0f} µs/input,"
+        f" guard {stages.get('guard', 0.0):.2f} s"
+    )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=1500)
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--broker-cpus", default="0")
+    parser.add_argument(
+        "--worker-cpus", default="1,1", help="taskset list per worker, ','-separated"
+    )
+    args = parser.parse_args()
+    os.environ["REMEDIATOR_KAFKA_CPUS"] = args.broker_cpus
+    kafka.CPUS = args.broker_cpus
+    lines = stream_lines(args.pods, args.seed)
+    print(f"stream: {args.pods} pods, {len(lines)} inputs; cpus: {os.cpu_count()};"
+          f" broker pinned to CPU {args.broker_cpus} (taskset, ActiveProcessorCount=1,"
+          f" heap {kafka.HEAP}); workers pinned to {args.worker_cpus}")  # fmt: skip
+    embedded = bench_embedded(lines)
+    print(f"{'embedded core':<22} {embedded:>9.0f} inputs/s   (one Session, in-process)")
+    workdir = Path(tempfile.mkdtemp(prefix="bench-kafka-"))
+    b = kafka.Broker(workdir / "kafka")
+    took = kafka.fetch()
+    b.start()
+    try:
+        cpus = args.worker_cpus.split(",")
+        one = await bench_kafka(b, lines, workdir, cpus[:1], "one")
+        report("kafka, 1 worker", one, len(lines))
+        two = await bench_kafka(b, lines, workdir, cpus[:2], "two")
+        report("kafka, 2 workers", two, len(lines))
+    finally:
+        b.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    ratio = float(two["rate"]) / float(one["rate"])  # type: ignore[arg-type]
+    print(
+        f"two workers / one worker: {ratio:.2f}x (goal >= {GOAL_TWO_VS_ONE}x)"
+        f"   one worker / embedded: {float(one['rate']) / embedded:.2f}x"  # type: ignore[arg-type]
+        f"   jars: {'cached' if not took else f'fetched in {took:.0f} s'}"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,281 @@
+"""`remediator worker`: the core as a Faust app on Kafka.
+
+Three agents, one per topic (see `streams.core` for what each decides):
+
+  partitions  inputs topic (N partitions, keyed by pod)  -> candidates topic (key "cluster")
+  guard       candidates topic (1 partition)             -> commands topic (key incident)
+                                                            + retry records back to inputs
+  executor    commands topic                             -> Argo (or the dry-run recorder)
+
+State lives in Faust Tables with changelog topics, so a worker that takes over a
+partition takes its history with it:
+
+  pods   "<partition>|<offset>" -> the input record at that offset; the partition's
+         timelines, incidents and timers are rebuilt from them in offset order (the same
+         core, fed the same inputs in the same order)
+  guard  "cluster" -> the guard state, candidates waiting for the watermark, watermarks
+
+Delivery is at least once: the producer is flushed before offsets are committed, a
+record redelivered after a crash is recognised by its offset, and the executor is
+idempotent (the workflow name is derived from the incident: a replayed command
+submits nothing new).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import faust
+from faust.types import TP, EventT, StreamT
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from remediator.inputs.records import InputError
+from remediator.policy.config import PolicyConfig
+from remediator.policy.decision import Decision, Suppressed
+from remediator.runtime.outbox import decision_from_json
+from remediator.streams.config import StreamsConfig
+from remediator.streams.core import (
+    INTERNAL,
+    Candidate,
+    GuardCore,
+    Learned,
+    PartitionCore,
+    Watermark,
+    decision_to_json,
+    parse_guard_record,
+    retry_record,
+    tick_record,
+)
+from remediator.streams.executor import Carrier
+from remediator.streams.metrics import WorkerMetrics
+
+log = logging.getLogger("remediator.worker")
+
+CLUSTER = b"cluster"
+TICK = "\x00tick"  # the table key of a partition's last tick
+
+
+@dataclass
+class Partitions:
+    """This worker's cores, one per input partition it holds, rebuilt on first use."""
+
+    config: PolicyConfig
+    count: int
+    cores: dict[int, PartitionCore] = field(default_factory=dict)
+    applied: dict[int, int] = field(default_factory=dict)  # highest offset in the core
+
+    def drop(self, partitions: set[int]) -> None:
+        for p in partitions:
+            self.cores.pop(p, None)
+            self.applied.pop(p, None)
+
+
+def build_app(
+    streams: StreamsConfig, policy: PolicyConfig, carrier: Carrier, registry: CollectorRegistry
+) -> faust.App:
+    app = faust.App(
+        streams.group,
+        broker=streams.broker,
+        store=streams.store,
+        datadir=streams.table_dir,
+        topic_partitions=streams.inputs.partitions,
+        topic_replication_factor=streams.replication,
+        topic_allow_declare=True,
+        web_bind=streams.web_host,
+        web_host=streams.web_host,
+        web_port=streams.web_port,
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,
+        broker_commit_interval=0.5,
+        # A worker that dies (SIGKILL, node loss) is noticed after this: keep it short.
+        broker_session_timeout=streams.session_timeout_s,
+        broker_heartbeat_interval=min(3.0, streams.session_timeout_s / 3),
+        autodiscover=False,
+        topic_disable_leader=True,  # one more topic Faust would create with its own count
+    )
+    raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes}
+    raw |= {"key_serializer": "raw", "value_serializer": "raw"}
+    inputs = app.topic(streams.inputs.name, partitions=streams.inputs.partitions, **raw)
+    candidates = app.topic(streams.candidates.name, partitions=1, **raw)
+    commands = app.topic(streams.commands.name, partitions=streams.commands.partitions, **raw)
+    as_json: faust.Schema[Any, Any] = faust.Schema(key_serializer="json", value_serializer="json")
+    pods = app.Table("pods", partitions=streams.inputs.partitions, schema=as_json)
+    guard_table = app.Table("guard", partitions=1, schema=as_json)
+    metrics = WorkerMetrics(registry)
+    held = Partitions(policy, streams.inputs.partitions)
+    guard_box: dict[str, GuardCore] = {}
+
+    @app.on_partitions_revoked.connect  # type: ignore[arg-type]
+    async def on_revoked(sender: Any, revoked: set[TP], **_: Any) -> None:
+        held.drop({tp.partition for tp in revoked if tp.topic == streams.inputs.name})
+        if any(tp.topic == streams.candidates.name for tp in revoked):
+            guard_box.clear()
+
+    # ---- partitions: inputs -> candidates ----------------------------------------------
+    def rebuild(p: int, first: int) -> tuple[PartitionCore, list[Candidate | Learned]]:
+        """The partition's core from its table rows; candidates of records at or after
+        `first` (the first offset this worker will be given) are sent again, since
+        they may not have left the dead worker."""
+        core = PartitionCore(policy, p, streams.inputs.partitions, CollectorRegistry())
+        prefix = f"{p}|"
+        rows = sorted(
+            (value[0], value[1]) if key.endswith(TICK) else (int(key[len(prefix) :]), value)
+            for key, value in pods.items()
+            if key.startswith(prefix)
+        )
+        resend: list[Candidate | Learned] = []
+        for offset, text in rows:
+            out = core.feed(text.encode())
+            if offset >= first:
+                resend.extend(out)
+        held.applied[p] = rows[-1][0] if rows else -1
+        metrics.rebuilds.inc()
+        log.info("partition rebuilt", extra={"partition": p, "records": len(rows)})
+        return core, resend
+
+    def remember(p: int, offset: int, value: bytes) -> None:
+        """One row per record, keyed by its offset: a write costs the record, not the
+        pod's whole history. Of the ticks only the last matters."""
+        if value.startswith(b'{"remediator":"tick"'):
+            pods[f"{p}|{TICK}"] = [offset, value.decode()]
+        else:
+            pods[f"{p}|{offset:012d}"] = value.decode()
+
+    @app.agent(inputs)
+    async def partitions(stream: StreamT[bytes]) -> AsyncIterator[None]:
+        event: EventT[bytes]
+        async for event in stream.events():
+            msg = event.message
+            p, offset, value = msg.partition, msg.offset, msg.value or b""
+            core = held.cores.get(p)
+            out: list[Candidate | Learned] = []
+            if core is None:
+                core, out = rebuild(p, offset)
+                held.cores[p] = core
+            if offset <= held.applied.get(p, -1):
+                pass  # already in the table (redelivered after a crash): resent above
+            else:
+                started = time.perf_counter()
+                try:
+                    out.extend(core.feed(value))
+                except InputError as exc:
+                    metrics.input_errors.inc()
+                    log.warning("bad input skipped", extra={"partition": p, "error": str(exc)})
+                    yield None
+                    continue
+                remember(p, offset, value)
+                held.applied[p] = offset
+                metrics.stage("partition", time.perf_counter() - started)
+            metrics.inputs.inc()
+            for candidate in out:
+                await candidates.send(key=CLUSTER, value=candidate.to_json())
+            metrics.candidates.inc(len(out))
+            if value.startswith(INTERNAL) and b'"tick"' in value[:40]:
+                await candidates.send(key=CLUSTER, value=Watermark(p, core.now).to_json())
+            yield None
+
+    # ---- guard: candidates -> commands ------------------------------------------------
+    def guard_core() -> GuardCore:
+        core = guard_box.get("cluster")
+        if core is None:
+            stored = guard_table.get("cluster")
+            core = (
+                GuardCore.from_json(policy, streams.inputs.partitions, stored)
+                if stored
+                else GuardCore(policy, streams.inputs.partitions)
+            )
+            guard_box["cluster"] = core
+        return core
+
+    @app.agent(candidates)
+    async def guard(stream: StreamT[bytes]) -> AsyncIterator[None]:
+        event: EventT[bytes]
+        async for event in stream.events():
+            core = guard_core()
+            started = time.perf_counter()
+            record = parse_guard_record(event.message.value or b"{}")
+            results = core.take(record)
+            for result, origin in results:
+                await _settled(result, origin)
+            if results or not isinstance(record, Watermark):
+                # A watermark that released nothing is not worth a write: after a
+                # takeover, the next tick brings every partition's again.
+                guard_table["cluster"] = core.to_json()
+            metrics.stage("guard", time.perf_counter() - started)
+            yield None
+
+    async def _settled(result: Decision | Suppressed, origin: int) -> None:
+        if isinstance(result, Decision):
+            metrics.decisions.labels(result.action).inc()
+            log.info("decided", extra={"incident": result.incident, "action": result.action})
+            await commands.send(
+                key=result.incident.encode(), value=decision_to_json(result).encode()
+            )
+            return
+        d = result.decision
+        metrics.suppressed.labels(d.action, result.guardrail).inc()
+        log.info(
+            "suppressed",
+            extra={"incident": d.incident, "guardrail": result.guardrail, "why": result.reason},
+        )
+        if GuardCore.retryable(result):
+            await inputs.send(
+                key=f"{d.namespace}/{d.target}".encode(),
+                value=retry_record(d, d.at),
+                partition=origin,
+            )
+
+    # ---- executor: commands -> Argo ---------------------------------------------------
+    @app.agent(commands)
+    async def executor(stream: StreamT[bytes]) -> AsyncIterator[None]:
+        event: EventT[bytes]
+        async for event in stream.events():
+            decision = decision_from_json((event.message.value or b"").decode())
+            outcome = await carrier.carry(decision)
+            metrics.commands.labels(decision.action, outcome.status).inc()
+            metrics.latency(time.time() - event.message.timestamp)
+            log.info(
+                "carried",
+                extra={"incident": decision.incident, "status": outcome.status,
+                       "workflow": outcome.name},
+            )  # fmt: skip
+            yield None
+
+    # ---- ticks: every partition's clock moves on with the wall clock ------------------
+    if streams.tick_s > 0:
+
+        @app.timer(streams.tick_s)  # type: ignore[untyped-decorator]
+        async def tick() -> None:
+            now = time.time()
+            mine = {
+                tp.partition
+                for tp in app.consumer.assignment()
+                if tp.topic == inputs.get_topic_name()
+            }
+            for p in sorted(mine):
+                await inputs.send(key=TICK.encode(), value=tick_record(now), partition=p)
+
+    # ---- web: every worker answers on its own loopback port -----------------------------
+    @app.page("/metrics")
+    async def metrics_page(web: Any, request: Any) -> Any:
+        # aiohttp refuses a charset in content_type: the exposition's header goes as is.
+        return web.bytes(generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    @app.page("/healthz")
+    async def healthz(web: Any, request: Any) -> Any:
+        crashed = [a.name for a in app.agents.values() if a.crash_reason is not None]
+        ok = not crashed
+        return web.json({"ok": ok, "crashed": crashed}, status=200 if ok else 503)
+
+    @app.page("/readyz")
+    async def readyz(web: Any, request: Any) -> Any:
+        recovered = app.tables.recovery.completed.is_set()  # type: ignore[attr-defined]
+        ready = recovered and not app.rebalancing
+        detail = "serving" if ready else ("rebalancing" if recovered else "recovering tables")
+        return web.json({"ready": ready, "detail": detail}, status=200 if ready else 503)
+
+    return app

@@ -1,0 +1,191 @@
+"""`remediator worker` and `remediator ingest`: the Kafka runtime's two commands."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from typing import Any
+
+import click
+
+from remediator.streams.config import StreamsConfig, Topic
+
+
+def _topic(name: str, partitions: int) -> Topic:
+    return Topic(name, partitions)
+
+
+def kafka_options(fn: Any) -> Any:
+    """Broker, group and topics: the same flags (and env) for the worker and the ingest."""
+    options = [
+        click.option("--broker", envvar="REMEDIATOR_KAFKA_BROKER", default="kafka://127.0.0.1:9092",
+                     show_default=True, help="Kafka bootstrap URL(s), comma-separated."),
+        click.option("--group", envvar="REMEDIATOR_KAFKA_GROUP", default="remediator",
+                     show_default=True, help="Consumer group (Faust app id)."),
+        click.option("--inputs-topic", envvar="REMEDIATOR_INPUTS_TOPIC",
+                     default="remediator-inputs", show_default=True),
+        click.option("--inputs-partitions", envvar="REMEDIATOR_INPUTS_PARTITIONS", default=8,
+                     show_default=True, type=click.IntRange(1, 10_000),
+                     help="The unit of scale-out: at most this many workers share the work."),
+        click.option("--candidates-topic", envvar="REMEDIATOR_CANDIDATES_TOPIC",
+                     default="remediator-candidates", show_default=True),
+        click.option("--commands-topic", envvar="REMEDIATOR_COMMANDS_TOPIC",
+                     default="remediator-commands", show_default=True),
+        click.option("--commands-partitions", envvar="REMEDIATOR_COMMANDS_PARTITIONS", default=4,
+                     show_default=True, type=click.IntRange(1, 10_000)),
+        click.option("--replication", envvar="REMEDIATOR_KAFKA_REPLICATION", default=1,
+                     show_default=True, type=click.IntRange(1, 10)),
+    ]  # fmt: skip
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
+    return StreamsConfig(
+        broker=kw["broker"],
+        group=kw["group"],
+        inputs=_topic(kw["inputs_topic"], kw["inputs_partitions"]),
+        candidates=_topic(kw["candidates_topic"], 1),
+        commands=_topic(kw["commands_topic"], kw["commands_partitions"]),
+        replication=kw["replication"],
+        **more,
+    )
+
+
+@click.command()
+@kafka_options
+@click.option("--policy", envvar="REMEDIATOR_POLICY", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--store",
+    envvar="REMEDIATOR_TABLE_STORE",
+    default="memory://",
+    show_default=True,
+    help="Faust table store: memory:// (rebuilt from the changelog on start) or rocksdb://.",
+)
+@click.option(
+    "--table-dir",
+    envvar="REMEDIATOR_TABLE_DIR",
+    default="/tmp/remediator-worker",
+    show_default=True,
+)
+@click.option(
+    "--listen",
+    envvar="REMEDIATOR_WORKER_LISTEN",
+    default="127.0.0.1:6066",
+    show_default=True,
+    help="/metrics, /healthz, /readyz; one port per worker.",
+)
+@click.option(
+    "--tick",
+    "tick_s",
+    envvar="REMEDIATOR_TICK_S",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Seconds between clock ticks (0: input times only).",
+)
+@click.option("--argo-server", envvar="ARGO_SERVER", help="Argo Server URL; without it: dry run.")
+@click.option("--argo-namespace", envvar="ARGO_NAMESPACE", default="argo", show_default=True)
+@click.option(
+    "--dry-run-log",
+    envvar="REMEDIATOR_DRY_RUN_LOG",
+    help="Without --argo-server: append what would run here (JSON lines).",
+)
+@click.option(
+    "--log-level",
+    envvar="REMEDIATOR_LOG_LEVEL",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+def worker(**kw: Any) -> None:
+    """Run the core as a Faust worker on Kafka; start as many as the inputs topic has
+    partitions. Topics are created (or checked) with their partition counts first."""
+    import faust
+    from prometheus_client import CollectorRegistry
+
+    from remediator.executors.argo import ArgoConfig, ArgoExecutor
+    from remediator.policy.config import PolicyConfig, load_policy_file
+    from remediator.runtime.logs import setup_logging
+    from remediator.sources.http import Listen
+    from remediator.streams.app import build_app
+    from remediator.streams.executor import ArgoCarrier, Carrier, DryRunRecorder
+    from remediator.streams.topics import ensure_topics
+
+    setup_logging(kw["log_level"])
+    listen = Listen.parse(kw["listen"])
+    cfg = _config(kw, store=kw["store"], table_dir=kw["table_dir"], web_host=listen.host,
+                  web_port=listen.port, tick_s=kw["tick_s"])  # fmt: skip
+    policy = load_policy_file(kw["policy"]) if kw["policy"] else PolicyConfig()
+    carrier: Carrier
+    if kw["argo_server"]:
+        argo = ArgoExecutor(ArgoConfig(host=kw["argo_server"], namespace=kw["argo_namespace"]))
+        carrier = ArgoCarrier(argo)
+    else:
+        carrier = DryRunRecorder(kw["dry_run_log"])
+    asyncio.run(ensure_topics(cfg))
+    app = build_app(cfg, policy, carrier, CollectorRegistry())
+    faust.Worker(app, loglevel=kw["log_level"].lower(), override_logging=False,
+                 quiet=True).execute_from_commandline()  # fmt: skip
+
+
+@click.command()
+@kafka_options
+@click.option("--listen", envvar="REMEDIATOR_LISTEN", default="127.0.0.1:8080", show_default=True)
+@click.option(
+    "--token-file",
+    envvar="REMEDIATOR_WEBHOOK_TOKEN_FILE",
+    help="Bearer token for POST /events (else $REMEDIATOR_WEBHOOK_TOKEN).",
+)
+@click.option(
+    "--log-level",
+    envvar="REMEDIATOR_LOG_LEVEL",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+def ingest(**kw: Any) -> None:
+    """Take webhooks (POST /events, as `remediator serve` does) and publish them to the
+    inputs topic; answers 202 only once the broker acknowledged every record."""
+    from prometheus_client import CollectorRegistry
+
+    from remediator.runtime.logs import setup_logging
+    from remediator.sources.http import Listen, serve_app
+    from remediator.streams.ingest import Publisher, make_ingest_app
+    from remediator.streams.topics import ensure_topics
+
+    setup_logging(kw["log_level"])
+    cfg = _config(kw)
+
+    def token() -> str:
+        path = kw["token_file"]
+        if path:
+            with open(path) as f:
+                value = f.read().strip()
+        else:
+            value = os.environ.get("REMEDIATOR_WEBHOOK_TOKEN", "")
+        if not value:
+            raise click.ClickException("no webhook token: --token-file or REMEDIATOR_WEBHOOK_TOKEN")
+        return value
+
+    token()  # fail at start, not on the first request
+
+    async def main() -> None:
+        await ensure_topics(cfg)
+        registry = CollectorRegistry()
+        publisher = Publisher(cfg, registry)
+        await publisher.start()
+        runner, port = await serve_app(make_ingest_app(publisher, registry, token),
+                                       Listen.parse(kw["listen"]))  # fmt: skip
+        click.echo(f"ingest listening on {port}", err=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await runner.cleanup()
+        await publisher.stop()
+
+    asyncio.run(main())

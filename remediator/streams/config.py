@@ -1,0 +1,55 @@
+"""What a Kafka deployment of remediator is configured by: broker, topics, store, group."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Topic:
+    name: str
+    partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsConfig:
+    broker: str = "kafka://127.0.0.1:9092"  # comma-separated for several brokers
+    group: str = "remediator"  # the consumer group, also Faust's app id (prefix of internal topics)
+    inputs: Topic = Topic("remediator-inputs", 8)  # raw inputs, keyed by pod
+    candidates: Topic = Topic("remediator-candidates", 1)  # one partition: the cluster's guard
+    commands: Topic = Topic("remediator-commands", 4)  # decisions let through, keyed by incident
+    replication: int = 1
+    store: str = "memory://"  # or rocksdb:// (needs rocksdict); the changelog is the truth
+    table_dir: str = "/tmp/remediator-worker"
+    web_host: str = "127.0.0.1"
+    web_port: int = 6066
+    session_timeout_s: float = 10.0  # the broker's group.min.session.timeout.ms is 6 s
+    tick_s: float = 1.0  # a worker moves its partitions' clocks on this often (0: inputs only)
+
+    def __post_init__(self) -> None:
+        for topic in (self.inputs, self.candidates, self.commands):
+            if topic.partitions < 1:
+                raise ValueError(f"topic {topic.name}: partitions must be at least 1")
+        if self.candidates.partitions != 1:
+            raise ValueError(
+                "the candidates topic must have exactly 1 partition: the cluster-wide"
+                " guardrails (rate limit, blast radius) decide in one place"
+            )
+
+    @property
+    def bootstrap(self) -> str:
+        """host:port[,host:port] for plain Kafka clients (aiokafka's admin, the ingest)."""
+        return ",".join(u.split("://", 1)[-1] for u in self.broker.split(","))
+
+    @property
+    def topics(self) -> tuple[Topic, ...]:
+        return (self.inputs, self.candidates, self.commands)
+
+    @property
+    def changelogs(self) -> tuple[Topic, ...]:
+        """The tables' changelog topics, named as Faust names them, co-partitioned with
+        the topic each table is written from."""
+        return (
+            Topic(f"{self.group}-pods-changelog", self.inputs.partitions),
+            Topic(f"{self.group}-guard-changelog", 1),
+        )

@@ -1,0 +1,124 @@
+"""Which partition key each raw input travels under, and how a body is cut into records.
+
+Everything about one pod must land in one partition, or its timeline is split between
+workers. The key is the pod's `namespace/name` for every pod-scoped input: the pod's
+UID would be the natural key, but a kubelet Event, a first token or an alert may carry
+only the name, and keying those by name while the Pod itself goes by UID would put
+them in another partition. Pod names are unique among live pods (a StatefulSet pod
+recreated under its name is the same partition, which the tracker needs to tell the
+two lives apart).
+
+Workloads are broadcast to every partition: the pods of a Deployment are spread over
+all of them and each needs its replica count. Their image-update decision is kept by
+one partition only (`owner`), so it is made once.
+
+A record's value is always a raw JSON document that `inputs.decode.decode` accepts;
+a body whose inputs have different keys (an Alertmanager group about several pods, a
+PodList) is cut into one document per key.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+from remediator.inputs.decode import decode
+from remediator.inputs.records import (
+    AlertSeen,
+    EngineStep,
+    FirstToken,
+    GpuVerdict,
+    Input,
+    InputError,
+    PodEvent,
+    PodSeen,
+    WorkloadSeen,
+)
+from remediator.policy.alerts import node_of, pod_of
+
+BROADCAST = "*"  # the key of a record sent to every partition
+
+
+def key_of(item: Input) -> str:
+    if isinstance(item, PodSeen):
+        return f"{item.namespace}/{item.name}"
+    if isinstance(item, PodEvent | FirstToken | EngineStep):
+        return f"{item.namespace}/{item.pod}"
+    if isinstance(item, WorkloadSeen):
+        return BROADCAST
+    if isinstance(item, AlertSeen):
+        where = pod_of(item)
+        if not isinstance(where, str):
+            return "/".join(where)
+        node = node_of(item)
+        return f"node/{node}" if node else f"alert/{item.fingerprint}"
+    if isinstance(item, GpuVerdict):
+        return f"node/{item.node}"
+    raise TypeError(f"no key for {type(item).__name__}")
+
+
+def owner(key: str, partitions: int) -> int:
+    """The one partition that decides for a broadcast input (stable across processes)."""
+    return zlib.crc32(key.encode()) % partitions
+
+
+def workload_owner_key(item: WorkloadSeen) -> str:
+    return f"{item.namespace}/{item.kind}/{item.name}"
+
+
+class Record:
+    """One document for the input topic: its key, its raw bytes, and what it decodes to."""
+
+    __slots__ = ("key", "value", "inputs")
+
+    def __init__(self, key: str, value: bytes, inputs: list[Input]) -> None:
+        self.key, self.value, self.inputs = key, value, inputs
+
+
+def split(body: bytes) -> list[Record]:
+    """Decode `body` whole (InputError refuses all of it), then cut it by key."""
+    inputs = decode(body)
+    if not inputs:
+        return []
+    keys = {key_of(i) for i in inputs}
+    if len(keys) == 1:
+        return [Record(keys.pop(), body, inputs)]
+    return list(_cut(orjson.loads(body)))
+
+
+def _cut(doc: Any) -> Iterator[Record]:
+    if isinstance(doc, dict) and "specversion" in doc:
+        data = doc.get("data")
+        if isinstance(data, str | bytes):
+            data = orjson.loads(data)
+        if isinstance(data, dict) and isinstance(data.get("body"), dict | str):
+            data = data["body"]  # Argo Events' webhook envelope
+            if isinstance(data, str):
+                data = orjson.loads(data)
+        yield from _cut(data)  # the envelope only carried it: the document speaks for itself
+        return
+    if isinstance(doc, dict) and "alerts" in doc and "version" in doc:
+        groups: dict[str, list[Any]] = {}
+        for alert in doc["alerts"]:
+            one = orjson.dumps({**doc, "alerts": [alert]})
+            groups.setdefault(split_key(one), []).append(alert)
+        for key, alerts in groups.items():
+            part = orjson.dumps({**doc, "alerts": alerts})
+            yield Record(key, part, decode(part))
+        return
+    if isinstance(doc, dict) and isinstance(doc.get("items"), list):
+        kind = str(doc.get("kind", ""))[: -len("List")] or None
+        for item in doc["items"]:
+            obj = {"kind": kind, **item} if kind and "kind" not in item else item
+            part = orjson.dumps({"type": "ADDED", "object": obj})
+            yield from split(part)
+        return
+    raise InputError("a document whose inputs span several pods and that cannot be cut")
+
+
+def split_key(one: bytes) -> str:
+    inputs = decode(one)
+    return key_of(inputs[0]) if inputs else BROADCAST

@@ -1,0 +1,67 @@
+"""What every worker exports on /metrics."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+_STAGE_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25)
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class WorkerMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.inputs = Counter(
+            "remediator_kafka_records_total", "Input-topic records processed.", registry=registry
+        )
+        self.input_errors = Counter(
+            "remediator_kafka_input_errors_total",
+            "Input-topic records that did not decode (skipped, logged).",
+            registry=registry,
+        )
+        self.rebuilds = Counter(
+            "remediator_kafka_partition_rebuilds_total",
+            "Input partitions rebuilt from their table (start, takeover).",
+            registry=registry,
+        )
+        self.candidates = Counter(
+            "remediator_kafka_candidates_total",
+            "Decisions sent to the guard (before the guardrails).",
+            registry=registry,
+        )
+        self.decisions = Counter(
+            "remediator_decisions_total",
+            "Decisions let through the guardrails, by action.",
+            ["action"],
+            registry=registry,
+        )
+        self.suppressed = Counter(
+            "remediator_suppressed_total",
+            "Decisions a guardrail stopped, by action and guardrail.",
+            ["action", "guardrail"],
+            registry=registry,
+        )
+        self.commands = Counter(
+            "remediator_kafka_commands_total",
+            "Commands carried by the executor agent, by action and outcome.",
+            ["action", "status"],
+            registry=registry,
+        )
+        self._stage = Histogram(
+            "remediator_kafka_stage_seconds",
+            "Time in the core per record, by agent.",
+            ["agent"],
+            buckets=_STAGE_BUCKETS,
+            registry=registry,
+        )
+        self._latency = Histogram(
+            "remediator_kafka_command_age_seconds",
+            "From a command's record being written to its being carried.",
+            buckets=_LATENCY_BUCKETS,
+            registry=registry,
+        )
+
+    def stage(self, agent: str, seconds: float) -> None:
+        self._stage.labels(agent).observe(seconds)
+
+    def latency(self, seconds: float) -> None:
+        self._latency.observe(max(0.0, seconds))

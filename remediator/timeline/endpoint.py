@@ -1,0 +1,19 @@
+"""Where an inference pod's OpenAI-compatible server answers: what a first-token probe needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    container: str | None  # the main (GPU) container: whose log holds vLLM's steps
+    ip: str | None  # status.podIP, once the pod has one
+    port: int | None  # the pod's --port, when its args name one
+    model: str | None  # --served-model-name, else --model
+
+
+def port_of(text: str | None) -> int | None:
+    if text is None or not text.isdigit() or not 0 < int(text) < 65536:
+        return None
+    return int(text)

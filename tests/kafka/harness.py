@@ -1,0 +1,273 @@
+"""What the Kafka tests and bench/bench_kafka.py share: workers as processes, the
+stream in chunks, the embedded reference, and waiting until the pipeline is idle."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from remediator.inputs.decode import decode
+from remediator.policy.config import PolicyConfig
+from remediator.policy.decision import Decision, Suppressed
+from remediator.policy.outcome import Ignored
+from remediator.runtime.outbox import decision_from_json
+from remediator.session import Session
+from remediator.sim import watch_stream
+from remediator.streams.config import StreamsConfig, Topic
+from remediator.timeline.tracker import StateChange
+from tests.kafka.broker import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+Key = tuple[str, str, str, float]  # incident, action, target, at
+
+
+def key(d: Decision) -> Key:
+    return (d.incident, d.action, f"{d.namespace}/{d.target}", round(d.at, 3))
+
+
+# ---- the stream ---------------------------------------------------------------------------
+
+
+@dataclass
+class Chunk:
+    lines: list[bytes]
+    until: float  # stream time the chunk ends at: every partition is ticked to it
+
+
+def chunks(pods: int, seed: int, step_s: float, tail_s: float) -> list[Chunk]:
+    """The simulated watch stream cut every `step_s` of stream time, then `tail_s` of
+    ticks alone (timers and retries of the last pods)."""
+    out: list[Chunk] = []
+    current: list[bytes] = []
+    edge: float | None = None
+    for line, _ in watch_stream(pods=pods, seed=seed):
+        items = decode(line)
+        at = max((i.at for i in items if i.at is not None), default=None)
+        if at is not None:
+            if edge is None:
+                edge = at + step_s
+            while at > edge:
+                out.append(Chunk(current, edge))
+                current, edge = [], edge + step_s
+        current.append(line)
+    assert edge is not None
+    out.append(Chunk(current, edge))
+    end = edge + tail_s
+    while edge < end:
+        edge += step_s
+        out.append(Chunk([], edge))
+    return out
+
+
+class _Decisions:
+    def __init__(self) -> None:
+        self.decided: list[Decision] = []
+
+    def transition(self, change: StateChange) -> None:
+        pass
+
+    def decision(self, decision: Decision) -> None:
+        self.decided.append(decision)
+
+    def suppressed(self, suppressed: Suppressed) -> None:
+        pass
+
+    def ignored(self, ignored: Ignored) -> None:
+        pass
+
+
+def embedded(stream: list[Chunk], policy: PolicyConfig) -> list[Decision]:
+    """The reference: one Session (what the embedded runtime runs), fed the same lines,
+    its clock moved to the same times."""
+    session, sink = Session(policy), _Decisions()
+    for chunk in stream:
+        for line in chunk.lines:
+            for item in decode(line):
+                session.feed(item, sink)
+        session.advance(chunk.until, sink)
+    return sink.decided
+
+
+# ---- workers ------------------------------------------------------------------------------
+
+
+@dataclass
+class Worker:
+    """`remediator worker` as its own process on its own loopback port."""
+
+    cfg: StreamsConfig
+    workdir: Path
+    name: str
+    argo: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cpus: str | None = None
+    port: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.port = self.port or free_port()
+        c = self.cfg
+        cmd = [sys.executable, "-m", "remediator", "worker", "--broker", c.broker,
+               "--group", c.group, "--inputs-topic", c.inputs.name,
+               "--inputs-partitions", str(c.inputs.partitions),
+               "--candidates-topic", c.candidates.name, "--commands-topic", c.commands.name,
+               "--commands-partitions", str(c.commands.partitions),
+               "--listen", f"127.0.0.1:{self.port}", "--tick", "0",
+               "--table-dir", str(self.workdir / f"tables-{self.name}"),
+               "--log-level", "INFO"]  # fmt: skip
+        if self.argo:
+            cmd += ["--argo-server", self.argo]
+        else:
+            cmd += ["--dry-run-log", str(self.workdir / "dry-run.jsonl")]  # shared, as Argo is
+        if self.cpus:
+            cmd = ["taskset", "-c", self.cpus, *cmd]
+        log = open(self.workdir / f"worker-{self.name}.log", "ab")  # noqa: SIM115
+        env = {**os.environ, "PYTHONPATH": str(REPO), **self.env}
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        log.close()
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read()
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker {self.name} exited; see {self.log_path}")
+            try:
+                if self.get("/readyz")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.3)
+        raise TimeoutError(f"worker {self.name} not ready; see {self.log_path}")
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / f"worker-{self.name}.log"
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+
+# ---- Kafka views --------------------------------------------------------------------------
+
+
+def config(bootstrap: str, name: str, partitions: int = 8) -> StreamsConfig:
+    """Fresh topic names and group per test, so tests sharing one broker never meet."""
+    return StreamsConfig(
+        broker=f"kafka://{bootstrap}",
+        group=f"g-{name}",
+        inputs=Topic(f"{name}-inputs", partitions),
+        candidates=Topic(f"{name}-candidates", 1),
+        commands=Topic(f"{name}-commands", 2),
+    )
+
+
+class Lag:
+    """Records of our three topics the group has not committed yet (one admin client and
+    one consumer, kept open: polled often)."""
+
+    def __init__(self, cfg: StreamsConfig) -> None:
+        self.cfg = cfg
+        self.admin = AIOKafkaAdminClient(bootstrap_servers=cfg.bootstrap)
+        self.consumer = AIOKafkaConsumer(bootstrap_servers=cfg.bootstrap)
+        self.tps = [TopicPartition(t.name, p) for t in cfg.topics for p in range(t.partitions)]
+
+    async def __aenter__(self) -> Lag:
+        await self.admin.start()
+        await self.consumer.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.consumer.stop()
+        await self.admin.close()
+
+    async def __call__(self) -> int:
+        committed = await self.admin.list_consumer_group_offsets(self.cfg.group)
+        ends = await self.consumer.end_offsets(self.tps)
+        total = 0
+        for tp in self.tps:
+            done = committed.get(tp)
+            total += ends[tp] - (done.offset if done is not None and done.offset >= 0 else 0)
+        return total
+
+    async def wait_idle(self, workers: list[Worker], timeout: float = 180.0) -> None:
+        """Until every record is processed and committed, twice in a row (a retry record
+        may be on its way)."""
+        deadline = time.monotonic() + timeout
+        calm = 0
+        while time.monotonic() < deadline:
+            for w in workers:
+                if w.proc is not None and w.proc.poll() not in (None, -signal.SIGKILL):
+                    raise RuntimeError(f"worker {w.name} exited; see {w.log_path}")
+            calm = calm + 1 if await self() == 0 else 0
+            if calm >= 2:
+                return
+            await asyncio.sleep(0.1)
+        raise TimeoutError(f"group {self.cfg.group} still has lag {await self()}")
+
+
+async def commands(cfg: StreamsConfig) -> list[Decision]:
+    """Every record of the commands topic, from the start."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=cfg.bootstrap, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        tps = [TopicPartition(cfg.commands.name, p) for p in range(cfg.commands.partitions)]
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        for tp in tps:
+            consumer.seek(tp, 0)
+        out: list[Decision] = []
+        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+            batch = await consumer.getmany(timeout_ms=1000)
+            for records in batch.values():
+                out.extend(decision_from_json(r.value.decode()) for r in records)
+        return out
+    finally:
+        await consumer.stop()
+
+
+def group_owner(cfg: StreamsConfig, workers: list[Worker]) -> Iterator[Worker]:
+    """The workers whose /metrics show guard work (they hold the candidates partition)."""
+    for w in workers:
+        status, body = w.get("/metrics")
+        if status == 200 and b'remediator_kafka_stage_seconds_count{agent="guard"}' in body:
+            yield w
+
+
+def recorded(workdir: Path) -> list[dict[str, str]]:
+    """What the workers' dry-run recorder says would have run."""
+    path = workdir / "dry-run.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def dump(decisions: list[Decision]) -> str:
+    return json.dumps(sorted(key(d) for d in decisions), indent=1)

@@ -1,0 +1,171 @@
+"""The Kafka runtime's logic without Kafka: partitions and the guard, fed in-process.
+
+The same records the workers would exchange, partitioned with aiokafka's own
+partitioner (the one the ingest uses), in an order a broker could deliver them.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import orjson
+import pytest
+from aiokafka.partitioner import DefaultPartitioner
+from prometheus_client import CollectorRegistry
+
+from remediator.inputs.records import InputError
+from remediator.policy.config import PolicyConfig, load_policy_file
+from remediator.policy.decision import Decision
+from remediator.streams.core import (
+    Candidate,
+    GuardCore,
+    Learned,
+    PartitionCore,
+    Watermark,
+    parse_guard_record,
+    retry_record,
+    tick_record,
+)
+from remediator.streams.keys import BROADCAST, split
+from tests.kafka.harness import chunks, embedded, key
+
+N = 8
+NO_ADAPTIVE = "stuck_pod:\n  adaptive: {enabled: false}\n"
+
+
+class Cluster:
+    """N partition cores and the guard, records handed over as a broker would."""
+
+    def __init__(self, policy: PolicyConfig, seed: int = 0) -> None:
+        self.cores = [PartitionCore(policy, p, N, CollectorRegistry()) for p in range(N)]
+        self.guard = GuardCore(policy, N)
+        self.decided: list[Decision] = []
+        self.partitioner = DefaultPartitioner()
+        self.rng = random.Random(seed)
+
+    def publish(self, body: bytes) -> None:
+        for record in split(body):
+            if record.key == BROADCAST:
+                for p in range(N):
+                    self.run(p, record.value)
+            else:
+                everyone = list(range(N))
+                self.run(self.partitioner(record.key.encode(), everyone, everyone), record.value)
+
+    def tick(self, at: float) -> None:
+        order = list(range(N))
+        self.rng.shuffle(order)  # partitions report in any order
+        for p in order:
+            self.run(p, tick_record(at))
+
+    def run(self, p: int, raw: bytes) -> None:
+        queue = [(p, raw)]
+        while queue:
+            p, raw = queue.pop(0)
+            records: list[Candidate | Learned | Watermark] = list(self.cores[p].feed(raw))
+            if raw.startswith(b'{"remediator":"tick"'):
+                records.append(Watermark(p, self.cores[p].now))
+            for record in records:
+                wire = parse_guard_record(record.to_json())  # as it crosses the topic
+                for result, origin in self.guard.take(wire):
+                    if isinstance(result, Decision):
+                        self.decided.append(result)
+                    elif GuardCore.retryable(result):
+                        d = result.decision
+                        queue.append((origin, retry_record(d, d.at)))
+
+
+@pytest.fixture(scope="module")
+def stream():
+    return chunks(80, 3, 30.0, 600.0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_partitions_and_guard_decide_as_one_session(tmp_path, stream, seed) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(NO_ADAPTIVE)
+    policy = load_policy_file(str(path))
+    cluster = Cluster(policy, seed)
+    for chunk in stream:
+        for line in chunk.lines:
+            cluster.publish(line)
+        cluster.tick(chunk.until)
+    expected = embedded(stream, policy)
+    assert expected, "the stream must make decisions"
+    assert sorted(map(key, cluster.decided)) == sorted(map(key, expected))
+
+
+def test_the_guard_waits_for_every_partition() -> None:
+    guard = GuardCore(PolicyConfig(), partitions=2)
+    d = Decision("notify", "ns", "pod-a", "why", "inc-1", 100.0)
+    assert guard.take(Candidate(d, 100.0, 0)) == []
+    assert guard.take(Watermark(0, 200.0)) == []  # partition 1 may still send older ones
+    assert guard.frontier == 100.0 or guard.frontier == -math.inf
+    released = guard.take(Watermark(1, 150.0))
+    assert [r.incident for r, _ in released if isinstance(r, Decision)] == ["inc-1"]
+
+
+def stuck(pod: str, incident: str, at: float) -> Decision:
+    return Decision(
+        "delete-pod", "ns", pod, "why", incident, at, uid=pod, workload="ns/Deployment/w",
+        pod_created_at=at - 3600.0, expected_cold_start_s=60.0,
+    )  # fmt: skip
+
+
+def test_the_guard_releases_in_time_order_whatever_the_arrival() -> None:
+    guard = GuardCore(PolicyConfig(), partitions=2)
+    late, early = stuck("pod-b", "inc-b", 50.0), stuck("pod-a", "inc-a", 40.0)
+    guard.take(Candidate(late, 50.0, 1))
+    guard.take(Candidate(early, 40.0, 0))
+    guard.take(Watermark(0, 60.0))
+    out = guard.take(Watermark(1, 60.0))
+    # One workload: the first deletion cools the second down, first by time, not arrival.
+    said = [(type(r).__name__, getattr(r, "guardrail", None), o) for r, o in out]
+    assert said == [("Decision", None, 0), ("Suppressed", "cooldown", 1)]
+
+
+def test_guard_state_round_trips_through_its_table_value() -> None:
+    guard = GuardCore(PolicyConfig(), partitions=2)
+    d = Decision("notify", "ns", "pod-a", "why", "inc-1", 100.0)
+    guard.take(Candidate(d, 100.0, 0, "llama"))
+    guard.take(Learned(90.0, 1, (("llama", "total", 300.0),)))
+    guard.take(Watermark(0, 95.0))
+    again = GuardCore.from_json(PolicyConfig(), 2, guard.to_json())
+    assert again.to_json() == guard.to_json()
+    assert again.take(Watermark(1, 120.0)) == guard.take(Watermark(1, 120.0))
+
+
+def test_a_redelivered_decision_is_let_through_once() -> None:
+    guard = GuardCore(PolicyConfig(), partitions=1)
+    d = Decision("notify", "ns", "pod-a", "why", "inc-1", 100.0, uid="a")
+    first = guard.take(Candidate(d, 100.0, 0)) + guard.take(Watermark(0, 100.0))
+    again = guard.take(Candidate(d, 100.0, 0))  # behind the frontier: judged at once
+    assert [type(r).__name__ for r, _ in first] == ["Decision"]
+    assert [type(r).__name__ for r, _ in again] == ["Suppressed"]
+
+
+def test_bad_input_is_refused_whole() -> None:
+    with pytest.raises(InputError):
+        split(b'{"version": "4", "alerts": [{"labels": 3}]}')
+    with pytest.raises(InputError):
+        split(b"not json")
+
+
+def test_an_alert_group_is_cut_by_pod() -> None:
+    alert = {"status": "firing", "startsAt": "2025-03-01T08:00:00Z", "fingerprint": "f"}
+    doc = {"version": "4", "groupKey": "g", "status": "firing", "alerts": [
+        {**alert, "labels": {"alertname": "Stuck", "namespace": "llm", "pod": "a"}},
+        {**alert, "labels": {"alertname": "Stuck", "namespace": "llm", "pod": "b"}},
+        {**alert, "labels": {"alertname": "Stuck", "namespace": "llm", "pod": "a"}},
+    ]}  # fmt: skip
+    records = split(orjson.dumps(doc))
+    assert sorted((r.key, len(r.inputs)) for r in records) == [("llm/a", 2), ("llm/b", 1)]
+
+
+def test_an_engine_step_goes_with_its_pod() -> None:
+    from remediator.inputs.records import EngineStep
+    from remediator.streams.keys import key_of
+
+    step = EngineStep("llm", "vllm-0", None, "weights_loaded", 12.5, None, 1.0)
+    assert key_of(step) == "llm/vllm-0"
