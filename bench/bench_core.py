@@ -31,10 +31,10 @@ from kubernetes import client  # noqa: E402
 from kubernetes.watch import Watch  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
+from remediator.contract.decision import Decision, Suppressed  # noqa: E402
 from remediator.inputs.decode import decode  # noqa: E402
 from remediator.inputs.timefmt import parse_time  # noqa: E402
 from remediator.metrics.export import TimelineMetrics  # noqa: E402
-from remediator.policy.decision import Decision, Suppressed  # noqa: E402
 from remediator.policy.outcome import Ignored  # noqa: E402
 from remediator.session import Session  # noqa: E402
 from remediator.sim import watch_stream  # noqa: E402

@@ -17,11 +17,11 @@ import statistics
 import time
 from typing import Any
 
+from remediator.contract.decision import Decision, Suppressed
 from remediator.inputs.decode import normalize
 from remediator.inputs.timefmt import format_time
-from remediator.policy.config import load_policy
-from remediator.policy.decision import Decision, Suppressed
 from remediator.policy.outcome import Ignored
+from remediator.policy_file import load_policy
 from remediator.session import Session
 from remediator.timeline.tracker import StateChange
 

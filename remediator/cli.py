@@ -1,13 +1,47 @@
-"""The `remediator` command line. Subcommands live beside what they drive."""
+"""The `remediator` command line. Subcommands live beside what they drive and are
+imported only when run: `remediator replay` loads none of serve's clients (kubernetes,
+Argo, Slack, aiohttp)."""
 
 from __future__ import annotations
+
+import importlib
 
 import click
 
 from remediator import __version__
 
+# name -> "module:attribute" of the click command
+COMMANDS = {
+    "replay": "remediator.replay:replay_command",
+    "serve": "remediator.serve:serve",
+    "slo-report": "remediator.slo.cli:slo_report",
+    "step": "remediator.steps.cli:step",
+    "worker": "remediator.streams.cli:worker",
+    "ingest": "remediator.streams.cli:ingest",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+
+class LazyGroup(click.Group):
+    """click's documented lazy-loading group: a command is imported when it is called
+    (or when --help lists it)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="remediator")
 def main() -> None:
     """Self-healing for LLM inference on Kubernetes.
@@ -26,21 +60,3 @@ def main() -> None:
       remediator step --help                             # the commands workflow steps run
       remediator slo-report --prometheus URL             # cold-start SLOs over 7 days
     """
-
-
-def _register() -> None:
-    from remediator.replay import replay_command
-    from remediator.serve import serve
-    from remediator.slo.cli import slo_report
-    from remediator.steps.cli import step
-    from remediator.streams.cli import ingest, worker
-
-    main.add_command(replay_command)
-    main.add_command(serve)
-    main.add_command(slo_report)
-    main.add_command(step)
-    main.add_command(worker)
-    main.add_command(ingest)
-
-
-_register()

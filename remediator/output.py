@@ -7,8 +7,9 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from remediator.contract.actions import action
+from remediator.contract.decision import Decision, Suppressed
 from remediator.inputs.timefmt import format_time
-from remediator.policy.decision import Decision, Suppressed
 from remediator.policy.outcome import Ignored
 from remediator.timeline.model import PHASES, PodTimeline
 from remediator.timeline.tracker import StateChange
@@ -26,17 +27,9 @@ class Output(Protocol):
     def finish(self, session: Session, lines: int, inputs: int, skipped: int) -> None: ...
 
 
-_TARGET_KEY = {
-    "delete-pod": "pod",
-    "restart-warmup": "daemonset",
-    "verify-gpu-memory": "node",
-    "cordon-node": "node",
-}
-
-
 def decision_json(d: Decision) -> dict[str, Any]:
     """The `decision` line of the replay output (and of the service's log)."""
-    key = _TARGET_KEY.get(d.action) or ("pod" if d.uid else "node")
+    key = action(d.action).target or ("pod" if d.uid else "node")
     doc: dict[str, Any] = {
         "kind": "decision",
         "action": d.action,

@@ -16,11 +16,11 @@ from typing import IO
 
 import click
 
+from remediator.contract.errors import ConfigError
 from remediator.inputs.decode import decode
 from remediator.inputs.records import InputError
 from remediator.inputs.timefmt import parse_time
 from remediator.output import JsonOutput, Output, TextOutput
-from remediator.policy.errors import ConfigError
 from remediator.session import Session
 
 EXIT_SKIPPED = 1

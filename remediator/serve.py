@@ -9,11 +9,11 @@ import socket
 
 import click
 
+from remediator.contract.errors import ConfigError
 from remediator.executors.argo_params import remediator_image
 from remediator.executors.secrets import MissingSecret
 from remediator.executors.validate import InvalidParameter
 from remediator.logfields import get_logger
-from remediator.policy.errors import ConfigError
 from remediator.runtime.embedded import RuntimeSettings
 from remediator.runtime.leader import LeaseSettings
 from remediator.runtime.logs import setup_logging

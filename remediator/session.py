@@ -7,19 +7,17 @@ embedded runtime drives it from watches and webhooks and hands decisions to exec
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter
 
-from remediator.guard.pipeline import build_pipeline
-from remediator.guard.state import GuardState
+from remediator.contract.decision import Decision, Suppressed
+from remediator.guard import GuardState, build_pipeline, engage
 from remediator.inputs.records import EngineStep, Input
 from remediator.metrics.export import TimelineMetrics
-from remediator.policy.config import PolicyConfig, load_policy_file
-from remediator.policy.decision import Decision, Suppressed
-from remediator.policy.engine import RETRYABLE, PolicyEngine
+from remediator.policy.engine import PolicyEngine
 from remediator.policy.outcome import Ignored, Outcome
+from remediator.policy_file import PolicyFile, load_policy_file
 from remediator.timeline.tracker import StateChange, Tracker
 
 
@@ -32,14 +30,14 @@ class Sink(Protocol):
 
 class Session:
     def __init__(
-        self, config: PolicyConfig | None = None, registry: CollectorRegistry | None = None
+        self, policy: PolicyFile | None = None, registry: CollectorRegistry | None = None
     ) -> None:
-        self.config = config if config is not None else PolicyConfig()
-        self.tracker = Tracker(self.config.stuck_pod.engine_containers)
+        self.policy = policy if policy is not None else PolicyFile()
+        self.tracker = Tracker(self.policy.rules.stuck_pod.engine_containers)
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = TimelineMetrics(self.registry)
-        self.engine = PolicyEngine(self.config, self.tracker)
-        self.pipeline = build_pipeline(self.config.guardrails)
+        self.engine = PolicyEngine(self.policy.rules, self.tracker)
+        self.pipeline = build_pipeline(self.policy.guardrails)
         self.guard_state = GuardState()
         self.now = 0.0
         self._decided = Counter(
@@ -57,7 +55,7 @@ class Session:
 
     @classmethod
     def from_policy_file(cls, path: str | None) -> Session:
-        return cls(load_policy_file(path) if path else PolicyConfig())
+        return cls(load_policy_file(path) if path else PolicyFile())
 
     def feed(self, item: Input, out: Sink) -> None:
         """Apply one input at its own time (or the current time when it has none)."""
@@ -87,8 +85,11 @@ class Session:
         self.now = now
 
     def set_kill_switch(self, engaged: bool, note: str = "") -> None:
-        switch = replace(self.guard_state.kill_switch, engaged=engaged, note=note)
-        self.guard_state = replace(self.guard_state, kill_switch=switch)
+        self.guard_state = engage(self.guard_state, engaged, note)
+
+    def restore_guard_state(self, text: str) -> None:
+        """Guard state as stored by a runtime (`GuardState.to_json`)."""
+        self.guard_state = self.pipeline.load_state(text)
 
     def _settle(self, outcome: Outcome, now: float, out: Sink) -> None:
         if isinstance(outcome, Ignored):
@@ -98,8 +99,8 @@ class Session:
         if isinstance(result, Suppressed):
             self._suppressed.labels(outcome.action, result.guardrail).inc()
             out.suppressed(result)
-            if result.guardrail in RETRYABLE:
-                self.engine.retry_later(outcome, now)
+            if result.retry_at is not None:
+                self.engine.retry_later(outcome, now, result.retry_at)
             return
         self._decided.labels(result.action).inc()
         out.decision(result)

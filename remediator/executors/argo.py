@@ -1,6 +1,8 @@
 """Submit decisions as Argo Workflows and follow them to their end phase.
 
-One narrow surface: `submit(decision) -> Submitted` and `track(name) -> Ended`.
+The runtime's surface is `carry(Submit | Poll) -> outcome` (executors/protocol.py);
+`submit(decision) -> Submitted` and `track(name) -> Ended` are the same calls for
+callers that want exceptions.
 Talks to the Argo Server through the `argo_workflows` SDK, which is synchronous,
 so each call runs in a worker thread. Responses are read as plain JSON rather
 than through the SDK's generated models, which reject fields newer servers add.
@@ -13,7 +15,6 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, TypeVar
 
 import urllib3
@@ -30,11 +31,22 @@ from argo_workflows.model.io_argoproj_workflow_v1alpha1_workflow_submit_request 
     IoArgoprojWorkflowV1alpha1WorkflowSubmitRequest,
 )
 
+from remediator.contract.decision import Decision
 from remediator.executors import argo_params
+from remediator.executors.protocol import (
+    Command,
+    Ended,
+    Outcome,
+    Poll,
+    Refused,
+    Running,
+    Submit,
+    Submitted,
+    Unavailable,
+)
 from remediator.executors.secrets import read_token
-from remediator.executors.validate import dns1123_label, dns1123_subdomain
+from remediator.executors.validate import InvalidParameter, dns1123_label, dns1123_subdomain
 from remediator.logfields import get_logger
-from remediator.policy.decision import Decision
 
 log = get_logger(__name__)
 
@@ -94,36 +106,6 @@ class Backoff:
         for _ in range(self.attempts - 1):
             yield min(delay, self.max_s)
             delay *= self.factor
-
-
-@dataclass(frozen=True, slots=True)
-class Submitted:
-    name: str
-    namespace: str
-    template: str
-    incident: str
-    created: bool  # False: it already existed (409), which counts as done
-    url: str
-
-
-@dataclass(frozen=True, slots=True)
-class Ended:
-    name: str
-    phase: str  # Succeeded | Failed | Error
-    message: str
-    started_at: str | None
-    finished_at: str | None
-
-    def duration_s(self) -> float | None:
-        """Seconds from start to finish, when Argo reported both."""
-        if not (self.started_at and self.finished_at):
-            return None
-        try:
-            start = datetime.fromisoformat(self.started_at)
-            end = datetime.fromisoformat(self.finished_at)
-        except ValueError:
-            return None
-        return (end - start).total_seconds()
 
 
 def _error_message(err: ApiException) -> str:
@@ -190,6 +172,23 @@ class ArgoExecutor:
         base = (self._config.ui_url or self._config.host).rstrip("/")
         return f"{base}/workflows/{self._config.namespace}/{name}"
 
+    async def carry(self, command: Command) -> Outcome:
+        """Submit or Poll; every failure comes back as Unavailable or Refused."""
+        try:
+            if isinstance(command, Submit):
+                return await self.submit(command.decision)
+            if isinstance(command, Poll):
+                return await self.poll(command.workflow)
+        except ArgoUnavailable as exc:
+            return Unavailable(str(exc))
+        except SubmitRejected as exc:
+            if exc.status == 401:  # a rotated token: the mounted file is re-read next time
+                return Unavailable(str(exc), unauthorized=True)
+            return Refused(str(exc))
+        except (ArgoError, InvalidParameter) as exc:
+            return Refused(str(exc))
+        return Refused(f"Argo carries Submit and Poll, not {type(command).__name__}")
+
     async def submit(self, decision: Decision) -> Submitted:
         """Submit the decision's WorkflowTemplate under a name derived from the
         incident. A 409 AlreadyExists means an earlier submit got there: done."""
@@ -240,36 +239,44 @@ class ArgoExecutor:
 
     async def track(self, name: str, timeout_s: float = 3600.0) -> Ended:
         """Poll the workflow until Succeeded, Failed or Error; TrackTimeout after `timeout_s`."""
-        dns1123_subdomain("workflow name", name)
         deadline = time.monotonic() + timeout_s
         while True:
-            try:
-                response = await self._call(
-                    lambda: self._api.get_workflow(
-                        self._config.namespace,
-                        name,
-                        fields=_TRACK_FIELDS,
-                        _preload_content=False,
-                        _request_timeout=self._config.request_timeout_s,
-                    ),
-                    what=f"get workflow {name}",
-                    incident=None,
-                )
-            except ApiException as err:
-                raise SubmitRejected(err.status or 0, _error_message(err)) from None
-            status = _json(response).get("status") or {}
-            phase = status.get("phase") or "Pending"
-            if phase in END_PHASES:
-                return Ended(
-                    name=name,
-                    phase=phase,
-                    message=status.get("message") or "",
-                    started_at=status.get("startedAt"),
-                    finished_at=status.get("finishedAt"),
-                )
+            seen = await self.poll(name)
+            if isinstance(seen, Ended):
+                return seen
             if time.monotonic() >= deadline:
-                raise TrackTimeout(f"workflow {name} still {phase} after {timeout_s:g}s")
+                raise TrackTimeout(f"workflow {name} still {seen.phase} after {timeout_s:g}s")
             await asyncio.sleep(self._poll_interval_s)
+
+    async def poll(self, name: str) -> Ended | Running:
+        """One look at the workflow's phase."""
+        dns1123_subdomain("workflow name", name)
+        try:
+            response = await self._call(
+                lambda: self._api.get_workflow(
+                    self._config.namespace,
+                    name,
+                    fields=_TRACK_FIELDS,
+                    _preload_content=False,
+                    _request_timeout=self._config.request_timeout_s,
+                ),
+                what=f"get workflow {name}",
+                incident=None,
+            )
+        except ApiException as err:
+            raise SubmitRejected(err.status or 0, _error_message(err)) from None
+        status = _json(response).get("status") or {}
+        phase = status.get("phase") or "Pending"
+        if phase not in END_PHASES:
+            return Running(name, phase, self.url_for(name))
+        return Ended(
+            name=name,
+            phase=phase,
+            message=status.get("message") or "",
+            started_at=status.get("startedAt"),
+            finished_at=status.get("finishedAt"),
+            url=self.url_for(name),
+        )
 
     async def _call(self, fn: Callable[[], T], *, what: str, incident: str | None) -> T:
         """Run one SDK call in a thread; retry 5xx and connection failures with

@@ -1,7 +1,9 @@
-"""From a Decision to what is submitted: workflow name, labels and parameters.
+"""From a Decision to what is submitted: template, workflow name, labels and parameters.
 
-Every value is validated here, before anything is sent; an unknown extra
-parameter is refused rather than passed through.
+The Argo half of the action table (`contract/actions.py`): which WorkflowTemplate
+carries each action, which target parameters it takes and which extras it accepts.
+Every value is validated here, before anything is sent; an unknown extra parameter is
+refused rather than passed through.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ import hashlib
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
+from remediator.contract.decision import Decision
 from remediator.executors import validate as v
-from remediator.policy.decision import TEMPLATE_FOR_ACTION, Decision
 
 LABEL_INCIDENT = "remediator.io/incident"
 LABEL_ACTION = "remediator.io/action"
@@ -23,32 +26,70 @@ _HASH_LEN = 10
 
 Validator = Callable[[str, str], str]
 
-# Extra parameters a decision may carry, per action, and how each is checked.
-_EXTRAS: dict[str, dict[str, Validator]] = {
-    "delete-pod": {},
-    "restart-warmup": {
-        "image": v.image,
-        "timeout": v.count,
-        "samples": v.count,
-        "interval": v.seconds,
-        "max-spread-mib": v.count,
-        "node-selector": v.label_selector,
-    },
-    "verify-gpu-memory": {
-        "samples": v.count,
-        "interval": v.seconds,
-        "max-spread-mib": v.count,
-        "node-selector": v.label_selector,
-    },
-    "cordon-node": {},
+
+def _pod(d: Decision) -> list[tuple[str, str]]:
+    if d.uid is None:
+        raise v.InvalidParameter("uid: delete-pod needs the pod UID (the precondition)")
+    return [
+        ("namespace", v.dns1123_label("namespace", d.namespace)),
+        ("pod", v.dns1123_subdomain("pod", d.target)),
+        ("uid", v.uid("uid", d.uid)),
+        ("workload", _lock_key(d)),
+    ]
+
+
+def _daemonset(d: Decision) -> list[tuple[str, str]]:
+    return [
+        ("namespace", v.dns1123_label("namespace", d.namespace)),
+        ("daemonset", v.dns1123_subdomain("daemonset", d.target)),
+    ]
+
+
+def _node(d: Decision) -> list[tuple[str, str]]:
+    return [("node", v.dns1123_subdomain("node", d.target))]
+
+
+def _fan_out(d: Decision) -> list[tuple[str, str]]:
+    return []  # verify-gpu-memory fans out over every GPU node
+
+
+_PROBE: dict[str, Validator] = {
+    "samples": v.count,
+    "interval": v.seconds,
+    "max-spread-mib": v.count,
+    "node-selector": v.label_selector,
 }
 
 
-def template_for(decision: Decision) -> str:
-    template = TEMPLATE_FOR_ACTION.get(decision.action)
-    if template is None:
+@dataclass(frozen=True, slots=True)
+class Workflow:
+    """How Argo carries one action: the template, its target parameters, the extras it takes."""
+
+    template: str
+    targets: Callable[[Decision], list[tuple[str, str]]]
+    extras: dict[str, Validator] = field(default_factory=dict)
+
+
+# One entry per acting row of the action table; "notify" runs no workflow.
+WORKFLOWS: dict[str, Workflow] = {
+    "delete-pod": Workflow("delete-stuck-inference-pod", _pod),
+    "restart-warmup": Workflow(
+        "restart-gpu-warmup", _daemonset, {"image": v.image, "timeout": v.count, **_PROBE}
+    ),
+    "verify-gpu-memory": Workflow("verify-gpu-memory-stability", _fan_out, dict(_PROBE)),
+    "cordon-node": Workflow("cordon-gpu-node", _node),
+}
+
+
+def workflow_for(decision: Decision) -> Workflow:
+    found = WORKFLOWS.get(decision.action)
+    if found is None:
         raise v.InvalidParameter(f"action {decision.action!r} runs no workflow")
-    return template
+    return found
+
+
+def template_for(decision: Decision) -> str:
+    return workflow_for(decision).template
 
 
 def _slug(text: str) -> str:
@@ -95,26 +136,6 @@ def _lock_key(decision: Decision) -> str:
     return f"{ns}.{kind.lower()}.{name}"
 
 
-def _targets(decision: Decision) -> list[tuple[str, str]]:
-    if decision.action == "delete-pod":
-        if decision.uid is None:
-            raise v.InvalidParameter("uid: delete-pod needs the pod UID (the precondition)")
-        return [
-            ("namespace", v.dns1123_label("namespace", decision.namespace)),
-            ("pod", v.dns1123_subdomain("pod", decision.target)),
-            ("uid", v.uid("uid", decision.uid)),
-            ("workload", _lock_key(decision)),
-        ]
-    if decision.action == "restart-warmup":
-        return [
-            ("namespace", v.dns1123_label("namespace", decision.namespace)),
-            ("daemonset", v.dns1123_subdomain("daemonset", decision.target)),
-        ]
-    if decision.action == "cordon-node":
-        return [("node", v.dns1123_subdomain("node", decision.target))]
-    return []  # verify-gpu-memory fans out over every GPU node
-
-
 def remediator_image() -> str | None:
     """$REMEDIATOR_IMAGE, checked against the image grammar; None when unset (the
     templates' default `remediator-image` then applies)."""
@@ -124,9 +145,9 @@ def remediator_image() -> str | None:
 
 def parameters_for(decision: Decision) -> list[tuple[str, str]]:
     """Validated (name, value) pairs for the template's `spec.arguments`."""
-    template_for(decision)
-    extras = _EXTRAS[decision.action]
-    params = _targets(decision)
+    workflow = workflow_for(decision)
+    extras = workflow.extras
+    params = workflow.targets(decision)
     for key, value in decision.params:
         check = extras.get(key)
         if check is None:

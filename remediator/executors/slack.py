@@ -1,26 +1,45 @@
-"""Tell on-call in Slack what remediator did, why, and how it ended.
+"""Tell on-call in Slack what remediator did, why, and how it ended: the one notifier.
 
 One message per incident when it acts (or only notifies), then replies in that
-message's thread as the workflow ends, so a channel shows one line per incident.
-Uses slack_sdk's AsyncWebClient; a 429 is retried after its Retry-After (capped
-and bounded), anything else Slack refuses is raised as SlackError.
+message's thread as the workflow ends, so a channel shows one line per incident; dry-run
+"would have" notes and "could not act" notes go to the channel. The wording of every
+message lives here. Uses slack_sdk's AsyncWebClient; every post goes through `_send`,
+which waits out a 429's Retry-After (capped and bounded). `carry(Tell)` answers Posted,
+Unavailable (connection, timeout, 5xx, still rate limited) or Refused (anything else);
+`acted`/`ended` raise SlackError instead.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from remediator.executors.argo import Ended, Submitted
+from remediator.contract.actions import action
+from remediator.contract.decision import Decision
+from remediator.executors.protocol import (
+    Acted,
+    Command,
+    Ended,
+    Finished,
+    Note,
+    Outcome,
+    Posted,
+    Refused,
+    Submitted,
+    Tell,
+    Unavailable,
+    WouldHave,
+)
 from remediator.executors.secrets import read_token
 from remediator.logfields import get_logger
-from remediator.policy.decision import Decision
 
 log = get_logger(__name__)
 
@@ -30,6 +49,10 @@ _END_ICON = {"Succeeded": ":white_check_mark:", "Failed": ":x:", "Error": ":warn
 
 class SlackError(RuntimeError):
     """Slack refused the message (bad token, unknown channel, still rate limited)."""
+
+    def __init__(self, message: str, retry: bool = False) -> None:
+        super().__init__(message)
+        self.retry = retry  # a later attempt may succeed (connection, 5xx, 429)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +72,6 @@ def _esc(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _target(d: Decision) -> str:
-    return d.target if d.action == "cordon-node" or not d.namespace else f"{d.namespace}/{d.target}"
-
-
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "unknown duration"
@@ -62,7 +81,7 @@ def _duration(seconds: float | None) -> str:
 
 def act_blocks(d: Decision, submitted: Submitted | None) -> list[dict[str, Any]]:
     """The first message: what, where, why, which incident, which workflow."""
-    verb = "Remediating" if d.action != "notify" else "Needs attention"
+    verb = "Remediating" if action(d.action).acts else "Needs attention"
     if submitted is None:
         workflow = "none (notify only)"
     else:
@@ -73,13 +92,13 @@ def act_blocks(d: Decision, submitted: Submitted | None) -> list[dict[str, Any]]
     return [
         {
             "type": "header",
-            "text": {"type": "plain_text", "text": f"{verb}: {d.action} {_target(d)}"[:150]},
+            "text": {"type": "plain_text", "text": f"{verb}: {d.action} {d.where}"[:150]},
         },
         {
             "type": "section",
             "fields": [
                 {"type": "mrkdwn", "text": f"*Action*\n{_esc(d.action)}"},
-                {"type": "mrkdwn", "text": f"*Target*\n`{_esc(_target(d))}`"},
+                {"type": "mrkdwn", "text": f"*Target*\n`{_esc(d.where)}`"},
                 {"type": "mrkdwn", "text": f"*Incident*\n`{_esc(d.incident)}`"},
                 {"type": "mrkdwn", "text": f"*Workflow*\n{workflow}"},
             ],
@@ -102,11 +121,45 @@ def end_blocks(ended: Ended) -> list[dict[str, Any]]:
     return blocks
 
 
+def note_blocks(headline: str, d: Decision, detail: str) -> list[dict[str, Any]]:
+    return [
+        {"type": "header", "text": {"type": "plain_text", "text": headline[:150]}},
+        {
+            "type": "section",
+            "fields": [
+                {"type": "mrkdwn", "text": f"*Action*\n{_esc(d.action)}"},
+                {"type": "mrkdwn", "text": f"*Target*\n`{_esc(d.where)}`"},
+                {"type": "mrkdwn", "text": f"*Incident*\n`{_esc(d.incident)}`"},
+            ],
+        },
+        {"type": "section", "text": {"type": "mrkdwn", "text": f"*Why*\n{_esc(d.reason)}"[:3000]}},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": _esc(detail)[:3000]}]},
+    ]
+
+
+def message(note: Note) -> tuple[str, list[dict[str, Any]]]:
+    """The text and blocks of each kind of note."""
+    d = note.decision
+    if isinstance(note, Acted):
+        return f"{d.action} {d.where}: {d.reason}", act_blocks(d, note.submitted)
+    if isinstance(note, Finished):
+        e = note.ended
+        return f"workflow {e.name} {e.phase} in {_duration(e.duration_s())}", end_blocks(e)
+    if isinstance(note, WouldHave):
+        headline = f"Dry run, would have: {d.action} {d.where}"
+        return headline, note_blocks(headline, d, f"not done: {note.reason}")
+    headline = f"Could not act: {d.action} {d.where}"
+    return headline, note_blocks(headline, d, note.error)
+
+
 class SlackNotifier:
     """Posts on act and on end; keeps each incident's thread_ts to reply under it."""
 
-    def __init__(self, config: SlackConfig) -> None:
+    def __init__(
+        self, config: SlackConfig, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    ) -> None:
         self._config = config
+        self._sleep = sleep  # the runtime's clock, so a 429 waits on it
         token = read_token(config.token_env, config.token_file_env, config.token_file)
         self._client = AsyncWebClient(
             token=token, base_url=config.base_url, timeout=config.timeout_s
@@ -116,47 +169,66 @@ class SlackNotifier:
     def thread_of(self, incident: str) -> str | None:
         return self._threads.get(incident)
 
+    async def carry(self, command: Command) -> Outcome:
+        if not isinstance(command, Tell):
+            return Refused(f"Slack carries Tell, not {type(command).__name__}")
+        try:
+            return Posted(await self.tell(command.note, command.thread))
+        except SlackError as exc:
+            return Unavailable(str(exc)) if exc.retry else Refused(str(exc))
+
     async def acted(self, decision: Decision, submitted: Submitted | None = None) -> str:
         """Post (or, for a repeat of the incident, reply) about an action taken."""
-        text = f"{decision.action} {_target(decision)}: {decision.reason}"
-        return await self._post(decision.incident, text, act_blocks(decision, submitted))
+        return await self.tell(Acted(decision, submitted))
 
-    async def ended(self, incident: str, ended: Ended) -> str:
-        """Reply in the incident's thread with the workflow's end phase; failures
-        are also broadcast to the channel, since someone has to look."""
-        text = f"workflow {ended.name} {ended.phase} in {_duration(ended.duration_s())}"
-        broadcast = ended.phase != "Succeeded"
-        return await self._post(incident, text, end_blocks(ended), broadcast=broadcast)
+    async def ended(self, incident: str, ended: Ended, decision: Decision | None = None) -> str:
+        """Reply in the incident's thread with the workflow's end phase."""
+        d = decision or Decision("notify", "", ended.name, "", incident, 0.0)
+        return await self.tell(Finished(d, ended))
 
-    async def _post(
-        self, incident: str, text: str, blocks: list[dict[str, Any]], *, broadcast: bool = False
-    ) -> str:
-        thread_ts = self._threads.get(incident)
+    async def tell(self, note: Note, thread: str | None = None) -> str:
+        """Post a note. Acts and ends go in the incident's thread (the one given, else the
+        one this process posted); an end other than Succeeded is also broadcast to the
+        channel, since someone has to look. Dry-run and could-not notes stand alone."""
+        incident = note.decision.incident
+        threaded = isinstance(note, Acted | Finished)
+        if threaded and thread is None:
+            thread = self._threads.get(incident)
+        text, blocks = message(note)
         kwargs: dict[str, Any] = {"channel": self._config.channel, "text": text, "blocks": blocks}
-        if thread_ts is not None:
-            kwargs.update(thread_ts=thread_ts, reply_broadcast=broadcast)
+        if threaded and thread is not None:
+            broadcast = isinstance(note, Finished) and note.ended.phase != "Succeeded"
+            kwargs.update(thread_ts=thread, reply_broadcast=broadcast)
         response = await self._send(kwargs, incident)
         ts = str(response["ts"])
-        if thread_ts is None:
+        if threaded and thread is None:
             self._remember(incident, ts)
+        # `slack_ts`, not `ts`: the log line's own timestamp is `ts`.
         log.info("slack message posted", extra={"incident": incident, "slack_ts": ts})
         return ts
 
     async def _send(self, kwargs: dict[str, Any], incident: str) -> Any:
+        """The one place a post can fail: every failure class becomes a SlackError."""
         for attempt in range(self._config.rate_limit_retries + 1):
             try:
                 return await self._client.chat_postMessage(**kwargs)
             except SlackApiError as err:
                 status = err.response.status_code
                 code = err.response.get("error", "unknown_error")
-                if status != 429 or attempt == self._config.rate_limit_retries:
-                    raise SlackError(f"Slack refused chat.postMessage: {code} ({status})") from None
+                last = attempt == self._config.rate_limit_retries
+                if status != 429 or last:
+                    retry = status == 429 or status >= 500
+                    why = f"Slack refused chat.postMessage: {code} ({status})"
+                    raise SlackError(why, retry=retry) from None
                 delay = self._retry_after(err.response.headers)
                 log.warning(
                     "slack rate limited, waiting",
                     extra={"incident": incident, "retry_after_s": delay},
                 )
-                await asyncio.sleep(delay)
+                await self._sleep(delay)
+            except (aiohttp.ClientError, TimeoutError, OSError) as err:
+                why = f"Slack unreachable: {type(err).__name__}: {err}"[:300]
+                raise SlackError(why, retry=True) from None
         raise AssertionError("unreachable")
 
     def _retry_after(self, headers: Any) -> float:

@@ -1,12 +1,14 @@
 """Guardrails: a pipeline of small pure stages between a decision and an action."""
 
-from remediator.guard.config import GuardConfig, parse_guard_config
-from remediator.guard.pipeline import ORDER, Pipeline, build_pipeline
+from remediator.guard.config import GuardConfig
+from remediator.guard.kill_switch import engage
+from remediator.guard.pipeline import ORDER, STAGES, Pipeline, build_pipeline, parse_guardrails
 from remediator.guard.stage import Stage, Verdict
-from remediator.guard.state import GuardState, StateError, with_kill_switch
+from remediator.guard.state import GuardState, StateError
 
 __all__ = [
     "ORDER",
+    "STAGES",
     "GuardConfig",
     "GuardState",
     "Pipeline",
@@ -14,6 +16,6 @@ __all__ = [
     "StateError",
     "Verdict",
     "build_pipeline",
-    "parse_guard_config",
-    "with_kill_switch",
+    "engage",
+    "parse_guardrails",
 ]

@@ -12,13 +12,42 @@ so a one- or two-replica model can still be healed, one pod per window.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-from remediator.guard.config import BlastRadiusConfig
-from remediator.guard.stage import PASS, Verdict, fmt_s, suppress
-from remediator.guard.state import BlastRadiusState, GuardState
-from remediator.policy.decision import Decision
+from remediator.contract.decision import Decision
+from remediator.guard.config import NON_NEGATIVE
+from remediator.guard.stage import PASS, Verdict, deletes_pods, fmt_s, suppress
+from remediator.guard.state import GuardState, StateError, read_number, read_object, read_str
+
+
+@dataclass(frozen=True, slots=True)
+class BlastRadiusConfig:
+    max_pods: int = field(default=2, metadata=NON_NEGATIVE)
+    max_percent: float = field(default=25.0, metadata={"min": 0, "max": 100})
+    window_s: float = field(default=600.0, metadata=NON_NEGATIVE)
+    max_pods_cluster: int = field(default=5, metadata=NON_NEGATIVE)
+
+
+@dataclass(frozen=True, slots=True)
+class BlastRadiusState:
+    deletions: tuple[tuple[str, float], ...] = ()  # (workload key, deleted at), oldest first
+
+    def to_doc(self) -> Any:
+        return {"deletions": [list(d) for d in self.deletions]}
+
+    @classmethod
+    def from_doc(cls, value: Any, path: str) -> BlastRadiusState:
+        raw = read_object(value, path, {"deletions"}).get("deletions", [])
+        if not isinstance(raw, list):
+            raise StateError(f"{path}.deletions", "expected a list")
+        out: list[tuple[str, float]] = []
+        for i, item in enumerate(raw):
+            where = f"{path}.deletions[{i}]"
+            if not isinstance(item, list) or len(item) != 2:
+                raise StateError(where, "expected [workload, at]")
+            out.append((read_str(item[0], where), read_number(item[1], where)))
+        return cls(tuple(out))
 
 
 def workload_key(decision: Decision) -> str:
@@ -42,10 +71,13 @@ def workload_cap(config: BlastRadiusConfig, replicas: int | None) -> int:
 @dataclass(frozen=True, slots=True)
 class BlastRadius:
     name: ClassVar[str] = "blast_radius"
+    Config: ClassVar[type[Any]] = BlastRadiusConfig
+    State: ClassVar[type[Any] | None] = BlastRadiusState
+    simulates: ClassVar[bool] = False
     config: BlastRadiusConfig = BlastRadiusConfig()
 
     def check(self, decision: Decision, now: float, state: GuardState) -> Verdict:
-        if decision.action != "delete-pod":
+        if not deletes_pods(decision):
             return PASS
         recent = self._recent(state, now)
         window = fmt_s(self.config.window_s)
@@ -57,20 +89,23 @@ class BlastRadius:
             return suppress(
                 f"blast radius: {mine} pod deletion(s) in {key} in the last {window}; "
                 f"cap {cap} (max_pods {self.config.max_pods}, "
-                f"{self.config.max_percent:g}% of {size} replicas)"
+                f"{self.config.max_percent:g}% of {size} replicas)",
+                now,  # ask again at the next look: the window moves on
             )
         if len(recent) >= self.config.max_pods_cluster:
             return suppress(
                 f"blast radius: {len(recent)} pod deletion(s) cluster-wide in the last {window}; "
-                f"cap {self.config.max_pods_cluster} (max_pods_cluster)"
+                f"cap {self.config.max_pods_cluster} (max_pods_cluster)",
+                now,
             )
         return PASS
 
     def record(self, decision: Decision, now: float, state: GuardState) -> GuardState:
-        if decision.action != "delete-pod":
+        if not deletes_pods(decision):
             return state
         kept = (*self._recent(state, now), (workload_key(decision), now))
-        return replace(state, blast_radius=BlastRadiusState(kept))
+        return state.put(self.name, BlastRadiusState(kept))
 
     def _recent(self, state: GuardState, now: float) -> tuple[tuple[str, float], ...]:
-        return tuple(d for d in state.blast_radius.deletions if now - d[1] < self.config.window_s)
+        deletions = state.of(self.name, BlastRadiusState).deletions
+        return tuple(d for d in deletions if now - d[1] < self.config.window_s)

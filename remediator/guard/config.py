@@ -1,117 +1,79 @@
 """The `guardrails:` section of the policy file, parsed strictly.
 
-One frozen dataclass per stage, with the defaults an SRE gets by saying nothing.
-Unknown keys, wrong types and out-of-range numbers are refused with the dotted
-path of the offending key, so the loader can point at the line. The stage order
-is fixed (see `pipeline.ORDER`), so there is deliberately no `order` key.
+Each stage declares its own frozen `Config` dataclass (in the stage's file), with the
+defaults an SRE gets by saying nothing and the bounds next to each field. This module
+parses any such dataclass: unknown keys, wrong types and out-of-range numbers are
+refused with the dotted path of the offending key, so the loader can point at the line.
+The stage order is fixed (the pipeline as built), so there is deliberately no `order` key.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import fields
+from typing import Any, TypeVar
 
-from remediator.policy.errors import ConfigError
+from remediator.contract.errors import ConfigError
+
+C = TypeVar("C")
 
 # Bounds live next to each field: min (inclusive), gt (exclusive), max (inclusive).
-_NON_NEGATIVE = {"min": 0}
+NON_NEGATIVE = {"min": 0}
 
 
-@dataclass(frozen=True, slots=True)
-class KillSwitchConfig:
-    engaged: bool = False  # pins the switch on from the policy file; the runtime flips state
-
-
-@dataclass(frozen=True, slots=True)
-class DryRunConfig:
-    enabled: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class IdempotencyConfig:
-    retain_s: float = field(default=86400.0, metadata=_NON_NEGATIVE)  # how long an id is remembered
-
-
-@dataclass(frozen=True, slots=True)
-class DedupConfig:
-    window_s: float = field(default=300.0, metadata=_NON_NEGATIVE)
-
-
-@dataclass(frozen=True, slots=True)
-class CooldownConfig:
-    seconds: float = field(default=600.0, metadata=_NON_NEGATIVE)
-
-
-@dataclass(frozen=True, slots=True)
-class MinAgeConfig:
-    factor: float = field(default=1.0, metadata=_NON_NEGATIVE)
-
-
-@dataclass(frozen=True, slots=True)
-class BlastRadiusConfig:
-    max_pods: int = field(default=2, metadata=_NON_NEGATIVE)
-    max_percent: float = field(default=25.0, metadata={"min": 0, "max": 100})
-    window_s: float = field(default=600.0, metadata=_NON_NEGATIVE)
-    max_pods_cluster: int = field(default=5, metadata=_NON_NEGATIVE)
-
-
-@dataclass(frozen=True, slots=True)
-class RateLimitConfig:
-    per_minute: float = field(default=6.0, metadata={"gt": 0})
-    burst: int = field(default=3, metadata={"min": 1})  # 0 would silently stop everything
-
-
-@dataclass(frozen=True, slots=True)
 class GuardConfig:
-    kill_switch: KillSwitchConfig = field(default_factory=KillSwitchConfig)
-    dry_run: DryRunConfig = field(default_factory=DryRunConfig)
-    idempotency: IdempotencyConfig = field(default_factory=IdempotencyConfig)
-    dedup: DedupConfig = field(default_factory=DedupConfig)
-    cooldown: CooldownConfig = field(default_factory=CooldownConfig)
-    min_age: MinAgeConfig = field(default_factory=MinAgeConfig)
-    blast_radius: BlastRadiusConfig = field(default_factory=BlastRadiusConfig)
-    rate_limit: RateLimitConfig = field(default_factory=RateLimitConfig)
+    """Stage name -> that stage's config. A stage at its defaults is not stored, so a
+    section that spells out the defaults equals an empty one."""
+
+    __slots__ = ("_stages",)
+
+    def __init__(self, stages: Mapping[str, Any] | None = None) -> None:
+        self._stages = {k: c for k, c in (stages or {}).items() if c != type(c)()}
+
+    def of(self, stage: str, kind: type[C]) -> C:
+        found = self._stages.get(stage)
+        return found if found is not None else kind()
+
+    def with_stage(self, stage: str, config: Any) -> GuardConfig:
+        return GuardConfig({**self._stages, stage: config})
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GuardConfig) and self._stages == other._stages
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"GuardConfig({self._stages!r})"
 
 
-# Stage name (as in the policy file and in `suppressed` output) -> its config record.
-STAGE_CONFIGS: dict[str, type[Any]] = {
-    "kill_switch": KillSwitchConfig,
-    "dry_run": DryRunConfig,
-    "idempotency": IdempotencyConfig,
-    "dedup": DedupConfig,
-    "cooldown": CooldownConfig,
-    "min_age": MinAgeConfig,
-    "blast_radius": BlastRadiusConfig,
-    "rate_limit": RateLimitConfig,
-}
-
-
-def parse_guard_config(mapping: Mapping[str, Any] | None) -> GuardConfig:
-    """`mapping` is the value of `guardrails:`; None (an empty section) means defaults."""
+def parse_guard_config(
+    mapping: Mapping[str, Any] | None, known: Mapping[str, type[Any]]
+) -> GuardConfig:
+    """`mapping` is the value of `guardrails:` (None: an empty section, the defaults);
+    `known` is stage name -> its Config type, in pipeline order."""
     if mapping is None:
         return GuardConfig()
     section = _mapping(mapping, "guardrails")
     stages: dict[str, Any] = {}
     for stage, value in section.items():
-        if stage not in STAGE_CONFIGS:
+        if stage not in known:
             raise ConfigError(
-                f"guardrails.{stage}", f"unknown guardrail; known: {_names(STAGE_CONFIGS)}"
+                f"guardrails.{stage}", f"unknown guardrail; known: {', '.join(known)}"
             )
-        stages[stage] = _parse_stage(STAGE_CONFIGS[stage], value, f"guardrails.{stage}")
-    return GuardConfig(**stages)
+        stages[stage] = parse_section(known[stage], value, f"guardrails.{stage}")
+    return GuardConfig(stages)
 
 
-def _parse_stage(cls: type[Any], value: Any, path: str) -> Any:
+def parse_section(cls: type[C], value: Any, path: str) -> C:
     if value is None:  # `dedup:` with nothing under it
         return cls()
     obj = _mapping(value, path)
-    known = {f.name: f for f in fields(cls)}
+    known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
     kwargs: dict[str, Any] = {}
     for key, raw in obj.items():
         if key not in known:
-            raise ConfigError(f"{path}.{key}", f"unknown key; known: {_names(known)}")
+            raise ConfigError(f"{path}.{key}", f"unknown key; known: {', '.join(known)}")
         f = known[key]
         kwargs[key] = _value(raw, f.default, dict(f.metadata), f"{path}.{key}")
     return cls(**kwargs)
@@ -153,10 +115,6 @@ def _mapping(value: Any, path: str) -> Mapping[str, Any]:
         if not isinstance(key, str):
             raise ConfigError(f"{path}.{key}", "keys must be strings")
     return value
-
-
-def _names(known: Mapping[str, Any]) -> str:
-    return ", ".join(known)
 
 
 def _show(raw: Any) -> str:

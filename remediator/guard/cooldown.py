@@ -8,18 +8,35 @@ replacement stuck early is not killed in a loop.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-from remediator.guard.config import CooldownConfig
-from remediator.guard.stage import PASS, Verdict, acts, fmt_s, suppress
-from remediator.guard.state import CooldownState, GuardState, prune
-from remediator.policy.decision import Decision
+from remediator.contract.decision import Decision
+from remediator.guard.config import NON_NEGATIVE
+from remediator.guard.stage import PASS, Verdict, acts, deletes_pods, fmt_s, suppress
+from remediator.guard.state import GuardState, Stamps, prune, read_stamps
+
+
+@dataclass(frozen=True, slots=True)
+class CooldownConfig:
+    seconds: float = field(default=600.0, metadata=NON_NEGATIVE)
+
+
+@dataclass(frozen=True, slots=True)
+class CooldownState:
+    last: Stamps = field(default_factory=dict)  # target or workload key -> last action at
+
+    def to_doc(self) -> Any:
+        return {"last": dict(self.last)}
+
+    @classmethod
+    def from_doc(cls, value: Any, path: str) -> CooldownState:
+        return cls(read_stamps(value, path, "last"))
 
 
 def cooldown_keys(decision: Decision) -> tuple[str, ...]:
     target = f"{decision.namespace}/{decision.target}"
-    if decision.action == "delete-pod" and decision.workload:
+    if deletes_pods(decision) and decision.workload:
         return (target, f"workload {decision.workload}")
     return (target,)
 
@@ -27,25 +44,31 @@ def cooldown_keys(decision: Decision) -> tuple[str, ...]:
 @dataclass(frozen=True, slots=True)
 class Cooldown:
     name: ClassVar[str] = "cooldown"
+    Config: ClassVar[type[Any]] = CooldownConfig
+    State: ClassVar[type[Any] | None] = CooldownState
+    simulates: ClassVar[bool] = False
     config: CooldownConfig = CooldownConfig()
 
     def check(self, decision: Decision, now: float, state: GuardState) -> Verdict:
         if not acts(decision):
             return PASS
+        last = state.of(self.name, CooldownState).last
         for key in cooldown_keys(decision):
-            at = state.cooldown.last.get(key)
+            at = last.get(key)
             if at is not None and now - at < self.config.seconds:
                 left = self.config.seconds - (now - at)
+                # Ask again at the next look: the pod may have moved on by then.
                 return suppress(
                     f"cooldown: {key} was acted on {fmt_s(now - at)} ago; "
-                    f"next action allowed in {fmt_s(left)}"
+                    f"next action allowed in {fmt_s(left)}",
+                    now,
                 )
         return PASS
 
     def record(self, decision: Decision, now: float, state: GuardState) -> GuardState:
         if not acts(decision):
             return state
-        last = prune(state.cooldown.last, now, self.config.seconds)
+        last = prune(state.of(self.name, CooldownState).last, now, self.config.seconds)
         for key in cooldown_keys(decision):
             last[key] = now
-        return replace(state, cooldown=CooldownState(last))
+        return state.put(self.name, CooldownState(last))

@@ -8,13 +8,30 @@ go through here too, so on-call is not paged twice for one thing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-from remediator.guard.config import DedupConfig
+from remediator.contract.decision import Decision
+from remediator.guard.config import NON_NEGATIVE
 from remediator.guard.stage import PASS, Verdict, describe, fmt_s, suppress
-from remediator.guard.state import DedupState, GuardState, prune
-from remediator.policy.decision import Decision
+from remediator.guard.state import GuardState, Stamps, prune, read_stamps
+
+
+@dataclass(frozen=True, slots=True)
+class DedupConfig:
+    window_s: float = field(default=300.0, metadata=NON_NEGATIVE)
+
+
+@dataclass(frozen=True, slots=True)
+class DedupState:
+    seen: Stamps = field(default_factory=dict)  # "action ns/target" -> let through at
+
+    def to_doc(self) -> Any:
+        return {"seen": dict(self.seen)}
+
+    @classmethod
+    def from_doc(cls, value: Any, path: str) -> DedupState:
+        return cls(read_stamps(value, path, "seen"))
 
 
 def dedup_key(decision: Decision) -> str:
@@ -24,11 +41,14 @@ def dedup_key(decision: Decision) -> str:
 @dataclass(frozen=True, slots=True)
 class Dedup:
     name: ClassVar[str] = "dedup"
+    Config: ClassVar[type[Any]] = DedupConfig
+    State: ClassVar[type[Any] | None] = DedupState
+    simulates: ClassVar[bool] = False
     config: DedupConfig = DedupConfig()
 
     def check(self, decision: Decision, now: float, state: GuardState) -> Verdict:
         key = dedup_key(decision)
-        at = state.dedup.seen.get(key)
+        at = state.of(self.name, DedupState).seen.get(key)
         if at is None or now - at >= self.config.window_s:
             return PASS
         return suppress(
@@ -37,6 +57,6 @@ class Dedup:
         )
 
     def record(self, decision: Decision, now: float, state: GuardState) -> GuardState:
-        seen = prune(state.dedup.seen, now, self.config.window_s)
+        seen = prune(state.of(self.name, DedupState).seen, now, self.config.window_s)
         seen[dedup_key(decision)] = now
-        return replace(state, dedup=DedupState(seen))
+        return state.put(self.name, DedupState(seen))

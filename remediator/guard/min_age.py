@@ -4,18 +4,24 @@ KAI Scheduler's min-runtime idea: a 70B vLLM pod that is 90 s old and still in
 engine init is not stuck, it is loading weights. Robusta once deleted a freshly
 created healthy pod; this stage is why that cannot happen here. A pod whose
 creation time or expected cold start is unknown is not deleted: never guess.
+A "not yet" says when the pod will be old enough, so it is looked at again then.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-from remediator.guard.config import MinAgeConfig
-from remediator.guard.stage import PASS, Verdict, fmt_s, suppress
+from remediator.contract.decision import Decision
+from remediator.guard.config import NON_NEGATIVE
+from remediator.guard.stage import PASS, Verdict, deletes_pods, fmt_s, suppress
 from remediator.guard.state import GuardState
-from remediator.policy.decision import Decision
+
+
+@dataclass(frozen=True, slots=True)
+class MinAgeConfig:
+    factor: float = field(default=1.0, metadata=NON_NEGATIVE)
 
 
 def _known(value: float | None) -> bool:
@@ -25,24 +31,38 @@ def _known(value: float | None) -> bool:
 @dataclass(frozen=True, slots=True)
 class MinAge:
     name: ClassVar[str] = "min_age"
+    Config: ClassVar[type[Any]] = MinAgeConfig
+    State: ClassVar[type[Any] | None] = None
+    simulates: ClassVar[bool] = False
     config: MinAgeConfig = MinAgeConfig()
 
     def check(self, decision: Decision, now: float, state: GuardState) -> Verdict:
-        if decision.action != "delete-pod":
+        if not deletes_pods(decision):
             return PASS
         pod = f"{decision.namespace}/{decision.target}"
         created, cold = decision.pod_created_at, decision.expected_cold_start_s
         if created is None or not _known(created):
-            return suppress(f"pod {pod} creation time unknown: never delete a pod of unknown age")
+            why = f"pod {pod} creation time unknown: never delete a pod of unknown age"
+            return suppress(why, now)  # a later look may know it
         if cold is None or not _known(cold) or cold < 0:
-            return suppress(f"pod {pod} expected cold start unknown: cannot tell it from slow")
+            why = f"pod {pod} expected cold start unknown: cannot tell it from slow"
+            return suppress(why, now)
         min_age = cold * self.config.factor
         if created + min_age > now:
             return suppress(
                 f"pod {pod} is {fmt_s(now - created)} old, younger than its expected cold start "
-                f"{fmt_s(cold)} x {self.config.factor:g} = {fmt_s(min_age)}"
+                f"{fmt_s(cold)} x {self.config.factor:g} = {fmt_s(min_age)}",
+                created + min_age,
             )
         return PASS
+
+    def not_before(self, decision: Decision, now: float) -> float | None:
+        """When this stage would let the decision through, if that is after `now`."""
+        created, cold = decision.pod_created_at, decision.expected_cold_start_s
+        if not deletes_pods(decision) or created is None or cold is None:
+            return None
+        at = created + cold * self.config.factor
+        return at if at > now else None
 
     def record(self, decision: Decision, now: float, state: GuardState) -> GuardState:
         return state

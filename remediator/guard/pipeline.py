@@ -8,16 +8,23 @@ repeat, so a duplicate is reported as a duplicate rather than as a cap hit; the
 spending caps next, so a token or a slot of the blast radius is only used by a
 decision that every other stage accepted; dry run last, so "would have" means
 exactly what a live run would have done. Only a decision let through by every
-stage (or held by dry run alone, which simulates the run) is recorded.
+stage (or held by a stage that simulates, i.e. dry run) is recorded.
+
+`STAGES` is the one place the order is written: adding a stage is its file and one
+line here (docs/architecture.md). Everything else (ORDER, the config sections the
+policy file accepts, the state records) is derived from it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
+from remediator.contract.decision import Decision, Suppressed
 from remediator.guard.blast_radius import BlastRadius
-from remediator.guard.config import GuardConfig
+from remediator.guard.config import GuardConfig, parse_guard_config
 from remediator.guard.cooldown import Cooldown
 from remediator.guard.dedup import Dedup
 from remediator.guard.dry_run import DryRun
@@ -25,29 +32,45 @@ from remediator.guard.idempotency import Idempotency
 from remediator.guard.kill_switch import KillSwitch
 from remediator.guard.min_age import MinAge
 from remediator.guard.rate_limit import RateLimit
-from remediator.guard.stage import Stage
-from remediator.guard.state import GuardState
-from remediator.policy.decision import Decision, Suppressed
+from remediator.guard.stage import HoldsUntil, Stage, StageClass, Verdict
+from remediator.guard.state import GuardState, Record
 
-ORDER: tuple[str, ...] = (
-    "kill_switch",
-    "idempotency",
-    "dedup",
-    "cooldown",
-    "min_age",
-    "blast_radius",
-    "rate_limit",
-    "dry_run",
+STAGES: tuple[StageClass, ...] = (
+    KillSwitch,
+    Idempotency,
+    Dedup,
+    Cooldown,
+    MinAge,
+    BlastRadius,
+    RateLimit,
+    DryRun,
 )
+
+ORDER: tuple[str, ...] = tuple(cls.name for cls in STAGES)
+CONFIGS: dict[str, type[Any]] = {cls.name: cls.Config for cls in STAGES}
 
 
 @dataclass(frozen=True, slots=True)
 class Pipeline:
     stages: tuple[Stage, ...]
+    # (position, stage) of the stages that know when they will say yes (see `_retry_at`).
+    _until: tuple[tuple[int, HoldsUntil], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        until = tuple((i, s) for i, s in enumerate(self.stages) if isinstance(s, HoldsUntil))
+        object.__setattr__(self, "_until", until)
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(stage.name for stage in self.stages)
+
+    @property
+    def state_kinds(self) -> Mapping[str, type[Record]]:
+        """Stage name -> its state record type, for reading stored state back."""
+        return {s.name: kind for s in self.stages if (kind := getattr(s, "State", None))}
+
+    def load_state(self, text: str | bytes) -> GuardState:
+        return GuardState.from_json(text, self.state_kinds)
 
     def run(
         self, decision: Decision, now: float, state: GuardState
@@ -56,17 +79,33 @@ class Pipeline:
         if not math.isfinite(now):
             raise ValueError(f"now must be a finite number of seconds, got {now!r}")
         now = float(now)
-        for stage in self.stages:
+        for i, stage in enumerate(self.stages):
             verdict = stage.check(decision, now, state)
             if verdict.reason is None:
                 continue
-            held = Suppressed(decision, guardrail=stage.name, reason=verdict.reason)
-            if stage.name != "dry_run":
+            retry_at = self._retry_at(verdict, decision, now, i)
+            held = Suppressed(decision, stage.name, verdict.reason, retry_at, stage.simulates)
+            if not stage.simulates:
                 return held, state
             # A dry run passed every other guardrail: remember it as if it had run, so it
             # shows exactly what a live run would do, repeats and caps included.
             return held, self._record(decision, now, state)
         return decision, self._record(decision, now, state)
+
+    def _retry_at(
+        self, first: Verdict, decision: Decision, now: float, held_by: int
+    ) -> float | None:
+        """No earlier than any later stage that knows a later time allows (`not_before`): a
+        pod held by the kill switch is looked at again when min_age would let it go."""
+        if first.retry_at is None:
+            return None
+        at = first.retry_at
+        for i, stage in self._until:
+            if i > held_by:
+                later = stage.not_before(decision, now)
+                if later is not None and later > at:
+                    at = later
+        return at
 
     def _record(self, decision: Decision, now: float, state: GuardState) -> GuardState:
         for stage in self.stages:
@@ -74,17 +113,11 @@ class Pipeline:
         return state
 
 
+def parse_guardrails(mapping: Mapping[str, Any] | None) -> GuardConfig:
+    """The policy file's `guardrails:` section, against the stages as built."""
+    return parse_guard_config(mapping, CONFIGS)
+
+
 def build_pipeline(config: GuardConfig | None = None) -> Pipeline:
     config = config or GuardConfig()
-    return Pipeline(
-        stages=(
-            KillSwitch(config.kill_switch),
-            Idempotency(config.idempotency),
-            Dedup(config.dedup),
-            Cooldown(config.cooldown),
-            MinAge(config.min_age),
-            BlastRadius(config.blast_radius),
-            RateLimit(config.rate_limit),
-            DryRun(config.dry_run),
-        )
-    )
+    return Pipeline(tuple(cls(config.of(cls.name, cls.Config)) for cls in STAGES))

@@ -2,24 +2,28 @@
 
 Like Alertmanager's notify `Stage`: one small job per stage, and "no" is not an
 error but an empty result with a reason. Stages never read a clock: `now` is
-passed in, so the same inputs always give the same verdict.
+passed in, so the same inputs always give the same verdict. A stage owns its
+configuration (`Config`) and, when it remembers anything, its state record (`State`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
+from remediator.contract.actions import ACTING, DELETING_PODS
+from remediator.contract.decision import Decision
 from remediator.guard.state import GuardState
-from remediator.policy.decision import Decision
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """A stage's answer: `reason is None` lets the decision through."""
+    """A stage's answer: `reason is None` lets the decision through. A "no" says when
+    asking again may get another answer (`retry_at`), or None when it will not."""
 
     reason: str | None = None
+    retry_at: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -29,25 +33,53 @@ class Verdict:
 PASS = Verdict()
 
 
-def suppress(reason: str) -> Verdict:
-    return Verdict(reason=reason)
+def suppress(reason: str, retry_at: float | None = None) -> Verdict:
+    return Verdict(reason=reason, retry_at=retry_at)
 
 
 class Stage(Protocol):
-    """A guardrail. `check` must not change anything; `record` is called only for
-    a decision every stage let through, and returns the stage's new state."""
+    """A guardrail. `check` must not change anything; `record` is called only for a
+    decision the pipeline let through (or one a simulating stage held), and returns the
+    new state. `simulates`: a "no" from this stage means "would have" (dry run), so the
+    decision is recorded as if it had run."""
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def simulates(self) -> bool: ...
 
     def check(self, decision: Decision, now: float, state: GuardState) -> Verdict: ...
 
     def record(self, decision: Decision, now: float, state: GuardState) -> GuardState: ...
 
 
+@runtime_checkable
+class HoldsUntil(Protocol):
+    """A stage whose "not yet" names a time after `now` (min_age: when the pod is old
+    enough). The pipeline asks it, cheaply and without a reason, when an earlier stage holds
+    a decision, so the engine's next look waits for both."""
+
+    def not_before(self, decision: Decision, now: float) -> float | None: ...
+
+
+class StageClass(Protocol):
+    """What the pipeline needs of a stage's class: its name, config type and state type."""
+
+    name: str
+    Config: type[Any]
+    State: type[Any] | None
+
+    def __call__(self, config: Any) -> Stage: ...
+
+
 def acts(decision: Decision) -> bool:
-    """Everything but a Slack note changes the cluster."""
-    return decision.action != "notify"
+    """The action changes the cluster (everything but a note to on-call)."""
+    return decision.action in ACTING
+
+
+def deletes_pods(decision: Decision) -> bool:
+    return decision.action in DELETING_PODS
 
 
 def describe(decision: Decision) -> str:

@@ -1,9 +1,12 @@
-"""What the guardrails remember, one small record per stateful stage.
+"""What the guardrails remember: one small frozen record per stateful stage, keyed by
+the stage's name. Each stage defines its own record (`State`, in the stage's file) with
+`to_doc()` and `from_doc()`; this container knows none of them.
 
-Every record is frozen and holds only strings, floats and bools, so the whole
-`GuardState` round-trips through JSON: the embedded runtime keeps it in SQLite,
-the Faust runtime in a table. Stages never mutate a record; `record()` builds a
-new one, which also keeps a suppressed decision from leaving a trace.
+Records hold only strings, floats and bools, so the whole `GuardState` round-trips
+through JSON: the embedded runtime keeps it in SQLite beside its outbox; a streaming
+runtime would keep it in its own store through the same two calls. Stages never mutate
+a record; `record()` builds a new one, which also keeps a suppressed decision from
+leaving a trace.
 """
 
 from __future__ import annotations
@@ -11,8 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Protocol, Self, TypeVar
 
 STATE_VERSION = 1
 
@@ -28,86 +30,77 @@ class StateError(ValueError):
         super().__init__(f"guard state {path}: {message}")
 
 
-@dataclass(frozen=True, slots=True)
-class KillSwitchState:
-    engaged: bool = False
-    note: str = ""  # who flipped it and why, shown in every suppression
+class Record(Protocol):
+    """A stage's state record: a frozen dataclass whose default is the empty state."""
+
+    def to_doc(self) -> Any: ...
+
+    @classmethod
+    def from_doc(cls, value: Any, path: str) -> Self: ...
 
 
-@dataclass(frozen=True, slots=True)
-class IdempotencyState:
-    acted: Stamps = field(default_factory=dict)  # incident id -> let through at
+R = TypeVar("R")
+
+_EMPTY: dict[type[Any], Any] = {}  # one shared default record per type (records are frozen)
 
 
-@dataclass(frozen=True, slots=True)
-class DedupState:
-    seen: Stamps = field(default_factory=dict)  # "action ns/target" -> let through at
+def _empty(kind: type[R]) -> R:
+    found = _EMPTY.get(kind)
+    if found is None:
+        found = _EMPTY[kind] = kind()
+    return found
 
 
-@dataclass(frozen=True, slots=True)
-class CooldownState:
-    last: Stamps = field(default_factory=dict)  # target or workload key -> last action at
-
-
-@dataclass(frozen=True, slots=True)
-class BlastRadiusState:
-    deletions: tuple[tuple[str, float], ...] = ()  # (workload key, deleted at), oldest first
-
-
-@dataclass(frozen=True, slots=True)
-class RateLimitState:
-    tokens: float | None = None  # None: a full bucket, nothing spent yet
-    updated_at: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class GuardState:
-    kill_switch: KillSwitchState = field(default_factory=KillSwitchState)
-    idempotency: IdempotencyState = field(default_factory=IdempotencyState)
-    dedup: DedupState = field(default_factory=DedupState)
-    cooldown: CooldownState = field(default_factory=CooldownState)
-    blast_radius: BlastRadiusState = field(default_factory=BlastRadiusState)
-    rate_limit: RateLimitState = field(default_factory=RateLimitState)
+    """Stage name -> that stage's record. Immutable; a stage at its default state is not
+    stored, so two states that remember the same things are equal."""
+
+    __slots__ = ("_records",)
+
+    def __init__(self, records: Mapping[str, Any] | None = None) -> None:
+        self._records: dict[str, Any] = {k: r for k, r in (records or {}).items() if r != type(r)()}
+
+    def of(self, stage: str, kind: type[R]) -> R:
+        """The stage's record, or its default (empty) one."""
+        found = self._records.get(stage)
+        if found is None:  # inlined: this is on every guardrail's check
+            found = _EMPTY.get(kind)
+            if found is None:
+                found = _empty(kind)
+        return found
+
+    def put(self, stage: str, record: Any) -> GuardState:
+        new = GuardState.__new__(GuardState)
+        new._records = {k: r for k, r in self._records.items() if k != stage}
+        if record != _empty(type(record)):
+            new._records[stage] = record
+        return new
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GuardState) and self._records == other._records
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"GuardState({self._records!r})"
 
     def to_json(self) -> str:
-        doc = {
-            "version": STATE_VERSION,
-            "kill_switch": {"engaged": self.kill_switch.engaged, "note": self.kill_switch.note},
-            "idempotency": {"acted": dict(self.idempotency.acted)},
-            "dedup": {"seen": dict(self.dedup.seen)},
-            "cooldown": {"last": dict(self.cooldown.last)},
-            "blast_radius": {"deletions": [list(d) for d in self.blast_radius.deletions]},
-            "rate_limit": {
-                "tokens": self.rate_limit.tokens,
-                "updated_at": self.rate_limit.updated_at,
-            },
-        }
+        doc: dict[str, Any] = {"version": STATE_VERSION}
+        doc.update((stage, r.to_doc()) for stage, r in self._records.items())
         return json.dumps(doc, sort_keys=True, allow_nan=False, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> GuardState:
+    def from_json(cls, text: str | bytes, kinds: Mapping[str, type[Record]]) -> GuardState:
+        """Read what `to_json` wrote; `kinds` (stage name -> record type) comes from the
+        pipeline. A key no stage owns is refused, never dropped."""
         try:
             doc = json.loads(text)
         except (ValueError, UnicodeDecodeError) as exc:
             raise StateError("$", f"not JSON: {exc}") from exc
-        obj = _obj(doc, "$", {f.name for f in fields(cls)} | {"version"})
+        obj = read_object(doc, "$", set(kinds) | {"version"})
         if obj.get("version") != STATE_VERSION:
             raise StateError("version", f"expected {STATE_VERSION}, got {obj.get('version')!r}")
-        return cls(
-            kill_switch=_kill_switch(obj.get("kill_switch", {})),
-            idempotency=IdempotencyState(
-                _stamps(obj.get("idempotency", {}), "idempotency", "acted")
-            ),
-            dedup=DedupState(_stamps(obj.get("dedup", {}), "dedup", "seen")),
-            cooldown=CooldownState(_stamps(obj.get("cooldown", {}), "cooldown", "last")),
-            blast_radius=_blast_radius(obj.get("blast_radius", {})),
-            rate_limit=_rate_limit(obj.get("rate_limit", {})),
-        )
-
-
-def with_kill_switch(state: GuardState, engaged: bool, note: str = "") -> GuardState:
-    """What the runtime calls when the kill-switch ConfigMap file changes."""
-    return replace(state, kill_switch=KillSwitchState(engaged=engaged, note=note))
+        return cls({k: kinds[k].from_doc(v, k) for k, v in obj.items() if k != "version"})
 
 
 def prune(stamps: Stamps, now: float, keep_s: float) -> dict[str, float]:
@@ -115,10 +108,10 @@ def prune(stamps: Stamps, now: float, keep_s: float) -> dict[str, float]:
     return {k: at for k, at in stamps.items() if now - at < keep_s}
 
 
-# --- strict readers: stored state that does not fit is refused, never half-read ---
+# --- strict readers for `from_doc`: stored state that does not fit is refused, never half-read
 
 
-def _obj(value: Any, path: str, allowed: set[str]) -> dict[str, Any]:
+def read_object(value: Any, path: str, allowed: set[str]) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise StateError(path, f"expected an object, got {type(value).__name__}")
     unknown = sorted(set(value) - allowed)
@@ -127,7 +120,7 @@ def _obj(value: Any, path: str, allowed: set[str]) -> dict[str, Any]:
     return value
 
 
-def _num(value: Any, path: str) -> float:
+def read_number(value: Any, path: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise StateError(path, f"expected a number, got {type(value).__name__}")
     if not math.isfinite(value):
@@ -135,45 +128,14 @@ def _num(value: Any, path: str) -> float:
     return float(value)
 
 
-def _str(value: Any, path: str) -> str:
+def read_str(value: Any, path: str) -> str:
     if not isinstance(value, str):
         raise StateError(path, f"expected a string, got {type(value).__name__}")
     return value
 
 
-def _kill_switch(value: Any) -> KillSwitchState:
-    obj = _obj(value, "kill_switch", {"engaged", "note"})
-    engaged = obj.get("engaged", False)
-    if not isinstance(engaged, bool):
-        raise StateError("kill_switch.engaged", f"expected a bool, got {type(engaged).__name__}")
-    return KillSwitchState(engaged=engaged, note=_str(obj.get("note", ""), "kill_switch.note"))
-
-
-def _stamps(value: Any, stage: str, key: str) -> dict[str, float]:
-    inner = _obj(value, stage, {key}).get(key, {})
+def read_stamps(value: Any, stage: str, key: str) -> dict[str, float]:
+    inner = read_object(value, stage, {key}).get(key, {})
     if not isinstance(inner, dict):
         raise StateError(f"{stage}.{key}", f"expected an object, got {type(inner).__name__}")
-    return {k: _num(v, f"{stage}.{key}.{k}") for k, v in inner.items()}
-
-
-def _blast_radius(value: Any) -> BlastRadiusState:
-    obj = _obj(value, "blast_radius", {"deletions"})
-    raw = obj.get("deletions", [])
-    if not isinstance(raw, list):
-        raise StateError("blast_radius.deletions", "expected a list")
-    out: list[tuple[str, float]] = []
-    for i, item in enumerate(raw):
-        path = f"blast_radius.deletions[{i}]"
-        if not isinstance(item, list) or len(item) != 2:
-            raise StateError(path, "expected [workload, at]")
-        out.append((_str(item[0], path), _num(item[1], path)))
-    return BlastRadiusState(deletions=tuple(out))
-
-
-def _rate_limit(value: Any) -> RateLimitState:
-    obj = _obj(value, "rate_limit", {"tokens", "updated_at"})
-    tokens, updated = obj.get("tokens"), obj.get("updated_at")
-    return RateLimitState(
-        tokens=None if tokens is None else _num(tokens, "rate_limit.tokens"),
-        updated_at=None if updated is None else _num(updated, "rate_limit.updated_at"),
-    )
+    return {k: read_number(v, f"{stage}.{key}.{k}") for k, v in inner.items()}

@@ -1,11 +1,12 @@
-"""The policy file: rules and guardrails, parsed strictly, with the line of every fault.
+"""The rules' sections of the policy file, parsed strictly.
 
     stuck_pod:      # pods whose current cold-start phase outlives its budget
     image_update:   # a new model image on an inference workload → warm the GPU nodes
     gpu_memory:     # GPU memory that does not settle → notify (and optionally cordon)
-    guardrails:     # see docs/guardrails.md
+    alerts:         # which alert names mean what
 
-Everything has a default; an empty file (or none) is the default policy.
+Everything has a default. The file as a whole (these and `guardrails:`) is read by
+`remediator.policy_file`, which also finds the line of every fault.
 """
 
 from __future__ import annotations
@@ -13,13 +14,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from remediator.guard.config import GuardConfig, parse_guard_config
-from remediator.policy.errors import ConfigError
+from remediator.contract.errors import ConfigError
 from remediator.policy.selector import Selector, SelectorError, parse_selector
 
 BUDGET_PHASES = ("scheduling", "init", "image_pull", "container_start", "engine_init")
@@ -112,7 +109,6 @@ class PolicyConfig:
     image_update: ImageUpdateConfig = field(default_factory=ImageUpdateConfig)
     gpu_memory: GpuMemoryConfig = field(default_factory=GpuMemoryConfig)
     alerts: AlertsConfig = field(default_factory=AlertsConfig)
-    guardrails: GuardConfig = field(default_factory=GuardConfig)
     first_token_probe: FirstTokenProbeConfig = field(default_factory=FirstTokenProbeConfig)
     engine_logs: EngineLogsConfig = field(default_factory=EngineLogsConfig)
 
@@ -273,50 +269,16 @@ _SECTIONS: dict[str, Parser] = {
             "max_bytes": _number(1024, integer=True),
         },
     ),
-    "guardrails": lambda raw, path: parse_guard_config(raw),
 }
+SECTIONS = tuple(_SECTIONS)
 
 
-def parse_policy(doc: Any) -> PolicyConfig:
-    if doc is None:
-        return PolicyConfig()
+def parse_policy(doc: Mapping[str, Any], known: str) -> PolicyConfig:
+    """The rules' sections of a parsed policy document; `known` names every top-level
+    section the file may have, for the error on an unknown one."""
     kwargs = {}
-    for key, value in _mapping(doc, "policy").items():
+    for key, value in doc.items():
         if key not in _SECTIONS:
-            raise ConfigError(key, f"unknown section; known: {', '.join(_SECTIONS)}")
+            raise ConfigError(key, f"unknown section; known: {known}")
         kwargs[key] = _SECTIONS[key](value, key)
     return PolicyConfig(**kwargs)
-
-
-def load_policy(text: str, source: str = "policy") -> PolicyConfig:
-    """Parse YAML text; a ConfigError carries the line of the offending key."""
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise ConfigError(source, f"not valid YAML: {getattr(exc, 'problem', exc)}", line) from None
-    try:
-        return parse_policy(doc)
-    except ConfigError as exc:
-        raise ConfigError(exc.path, exc.message, _line_of(node, exc.path)) from None
-
-
-def load_policy_file(path: str | Path) -> PolicyConfig:
-    return load_policy(Path(path).read_text(encoding="utf-8"), str(path))
-
-
-def _line_of(node: Any, path: str) -> int | None:
-    """The 1-based line of a dotted path in a composed YAML tree (its deepest known key)."""
-    line = None
-    for part in path.replace("[", ".[").split("."):
-        if not isinstance(node, yaml.MappingNode):
-            break
-        for key, value in node.value:
-            if key.value == part:
-                line, node = key.start_mark.line + 1, value
-                break
-        else:
-            break
-    return line

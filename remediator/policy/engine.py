@@ -10,10 +10,10 @@ from __future__ import annotations
 import heapq
 from itertools import count
 
+from remediator.contract.decision import Decision
 from remediator.inputs.records import AlertSeen, GpuVerdict, Input, PodSeen, WorkloadSeen
 from remediator.policy.alerts import alert_subject, node_of, pod_of
 from remediator.policy.config import PolicyConfig
-from remediator.policy.decision import Decision
 from remediator.policy.history import PhaseHistory, budget, expected_cold_start
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored, Outcome
@@ -24,8 +24,6 @@ from remediator.timeline.model import UNFINISHED, PodTimeline
 from remediator.timeline.tracker import StateChange, Tracker
 
 _DONE = ("ready", "serving")
-# Guardrails whose "no" may turn into a "yes" later (an older pod, a refilled bucket).
-RETRYABLE = frozenset({"min_age", "blast_radius", "rate_limit", "cooldown", "kill_switch"})
 
 
 class PolicyEngine:
@@ -83,20 +81,16 @@ class PolicyEngine:
             out.append((due, self._timer_decision(t, state, since, due)))
         return out
 
-    def retry_later(self, decision: Decision, now: float) -> None:
-        """A retryable guardrail said no: look at the pod again after a check interval."""
+    def retry_later(self, decision: Decision, now: float, not_before: float) -> None:
+        """A guardrail said "not yet" until `not_before`: look at the pod again then, and
+        no sooner than a check interval (one "held" line per look, not one per tick)."""
         t = self.tracker.get(decision.uid) if decision.uid else None
         if t is None or t.state() not in UNFINISHED:
             return
         since = t.state_since()
         if since is None:
             return
-        due = now + max(self.config.stuck_pod.check_interval_s, 30.0)
-        created, cold = decision.pod_created_at, decision.expected_cold_start_s
-        if created is not None and cold is not None:
-            # min_age will say no until the pod is as old as its expected cold start:
-            # look again then, not every interval (one "held" line, not twenty).
-            due = max(due, created + cold * self.config.guardrails.min_age.factor)
+        due = max(now + max(self.config.stuck_pod.check_interval_s, 30.0), not_before)
         self._arm(due, t, t.state(), since)
 
     # ---- stuck pods -------------------------------------------------------------------

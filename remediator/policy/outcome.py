@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from remediator.policy.decision import Decision
+from remediator.contract.decision import Decision
 
 
 @dataclass(frozen=True, slots=True)

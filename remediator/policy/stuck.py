@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from remediator.policy.decision import Decision
+from remediator.contract.decision import Decision
 from remediator.policy.incident import incident_id
 from remediator.timeline.model import PodTimeline
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from remediator.contract.decision import Decision
 from remediator.inputs.records import WorkloadSeen
 from remediator.policy.config import ImageUpdateConfig
-from remediator.policy.decision import Decision
 from remediator.policy.incident import incident_id
 
 

@@ -12,12 +12,10 @@ outbox; only the leader executes rows.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import random
 import socket
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -28,6 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from remediator.logfields import get_logger
+from remediator.runtime.clock import Clock, SystemClock, wait
 
 log = get_logger("remediator.leader")
 
@@ -190,9 +189,12 @@ class LeaseLeadership:
     renewed for `renew_deadline_s` is no leader: `is_leader()` turns False at that
     instant, whatever the loop is doing, and subscribers are told."""
 
-    def __init__(self, api: client.ApiClient, settings: LeaseSettings) -> None:
+    def __init__(
+        self, api: client.ApiClient, settings: LeaseSettings, clock: Clock | None = None
+    ) -> None:
         self.identity = settings.identity
         self.settings = settings
+        self._clock = clock or SystemClock()
         self._api = client.CoordinationV1Api(api)
         self._io = threading.Lock()  # one Lease call at a time (release waits for a renew)
         self._cached: dict[str, Any] | None = None  # the Lease as we last wrote it
@@ -202,7 +204,10 @@ class LeaseLeadership:
         self._subscribers: list[OnChange] = []
 
     def is_leader(self) -> bool:
-        return self._leading and time.monotonic() < self._valid_until
+        return self._leading and self._clock.monotonic() < self._valid_until
+
+    def _wall(self) -> datetime:
+        return datetime.fromtimestamp(self._clock.now(), UTC)
 
     def subscribe(self, on_change: OnChange) -> None:
         self._subscribers.append(on_change)
@@ -214,7 +219,7 @@ class LeaseLeadership:
     async def run(self, stop: asyncio.Event) -> None:
         s = self.settings
         while not stop.is_set():
-            started = time.monotonic()
+            started = self._clock.monotonic()
             budget = (self._valid_until - started) if self._leading else s.renew_deadline_s
             try:
                 outcome = await asyncio.wait_for(asyncio.to_thread(self._attempt), max(budget, 0.1))
@@ -228,15 +233,14 @@ class LeaseLeadership:
                 else s.retry_period_s * (1 + random.random() * 0.2)
             )
             if self._leading:  # wake in time to step down at the deadline
-                pause = min(pause, max(self._valid_until - time.monotonic(), 0.0))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), pause)
+                pause = min(pause, max(self._valid_until - self._clock.monotonic(), 0.0))
+            await wait(stop, pause, self._clock)
 
     def _settle(self, outcome: Outcome, started: float) -> None:
         if outcome == "held":
             self._valid_until = started + self.settings.renew_deadline_s
             self._change(True)
-        elif outcome == "taken" or time.monotonic() >= self._valid_until:
+        elif outcome == "taken" or self._clock.monotonic() >= self._valid_until:
             self._change(False)
 
     def _change(self, leading: bool) -> None:
@@ -286,7 +290,7 @@ class LeaseLeadership:
         for _ in range(2):  # a 409 means someone wrote first: read again and decide again
             lease = self._read()
             record = LeaseRecord.of(lease)
-            now = datetime.now(UTC)
+            now = self._wall()
             verdict = may_take(record, now, self.identity, self._duration)
             if verdict == "wait":
                 self._cached = None
@@ -304,7 +308,7 @@ class LeaseLeadership:
 
     def _write(self, lease: dict[str, Any], verdict: Verdict) -> Outcome | None:
         """Replace with the Lease's resourceVersion; None on 409 (read again)."""
-        body = claimed(lease, self.identity, datetime.now(UTC), self._duration)
+        body = claimed(lease, self.identity, self._wall(), self._duration)
         try:
             self._cached = self._replace(body)
         except ApiException as err:
@@ -362,7 +366,7 @@ class LeaseLeadership:
                     lease = self._read()
                     if LeaseRecord.of(lease).holder != self.identity:
                         return  # not ours any more: nothing to give up
-                    self._replace(released(lease, datetime.now(UTC)))
+                    self._replace(released(lease, self._wall()))
                     log.info("lease released", extra=self._fields())
                     return
                 except ApiException as err:

@@ -27,7 +27,8 @@ class RuntimeMetrics:
             executions=Counter(
                 "remediator_executions_total",
                 "Outbox rows carried out, by action and result (submitted, duplicate: a 409 "
-                "counted as done, unavailable: Argo down, will retry, failed, notified).",
+                "counted as done, unavailable: Argo down, will retry, unauthorized: a 401, "
+                "will retry, failed, notified).",
                 ["action", "result"],
                 registry=registry,
             ),

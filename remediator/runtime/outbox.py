@@ -21,12 +21,13 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from remediator.contract.decision import Decision
 from remediator.guard.state import GuardState
-from remediator.policy.decision import Decision
 
 State = Literal["pending", "submitted", "ended", "failed", "expired"]
 STATES: tuple[State, ...] = ("pending", "submitted", "ended", "failed", "expired")
@@ -89,7 +90,8 @@ class Row:
 class Outbox:
     """One SQLite file; safe to call from one thread at a time (a lock sees to it)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, now: Callable[[], float] = time.time) -> None:
+        self._now = now  # the runtime's clock: rows are stamped and expired on it
         if str(path) != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
@@ -106,7 +108,7 @@ class Outbox:
     def record(self, decisions: list[Decision], guard: GuardState) -> list[int]:
         """Decisions and the guard state after them, in one transaction. A decision
         already recorded for its (incident, action) is not recorded twice."""
-        now = time.time()
+        now = self._now()
         ids: list[int] = []
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
@@ -128,7 +130,7 @@ class Outbox:
 
     def save_guard(self, guard: GuardState) -> None:
         with self._lock:
-            self._save_guard(guard, time.time())
+            self._save_guard(guard, self._now())
 
     def _save_guard(self, guard: GuardState, now: float) -> None:
         self._db.execute(
@@ -149,7 +151,7 @@ class Outbox:
             f"UPDATE outbox SET state = ?, updated_at = ?{', ' if sets else ''}{sets} WHERE id = ?"
         )
         with self._lock:
-            self._db.execute(sql, (state, time.time(), *fields.values(), row_id))
+            self._db.execute(sql, (state, self._now(), *fields.values(), row_id))
 
     def expire(self, written_before: float, why: str) -> list[Row]:
         """Pending rows written before `written_before` become `expired`: a decision that
@@ -158,7 +160,7 @@ class Outbox:
             "WHERE state = 'pending' AND created_at < ? ORDER BY id", (written_before,)
         )
         if stale:
-            now = time.time()
+            now = self._now()
             with self._lock:
                 self._db.executemany(
                     "UPDATE outbox SET state = 'expired', error = ?, updated_at = ?"
@@ -168,10 +170,11 @@ class Outbox:
         return stale
 
     # --- reads -------------------------------------------------------------------------
-    def guard_state(self) -> GuardState | None:
+    def guard_state(self) -> str | None:
+        """The guard state as last saved (`GuardState.to_json`); the session reads it."""
         with self._lock:
             found = self._db.execute("SELECT state FROM guard_state WHERE id = 1").fetchone()
-        return GuardState.from_json(found[0]) if found else None
+        return str(found[0]) if found else None
 
     def open_rows(self) -> list[Row]:
         """Pending and submitted rows, oldest first: what a (new) leader has to finish."""

@@ -23,11 +23,11 @@ from remediator.executors.slack import SlackConfig, SlackNotifier
 from remediator.inputs.records import Input
 from remediator.logfields import get_logger
 from remediator.metrics.export import TrackerCollector
-from remediator.policy.config import PolicyConfig, load_policy_file
+from remediator.policy_file import PolicyFile, load_policy_file
+from remediator.runtime.clock import Clock, SystemClock
 from remediator.runtime.embedded import Runtime, RuntimeSettings
 from remediator.runtime.leader import Always, Leadership, LeaseLeadership, LeaseSettings
 from remediator.runtime.metrics import OutboxCollector, RuntimeMetrics
-from remediator.runtime.notify import Notes
 from remediator.runtime.observe import Observers
 from remediator.runtime.outbox import Outbox
 from remediator.session import Session
@@ -67,35 +67,35 @@ class ServiceConfig:
     watch_settings: WatchSettings = WatchSettings()
 
 
-def load_policy(cfg: ServiceConfig) -> PolicyConfig:
-    policy = load_policy_file(cfg.policy) if cfg.policy else PolicyConfig()
-    if cfg.dry_run:  # the flag can only add safety, never remove the policy's dry run
-        guard = policy.guardrails
-        guard = replace(guard, dry_run=replace(guard.dry_run, enabled=True))
-        policy = replace(policy, guardrails=guard)
-    return policy
+def load_policy(cfg: ServiceConfig) -> PolicyFile:
+    policy = load_policy_file(cfg.policy) if cfg.policy else PolicyFile()
+    # The flag can only add safety, never remove the policy's dry run.
+    return policy.with_dry_run() if cfg.dry_run else policy
 
 
 class Service:
-    def __init__(self, cfg: ServiceConfig, leader: Leadership | None = None) -> None:
+    def __init__(
+        self, cfg: ServiceConfig, leader: Leadership | None = None, clock: Clock | None = None
+    ) -> None:
         self.cfg = cfg
+        self.clock = clock or SystemClock()  # one clock for the runtime, outbox and Lease
         self.registry = CollectorRegistry()
         self.session = Session(load_policy(cfg), self.registry)
         leader = leader or self._leadership()
-        self.outbox = Outbox(cfg.state_db)
+        self.outbox = Outbox(cfg.state_db, self.clock.now)
         self.registry.register(TrackerCollector(self.session.tracker, lambda: self.session.now))
         self.registry.register(OutboxCollector(self.outbox))
         self.source_metrics = SourceMetrics.on(self.registry)
-        dry = self.session.config.guardrails.dry_run.enabled
+        dry = self.session.policy.dry_run
         self.runtime = Runtime(
             self.session,
             self.outbox,
             leader,
             RuntimeMetrics.on(self.registry),
-            argo=self._argo(dry),
-            slack=self._slack(),
-            notes=self._notes(),
-            settings=cfg.runtime,
+            cluster=self._argo(dry),
+            notifier=self._slack(),
+            settings=replace(cfg.runtime, workflow_poll_s=cfg.argo_poll_s),
+            clock=self.clock,
             sources_ready=self._sources_ready,
         )
         self.observers = Observers(self.session, prober=self._prober())
@@ -106,7 +106,7 @@ class Service:
         self._run_task: asyncio.Task[None] | None = None
 
     def _prober(self) -> FirstTokenProber | None:
-        cfg = self.session.config.first_token_probe
+        cfg = self.session.policy.rules.first_token_probe
         if not cfg.enabled:
             return None
         return FirstTokenProber(cfg, self._probed, ProbeMetrics.on(self.registry))
@@ -115,7 +115,7 @@ class Service:
         self.runtime.accept(inputs, "probe")
 
     def _follower(self, api: client.ApiClient) -> EngineLogFollower | None:
-        cfg = self.session.config.engine_logs
+        cfg = self.session.policy.rules.engine_logs
         if not cfg.follow:
             return None
         metrics = LogMetrics.on(self.registry)
@@ -124,7 +124,7 @@ class Service:
     def _leadership(self) -> Leadership:
         if self.cfg.lease is None:
             return Always()
-        return LeaseLeadership(api_client(self.cfg.kubeconfig), self.cfg.lease)
+        return LeaseLeadership(api_client(self.cfg.kubeconfig), self.cfg.lease, self.clock)
 
     def _argo(self, dry: bool) -> ArgoExecutor | None:
         if not self.cfg.argo_server:
@@ -148,10 +148,6 @@ class Service:
     def _slack(self) -> SlackNotifier | None:
         config = self._slack_config()
         return SlackNotifier(config) if config else None
-
-    def _notes(self) -> Notes | None:
-        config = self._slack_config()
-        return Notes(config) if config else None
 
     def _webhook_token(self) -> str:
         return read_token(self.cfg.webhook_token_env, self.cfg.webhook_token_file_env)

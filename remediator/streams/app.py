@@ -33,9 +33,9 @@ import faust
 from faust.types import TP, EventT, StreamT
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from remediator.contract.decision import Decision, Suppressed
 from remediator.inputs.records import InputError
-from remediator.policy.config import PolicyConfig
-from remediator.policy.decision import Decision, Suppressed
+from remediator.policy_file import PolicyFile
 from remediator.runtime.outbox import decision_from_json
 from remediator.streams.config import StreamsConfig
 from remediator.streams.core import (
@@ -63,7 +63,7 @@ TICK = "\x00tick"  # the table key of a partition's last tick
 class Partitions:
     """This worker's cores, one per input partition it holds, rebuilt on first use."""
 
-    config: PolicyConfig
+    config: PolicyFile
     count: int
     cores: dict[int, PartitionCore] = field(default_factory=dict)
     applied: dict[int, int] = field(default_factory=dict)  # highest offset in the core
@@ -75,7 +75,7 @@ class Partitions:
 
 
 def build_app(
-    streams: StreamsConfig, policy: PolicyConfig, carrier: Carrier, registry: CollectorRegistry
+    streams: StreamsConfig, policy: PolicyFile, carrier: Carrier, registry: CollectorRegistry
 ) -> faust.App:
     app = faust.App(
         streams.group,
@@ -225,7 +225,7 @@ def build_app(
         if GuardCore.retryable(result):
             await inputs.send(
                 key=f"{d.namespace}/{d.target}".encode(),
-                value=retry_record(d, d.at),
+                value=retry_record(result),
                 partition=origin,
             )
 

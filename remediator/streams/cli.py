@@ -107,7 +107,7 @@ def worker(**kw: Any) -> None:
     from prometheus_client import CollectorRegistry
 
     from remediator.executors.argo import ArgoConfig, ArgoExecutor
-    from remediator.policy.config import PolicyConfig, load_policy_file
+    from remediator.policy_file import PolicyFile, load_policy_file
     from remediator.runtime.logs import setup_logging
     from remediator.sources.http import Listen
     from remediator.streams.app import build_app
@@ -118,7 +118,7 @@ def worker(**kw: Any) -> None:
     listen = Listen.parse(kw["listen"])
     cfg = _config(kw, store=kw["store"], table_dir=kw["table_dir"], web_host=listen.host,
                   web_port=listen.port, tick_s=kw["tick_s"])  # fmt: skip
-    policy = load_policy_file(kw["policy"]) if kw["policy"] else PolicyConfig()
+    policy = load_policy_file(kw["policy"]) if kw["policy"] else PolicyFile()
     carrier: Carrier
     if kw["argo_server"]:
         argo = ArgoExecutor(ArgoConfig(host=kw["argo_server"], namespace=kw["argo_namespace"]))

@@ -28,15 +28,14 @@ from typing import Any
 import orjson
 from prometheus_client import CollectorRegistry
 
+from remediator.contract.decision import Decision, Suppressed
 from remediator.guard.pipeline import build_pipeline
 from remediator.guard.state import GuardState
 from remediator.inputs.decode import decode
 from remediator.inputs.records import WorkloadSeen
-from remediator.policy.config import PolicyConfig
-from remediator.policy.decision import Decision, Suppressed
-from remediator.policy.engine import RETRYABLE
 from remediator.policy.history import PhaseHistory, expected_cold_start
 from remediator.policy.outcome import Ignored, Outcome
+from remediator.policy_file import PolicyFile
 from remediator.runtime.outbox import decision_from_json
 from remediator.session import Session, Sink
 from remediator.streams.keys import owner, workload_owner_key
@@ -56,8 +55,12 @@ def tick_record(at: float) -> bytes:
     return orjson.dumps({"remediator": "tick", "at": at})
 
 
-def retry_record(decision: Decision, at: float) -> bytes:
-    return orjson.dumps({"remediator": "retry", "at": at, "decision": decision_to_json(decision)})
+def retry_record(held: Suppressed) -> bytes:
+    """A guardrail's "not yet", back to the decision's partition: look again at `not_before`."""
+    d = held.decision
+    doc = {"remediator": "retry", "at": d.at, "decision": decision_to_json(d)}
+    doc["not_before"] = held.retry_at if held.retry_at is not None else d.at
+    return orjson.dumps(doc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,12 +163,12 @@ class PartitionCore:
     """Timelines, incidents and timers of the pods of one input partition."""
 
     def __init__(
-        self, config: PolicyConfig, partition: int, partitions: int, registry: CollectorRegistry
+        self, config: PolicyFile, partition: int, partitions: int, registry: CollectorRegistry
     ) -> None:
         self.partition = partition
         self.partitions = partitions
         self.session = _UnguardedSession(config, registry)
-        self.history = _RecordingHistory(config.stuck_pod.adaptive.window)
+        self.history = _RecordingHistory(config.rules.stuck_pod.adaptive.window)
         self.session.engine.history = self.history
         self.ignored = 0
 
@@ -204,7 +207,8 @@ class PartitionCore:
         at = float(doc["at"])
         if doc["remediator"] == "retry":
             decision = decision_from_json(doc["decision"])
-            self.session.engine.retry_later(decision, at)
+            not_before = float(doc.get("not_before", at))
+            self.session.engine.retry_later(decision, at, not_before)
             # Its due time may be behind this partition's clock already: fire it now.
             for due, outcome in self.session.engine.advance(self.session.now):
                 self.session._settle(outcome, max(due, at), sink)
@@ -220,7 +224,7 @@ class GuardCore:
     own pods only) and weighs each decision's expected cold start by it, as one process
     would."""
 
-    config: PolicyConfig
+    config: PolicyFile
     partitions: int
     state: GuardState = field(default_factory=GuardState)
     # (at, 0 = learned | 1 = candidate, payload, origin partition), a heap
@@ -232,7 +236,7 @@ class GuardCore:
 
     def __post_init__(self) -> None:
         self.pipeline = build_pipeline(self.config.guardrails)
-        self.history = PhaseHistory(self.config.stuck_pod.adaptive.window)
+        self.history = PhaseHistory(self.config.rules.stuck_pod.adaptive.window)
         for key, samples in self.learned.items():
             model, phase = key.split("\n", 1)
             for seconds in samples:
@@ -278,7 +282,7 @@ class GuardCore:
         return out
 
     def _learn(self, samples: list[list[Any]]) -> None:
-        window = self.config.stuck_pod.adaptive.window
+        window = self.config.rules.stuck_pod.adaptive.window
         for model, phase, seconds in samples:
             self.history.add(model, phase, seconds)
             kept = self.learned.setdefault(f"{model}\n{phase}", [])
@@ -289,12 +293,12 @@ class GuardCore:
         """What a cold start of the pod's model takes, over every partition's pods."""
         if d.expected_cold_start_s is None:
             return d
-        cold = expected_cold_start(self.config.stuck_pod, self.history, model)
+        cold = expected_cold_start(self.config.rules.stuck_pod, self.history, model)
         return replace(d, expected_cold_start_s=cold)
 
     @staticmethod
     def retryable(result: Decision | Suppressed) -> bool:
-        return isinstance(result, Suppressed) and result.guardrail in RETRYABLE
+        return isinstance(result, Suppressed) and result.retry_at is not None
 
     # ---- the table's value ------------------------------------------------------------
     def to_json(self) -> str:
@@ -309,10 +313,11 @@ class GuardCore:
         ).decode()
 
     @classmethod
-    def from_json(cls, config: PolicyConfig, partitions: int, text: str) -> GuardCore:
+    def from_json(cls, config: PolicyFile, partitions: int, text: str) -> GuardCore:
         doc = json.loads(text)
         learned = {str(k): [float(x) for x in v] for k, v in doc.get("learned", {}).items()}
-        core = cls(config, partitions, GuardState.from_json(doc["state"]), learned=learned)
+        state = build_pipeline(config.guardrails).load_state(doc["state"])
+        core = cls(config, partitions, state, learned=learned)
         core.pending = [(float(a), int(k), str(t), int(p)) for a, k, t, p in doc["pending"]]
         heapq.heapify(core.pending)
         core.watermarks = {int(k): float(v) for k, v in doc["watermarks"].items()}

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from remediator.contract.decision import Decision
 from remediator.executors import argo_params
 from remediator.executors.argo import ArgoError, ArgoExecutor, SubmitRejected
-from remediator.policy.decision import TEMPLATE_FOR_ACTION, Decision
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class ArgoCarrier:
         self._argo = argo
 
     async def carry(self, decision: Decision) -> Outcome:
-        if decision.action not in TEMPLATE_FOR_ACTION:
+        if decision.action not in argo_params.WORKFLOWS:
             return Outcome("skipped", None, f"{decision.action} runs no workflow")
         try:
             submitted = await self._argo.submit(decision)
@@ -65,7 +65,7 @@ class DryRunRecorder:
     async def carry(self, decision: Decision) -> Outcome:
         name = (
             argo_params.workflow_name(decision)
-            if decision.action in TEMPLATE_FOR_ACTION
+            if decision.action in argo_params.WORKFLOWS
             else f"notify-{decision.incident}"
         )
         if name in self._seen:

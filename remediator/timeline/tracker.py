@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -55,6 +56,10 @@ class Tracker:
         self._parked: dict[tuple[str, str], float] = {}  # name-only first tokens, pod unseen
         self._parked_steps: dict[tuple[str, str], list[EngineStep]] = {}  # likewise, log steps
         self._label_sets: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        # Pruning (the service's memory bound; replay keeps everything to print it):
+        self._ended: deque[tuple[float, str]] = deque()  # (deleted or first seen as orphan, uid)
+        self._gone: dict[str, float] = {}  # pruned uid -> when: a late input is not a new pod
+        self._gone_order: deque[tuple[float, str]] = deque()
 
     def __len__(self) -> int:
         return len(self.by_uid)
@@ -71,6 +76,8 @@ class Tracker:
         return self.by_uid.get(uid) if uid is not None else None
 
     def apply(self, item: Input, now: float) -> StateChange | None:
+        if self._gone and _uid_of(item) in self._gone:
+            return None  # a late word about a pod already deleted and forgotten
         if isinstance(item, PodSeen):
             t = self._timeline(item.uid, item.namespace, item.name)
             self._pod(t, item)
@@ -92,6 +99,8 @@ class Tracker:
             return None  # a step inside engine init: no state changes
         else:
             return None
+        if t.last_seen is None and t.uid.startswith("?"):
+            self._ended.append((now, t.uid))  # an orphan: pruned unless its pod comes
         t.last_seen = now if t.last_seen is None else max(t.last_seen, now)
         before, after = t.counted, t.state()
         if after == before:
@@ -99,6 +108,8 @@ class Tracker:
         t.counted = after
         self._count(t.namespace, before, -1)
         self._count(t.namespace, after, +1)
+        if after == "deleted":
+            self._ended.append((now, t.uid))
         return StateChange(t, before, after, now)
 
     def _share(self, labels: dict[str, str]) -> dict[str, str]:
@@ -156,6 +167,27 @@ class Tracker:
         self._count(t.namespace, t.counted, -1)
         if self._by_name.get((t.namespace, t.name)) == uid:
             del self._by_name[(t.namespace, t.name)]
+
+    def prune(self, now: float, grace_s: float) -> int:
+        """Forget deleted timelines, and orphans (events whose pod never came), `grace_s`
+        after they ended, so a service's memory is bounded by the pods alive, not by every
+        pod it ever saw. Their uids are remembered as gone for as long again, so a late
+        event does not bring one back. Their histograms were observed as they happened;
+        the per-pod gauges are read off the tracker, so they go with the timeline."""
+        pruned = 0
+        while self._ended and self._ended[0][0] <= now - grace_s:
+            _, uid = self._ended.popleft()
+            t = self.by_uid.get(uid)
+            if t is None or not (t.deleted or uid.startswith("?")):
+                continue  # gone already, or an orphan its pod adopted
+            self.forget(uid)
+            self._gone[uid] = now
+            self._gone_order.append((now, uid))
+            pruned += 1
+        while self._gone_order and self._gone_order[0][0] <= now - grace_s:
+            _, uid = self._gone_order.popleft()
+            self._gone.pop(uid, None)
+        return pruned
 
     # ---- internals --------------------------------------------------------------------
     def _timeline(self, uid: str, namespace: str, name: str) -> PodTimeline:
@@ -277,6 +309,14 @@ class Tracker:
             self.in_state[key] = n
         else:
             self.in_state.pop(key, None)
+
+
+def _uid_of(item: Input) -> str | None:
+    if isinstance(item, PodSeen):
+        return item.uid
+    if isinstance(item, PodEvent):
+        return item.pod_uid
+    return None
 
 
 def _intern(value: str | None) -> str | None:

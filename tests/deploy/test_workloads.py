@@ -3,12 +3,11 @@ warmup DaemonSet stay fixed, probes mean what they say, secrets stay references.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import yaml
 
-from remediator.policy.config import load_policy
+from remediator.policy_file import load_policy
 from tests.deploy import support as s
 
 PROD = s.DEPLOY / "overlays" / "production"
@@ -189,15 +188,16 @@ def test_shipped_policies_load_with_the_project_loader_and_agree() -> None:
     prod_text, prod_env = _policy_and_settings("production")
     dry_text, dry_env = _policy_and_settings("dry-run")
     prod, dry = load_policy(prod_text, "production"), load_policy(dry_text, "dry-run")
-    assert not prod.guardrails.dry_run.enabled and dry.guardrails.dry_run.enabled
-    undo = dataclasses.replace(dry.guardrails, dry_run=prod.guardrails.dry_run)
-    assert dataclasses.replace(dry, guardrails=undo) == prod
+    assert not prod.dry_run and dry.dry_run
+    assert prod.with_dry_run() == dry
     for policy, env in ((prod, prod_env), (dry, dry_env)):
         listed = set(env["REMEDIATOR_INFERENCE_NAMESPACES"].split(","))
-        assert set(policy.stuck_pod.namespaces) == listed
+        rules = policy.rules
+        assert set(rules.stuck_pod.namespaces) == listed
+        warmup = rules.image_update
         assert (
-            f"{policy.image_update.warmup_namespace}/{policy.image_update.warmup_daemonset}"
+            f"{warmup.warmup_namespace}/{warmup.warmup_daemonset}"
             == (env["REMEDIATOR_WARMUP_DAEMONSET"])
         )
-    assert not prod.gpu_memory.cordon  # cordon needs the opt-in component
+    assert not prod.rules.gpu_memory.cordon  # cordon needs the opt-in component
     assert yaml.safe_load(prod_text)["guardrails"]["dry_run"] == {"enabled": False}

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from remediator.contract.decision import Decision
 from remediator.executors.argo import ArgoConfig, ArgoExecutor, Backoff
-from remediator.policy.decision import Decision
 from tests.standins.argo_server import ArgoStandin
 
 TOKEN = "argo-test-token-7f3a"

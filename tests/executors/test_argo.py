@@ -17,6 +17,7 @@ from remediator.executors.argo import (
     TrackTimeout,
 )
 from remediator.executors.argo_params import workflow_name
+from remediator.executors.protocol import Submit, Unavailable
 from remediator.executors.secrets import MissingSecret
 from remediator.executors.validate import InvalidParameter
 from tests.executors.conftest import POD_UID, TOKEN, config_for, delete_decision
@@ -120,6 +121,16 @@ async def test_wrong_token_is_a_permanent_failure_and_not_logged(
     assert "not-the-token-93b1" not in str(err.value)
     assert "not-the-token-93b1" not in caplog.text
     assert len(list(argo.submitted())) == 1
+
+
+async def test_a_401_through_carry_is_worth_a_retry(argo: ArgoStandin, tmp_path: Path) -> None:
+    """Issue 10 #9: the runtime retries a 401 (a token being rotated) instead of failing."""
+    wrong = tmp_path / "wrong"
+    wrong.write_text("not-the-token-93b1")
+    executor = ArgoExecutor(config_for(argo, wrong), backoff=Backoff(initial_s=0.01))
+    out = await executor.carry(Submit(delete_decision()))
+    assert isinstance(out, Unavailable) and out.unauthorized
+    assert "401" in out.reason and "not-the-token-93b1" not in out.reason
 
 
 def test_missing_token_is_refused_at_start(argo: ArgoStandin, tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from remediator.policy.decision import Decision
+from remediator.contract.decision import Decision
 
 T0 = 1_700_000_000.0  # a fixed virtual clock origin: 2023-11-14T22:13:20Z
 

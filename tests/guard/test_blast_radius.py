@@ -2,10 +2,15 @@ from __future__ import annotations
 
 import pytest
 
-from remediator.guard.blast_radius import BlastRadius, percent_cap, workload_cap
-from remediator.guard.config import BlastRadiusConfig
-from remediator.guard.state import BlastRadiusState, GuardState
-from remediator.policy.decision import Decision
+from remediator.contract.decision import Decision
+from remediator.guard.blast_radius import (
+    BlastRadius,
+    BlastRadiusConfig,
+    BlastRadiusState,
+    percent_cap,
+    workload_cap,
+)
+from remediator.guard.state import GuardState
 
 from .factory import T0, make
 
@@ -44,7 +49,7 @@ def test_workload_cap_is_the_smaller_of_both(max_pods: int, replicas: int, cap: 
 
 
 def _deleted(*entries: tuple[str, float]) -> GuardState:
-    return GuardState(blast_radius=BlastRadiusState(tuple(entries)))
+    return GuardState({"blast_radius": BlastRadiusState(tuple(entries))})
 
 
 @pytest.mark.parametrize(
@@ -104,7 +109,10 @@ def test_check(
 def test_record_appends_and_drops_what_left_the_window() -> None:
     state = _deleted((VLLM, T0 - 600), (VLLM, T0 - 599))
     after = STAGE.record(make(workload="ml/Deployment/b"), T0, state)
-    assert after.blast_radius.deletions == ((VLLM, T0 - 599), ("ml/Deployment/b", T0))
+    assert after.of("blast_radius", BlastRadiusState).deletions == (
+        (VLLM, T0 - 599),
+        ("ml/Deployment/b", T0),
+    )
 
 
 def test_record_ignores_other_actions() -> None:

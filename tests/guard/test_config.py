@@ -7,30 +7,36 @@ from typing import Any
 import pytest
 import yaml
 
-from remediator.guard.config import (
-    BlastRadiusConfig,
-    DedupConfig,
-    GuardConfig,
-    KillSwitchConfig,
-    RateLimitConfig,
-    parse_guard_config,
-)
-from remediator.policy.errors import ConfigError
+from remediator.contract.errors import ConfigError
+from remediator.guard import GuardConfig, parse_guardrails
+from remediator.guard.blast_radius import BlastRadiusConfig
+from remediator.guard.cooldown import CooldownConfig
+from remediator.guard.dedup import DedupConfig
+from remediator.guard.dry_run import DryRunConfig
+from remediator.guard.kill_switch import KillSwitchConfig
+from remediator.guard.min_age import MinAgeConfig
+from remediator.guard.rate_limit import RateLimitConfig
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "guardrails.md"
 
 
 def test_defaults() -> None:
-    config = parse_guard_config({})
-    assert config == GuardConfig() == parse_guard_config(None)
-    assert (config.dedup.window_s, config.cooldown.seconds, config.min_age.factor) == (300, 600, 1)
-    assert config.blast_radius == BlastRadiusConfig(2, 25, 600, 5)
-    assert config.rate_limit == RateLimitConfig(per_minute=6, burst=3)
-    assert not config.dry_run.enabled and not config.kill_switch.engaged
+    config = parse_guardrails({})
+    assert config == GuardConfig() == parse_guardrails(None)
+    windows = (
+        config.of("dedup", DedupConfig).window_s,
+        config.of("cooldown", CooldownConfig).seconds,
+        config.of("min_age", MinAgeConfig).factor,
+    )
+    assert windows == (300, 600, 1)
+    assert config.of("blast_radius", BlastRadiusConfig) == BlastRadiusConfig(2, 25, 600, 5)
+    assert config.of("rate_limit", RateLimitConfig) == RateLimitConfig(per_minute=6, burst=3)
+    assert not config.of("dry_run", DryRunConfig).enabled
+    assert not config.of("kill_switch", KillSwitchConfig).engaged
 
 
 def test_values_are_read_and_the_rest_defaulted() -> None:
-    config = parse_guard_config(
+    config = parse_guardrails(
         {
             "kill_switch": {"engaged": True},
             "dedup": {"window_s": 120},
@@ -38,11 +44,11 @@ def test_values_are_read_and_the_rest_defaulted() -> None:
             "rate_limit": None,
         }
     )
-    assert config.kill_switch == KillSwitchConfig(engaged=True)
-    assert config.dedup == DedupConfig(window_s=120.0)
-    assert isinstance(config.dedup.window_s, float)
-    assert config.blast_radius == BlastRadiusConfig(max_pods=1, max_percent=12.5)
-    assert config.rate_limit == RateLimitConfig()
+    assert config.of("kill_switch", KillSwitchConfig) == KillSwitchConfig(engaged=True)
+    assert config.of("dedup", DedupConfig) == DedupConfig(window_s=120.0)
+    assert isinstance(config.of("dedup", DedupConfig).window_s, float)
+    assert config.of("blast_radius", BlastRadiusConfig) == BlastRadiusConfig(1, 12.5)
+    assert config.of("rate_limit", RateLimitConfig) == RateLimitConfig()
 
 
 @pytest.mark.parametrize(
@@ -50,7 +56,11 @@ def test_values_are_read_and_the_rest_defaulted() -> None:
     [
         ("dedup: 300", "guardrails.dedup", "expected a mapping, got int 300"),
         ("[dedup]", "guardrails", "expected a mapping, got list"),
-        ("order: [dedup]", "guardrails.order", "unknown guardrail; known: kill_switch, dry_run"),
+        (
+            "order: [dedup]",
+            "guardrails.order",
+            "unknown guardrail; known: kill_switch, idempotency",
+        ),
         ("dedupe: {window_s: 1}", "guardrails.dedupe", "unknown guardrail"),
         ("dedup: {window: 1}", "guardrails.dedup.window", "unknown key; known: window_s"),
         ("dedup: {window_s: 5m}", "guardrails.dedup.window_s", "expected a number, got str '5m'"),
@@ -95,7 +105,7 @@ def test_values_are_read_and_the_rest_defaulted() -> None:
 )
 def test_bad_config_is_refused_with_its_path(section: str, path: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        parse_guard_config(yaml.safe_load(section))
+        parse_guardrails(yaml.safe_load(section))
     assert caught.value.path == path
     assert message in caught.value.message
     assert str(caught.value).startswith(f"{path}: ")
@@ -104,23 +114,23 @@ def test_bad_config_is_refused_with_its_path(section: str, path: str, message: s
 @pytest.mark.parametrize(
     ("section", "expected"),
     [
-        ("dedup: {window_s: 0}", GuardConfig(dedup=DedupConfig(0))),
+        ("dedup: {window_s: 0}", GuardConfig({"dedup": DedupConfig(0)})),
         (
             "blast_radius: {max_percent: 0}",
-            GuardConfig(blast_radius=BlastRadiusConfig(max_percent=0)),
+            GuardConfig({"blast_radius": BlastRadiusConfig(max_percent=0)}),
         ),
         (
             "blast_radius: {max_percent: 100}",
-            GuardConfig(blast_radius=BlastRadiusConfig(max_percent=100)),
+            GuardConfig({"blast_radius": BlastRadiusConfig(max_percent=100)}),
         ),
         (
             "rate_limit: {burst: 1, per_minute: 0.5}",
-            GuardConfig(rate_limit=RateLimitConfig(0.5, 1)),
+            GuardConfig({"rate_limit": RateLimitConfig(0.5, 1)}),
         ),
     ],
 )
 def test_edge_values_are_accepted(section: str, expected: GuardConfig) -> None:
-    assert parse_guard_config(yaml.safe_load(section)) == expected
+    assert parse_guardrails(yaml.safe_load(section)) == expected
 
 
 def _doc_example() -> Any:
@@ -130,4 +140,4 @@ def _doc_example() -> Any:
 
 
 def test_the_documented_example_parses_to_the_defaults() -> None:
-    assert parse_guard_config(_doc_example()["guardrails"]) == GuardConfig()
+    assert parse_guardrails(_doc_example()["guardrails"]) == GuardConfig()

@@ -2,10 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from remediator.guard.config import CooldownConfig
-from remediator.guard.cooldown import Cooldown
-from remediator.guard.state import CooldownState, GuardState
-from remediator.policy.decision import Decision
+from remediator.contract.decision import Decision
+from remediator.guard.cooldown import Cooldown, CooldownConfig, CooldownState
+from remediator.guard.state import GuardState
 
 from .factory import T0, make, notify
 
@@ -47,13 +46,13 @@ def test_check(decision: Decision, now: float, reason: str | None) -> None:
 
 def test_workload_is_a_key_only_for_pod_deletions() -> None:
     state = STAGE.record(make(action="restart-warmup", target="gpu-warmup"), T0, GuardState())
-    assert dict(state.cooldown.last) == {"ml/gpu-warmup": T0}
+    assert dict(state.of("cooldown", CooldownState).last) == {"ml/gpu-warmup": T0}
 
 
 def test_record_keeps_keys_for_pod_and_workload_and_forgets_expired() -> None:
-    state = GuardState(cooldown=CooldownState({"ml/old": T0 - 600, "ml/young": T0 - 1}))
+    state = GuardState({"cooldown": CooldownState({"ml/old": T0 - 600, "ml/young": T0 - 1})})
     after = STAGE.record(make(), T0, state)
-    assert dict(after.cooldown.last) == {
+    assert dict(after.of("cooldown", CooldownState).last) == {
         "ml/young": T0 - 1,
         "ml/vllm-0": T0,
         "workload ml/Deployment/vllm": T0,

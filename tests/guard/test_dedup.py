@@ -2,15 +2,14 @@ from __future__ import annotations
 
 import pytest
 
-from remediator.guard.config import DedupConfig
-from remediator.guard.dedup import Dedup
-from remediator.guard.state import DedupState, GuardState
-from remediator.policy.decision import Decision
+from remediator.contract.decision import Decision
+from remediator.guard.dedup import Dedup, DedupConfig, DedupState
+from remediator.guard.state import GuardState
 
 from .factory import T0, make, notify
 
 STAGE = Dedup(DedupConfig(window_s=300))
-SEEN = GuardState(dedup=DedupState({"delete-pod ml/vllm-0": T0, "notify ml/vllm-0": T0}))
+SEEN = GuardState({"dedup": DedupState({"delete-pod ml/vllm-0": T0, "notify ml/vllm-0": T0})})
 
 
 @pytest.mark.parametrize(
@@ -51,8 +50,8 @@ def test_window_zero_turns_dedup_off() -> None:
 
 def test_record_remembers_and_forgets_expired() -> None:
     after = STAGE.record(make(target="vllm-1"), T0 + 300, SEEN)
-    assert dict(after.dedup.seen) == {"delete-pod ml/vllm-1": T0 + 300}
-    assert len(SEEN.dedup.seen) == 2
+    assert dict(after.of("dedup", DedupState).seen) == {"delete-pod ml/vllm-1": T0 + 300}
+    assert len(SEEN.of("dedup", DedupState).seen) == 2
 
 
 def test_record_keeps_notify_too() -> None:

@@ -2,8 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from remediator.guard.config import DryRunConfig
-from remediator.guard.dry_run import DryRun
+from remediator.guard.dry_run import DryRun, DryRunConfig
 from remediator.guard.state import GuardState
 
 from .factory import T0, make

@@ -2,15 +2,14 @@ from __future__ import annotations
 
 import pytest
 
-from remediator.guard.config import IdempotencyConfig
-from remediator.guard.idempotency import Idempotency
-from remediator.guard.state import GuardState, IdempotencyState
-from remediator.policy.decision import Decision
+from remediator.contract.decision import Decision
+from remediator.guard.idempotency import Idempotency, IdempotencyConfig, IdempotencyState
+from remediator.guard.state import GuardState
 
 from .factory import T0, make, notify
 
 STAGE = Idempotency(IdempotencyConfig(retain_s=3600))
-ACTED = GuardState(idempotency=IdempotencyState({"inc-1": T0}))
+ACTED = GuardState({"idempotency": IdempotencyState({"inc-1": T0})})
 
 
 @pytest.mark.parametrize(
@@ -38,10 +37,13 @@ def test_nothing_acted_on_passes() -> None:
 
 
 def test_record_remembers_and_forgets_expired() -> None:
-    state = GuardState(idempotency=IdempotencyState({"old": T0 - 3600, "young": T0 - 10}))
+    state = GuardState({"idempotency": IdempotencyState({"old": T0 - 3600, "young": T0 - 10})})
     after = STAGE.record(make(), T0, state)
-    assert dict(after.idempotency.acted) == {"young": T0 - 10, "inc-1": T0}
-    assert dict(state.idempotency.acted) == {"old": T0 - 3600, "young": T0 - 10}  # not mutated
+    assert dict(after.of("idempotency", IdempotencyState).acted) == {"young": T0 - 10, "inc-1": T0}
+    assert dict(state.of("idempotency", IdempotencyState).acted) == {
+        "old": T0 - 3600,
+        "young": T0 - 10,
+    }  # not mutated
 
 
 def test_record_ignores_notify() -> None:

@@ -2,9 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from remediator.guard.config import KillSwitchConfig
-from remediator.guard.kill_switch import KillSwitch
-from remediator.guard.state import GuardState, with_kill_switch
+from remediator.guard.kill_switch import KillSwitch, KillSwitchConfig, engage
+from remediator.guard.state import GuardState
 
 from .factory import T0, make
 
@@ -20,7 +19,7 @@ def test_suppresses_every_acting_decision_when_engaged(
     action: str, pinned: bool, flipped: bool, engaged: bool
 ) -> None:
     stage = KillSwitch(KillSwitchConfig(engaged=pinned))
-    state = with_kill_switch(GuardState(), flipped)
+    state = engage(GuardState(), flipped)
     verdict = stage.check(make(action=action), T0, state)
     assert verdict.passed is (not engaged or action == "notify")
 
@@ -43,15 +42,15 @@ def test_suppresses_every_acting_decision_when_engaged(
     ],
 )
 def test_reason_says_who_engaged_it(pinned: bool, note: str, reason: str) -> None:
-    state = with_kill_switch(GuardState(), not pinned, note)
+    state = engage(GuardState(), not pinned, note)
     assert KillSwitch(KillSwitchConfig(engaged=pinned)).check(make(), T0, state).reason == reason
 
 
 def test_flipping_back_lets_actions_through_again() -> None:
-    state = with_kill_switch(with_kill_switch(GuardState(), True, "x"), False)
+    state = engage(engage(GuardState(), True, "x"), False)
     assert KillSwitch().check(make(), T0, state).passed
 
 
 def test_record_changes_nothing() -> None:
-    state = with_kill_switch(GuardState(), True)
+    state = engage(GuardState(), True)
     assert KillSwitch().record(make(), T0, state) is state

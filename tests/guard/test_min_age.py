@@ -4,8 +4,7 @@ import math
 
 import pytest
 
-from remediator.guard.config import MinAgeConfig
-from remediator.guard.min_age import MinAge
+from remediator.guard.min_age import MinAge, MinAgeConfig
 from remediator.guard.state import GuardState
 
 from .factory import T0, make

@@ -4,11 +4,17 @@ from dataclasses import dataclass
 
 import pytest
 
-from remediator.guard import ORDER, GuardState, StateError, build_pipeline, with_kill_switch
-from remediator.guard.config import DryRunConfig, GuardConfig
+from remediator.contract.decision import Decision, Suppressed
+from remediator.guard import ORDER, GuardState, StateError, build_pipeline, engage
+from remediator.guard.blast_radius import BlastRadiusState
+from remediator.guard.config import GuardConfig
+from remediator.guard.cooldown import CooldownState
+from remediator.guard.dedup import DedupState
+from remediator.guard.dry_run import DryRunConfig
+from remediator.guard.idempotency import IdempotencyState
+from remediator.guard.kill_switch import KillSwitchState
 from remediator.guard.pipeline import Pipeline
 from remediator.guard.stage import PASS, Verdict, suppress
-from remediator.policy.decision import Decision, Suppressed
 
 from .factory import T0, make, notify
 
@@ -37,6 +43,7 @@ class Probe:
     name: str
     answer: str | None
     seen: list[str]
+    simulates: bool = False
 
     def check(self, decision: Decision, now: float, state: GuardState) -> Verdict:
         self.seen.append(f"check {self.name}")
@@ -44,8 +51,10 @@ class Probe:
 
     def record(self, decision: Decision, now: float, state: GuardState) -> GuardState:
         self.seen.append(f"record {self.name}")
-        return with_kill_switch(
-            state, state.kill_switch.engaged, state.kill_switch.note + self.name
+        return engage(
+            state,
+            state.of("kill_switch", KillSwitchState).engaged,
+            state.of("kill_switch", KillSwitchState).note + self.name,
         )
 
 
@@ -72,25 +81,27 @@ def test_first_no_wins_and_only_a_passed_decision_is_recorded(
     assert log == seen
     if guardrail is None:
         assert result == make()
-        assert after.kill_switch.note == "abc"
+        assert after.of("kill_switch", KillSwitchState).note == "abc"
     else:
         assert result == Suppressed(make(), guardrail=guardrail, reason=f"no {guardrail}")
         assert after is state
 
 
 def test_kill_switch_wins_over_dry_run() -> None:
-    pipeline = build_pipeline(GuardConfig(dry_run=DryRunConfig(enabled=True)))
-    result, _ = pipeline.run(make(), T0, with_kill_switch(GuardState(), True))
+    pipeline = build_pipeline(GuardConfig({"dry_run": DryRunConfig(enabled=True)}))
+    result, _ = pipeline.run(make(), T0, engage(GuardState(), True))
     assert isinstance(result, Suppressed) and result.guardrail == "kill_switch"
 
 
 def test_dry_run_says_would_only_for_what_a_live_run_would_do() -> None:
-    pipeline = build_pipeline(GuardConfig(dry_run=DryRunConfig(enabled=True)))
+    pipeline = build_pipeline(GuardConfig({"dry_run": DryRunConfig(enabled=True)}))
     young = make(pod_created_at=T0 - 1)  # min_age says no first: not a "would delete"
     result, state = pipeline.run(young, T0, GuardState())
     assert isinstance(result, Suppressed) and result.guardrail == "min_age"
     result, state = pipeline.run(make(), T0, state)
-    assert result == Suppressed(make(), "dry_run", "dry-run: would delete-pod ml/vllm-0")
+    assert result == Suppressed(
+        make(), "dry_run", "dry-run: would delete-pod ml/vllm-0", simulated=True
+    )
     # remembered as if it had run: the repeat is a repeat, not a second "would"
     again, _ = pipeline.run(make(), T0 + 60, state)
     assert isinstance(again, Suppressed) and again.guardrail == "idempotency"
@@ -119,8 +130,8 @@ def test_repeated_alert_is_deduplicated_and_the_incident_is_acted_on_once() -> N
 
 @pytest.mark.parametrize("on", [True, False])
 def test_notify_bypasses_kill_switch_and_dry_run_but_not_dedup(on: bool) -> None:
-    pipeline = build_pipeline(GuardConfig(dry_run=DryRunConfig(enabled=on)))
-    state = with_kill_switch(GuardState(), on)
+    pipeline = build_pipeline(GuardConfig({"dry_run": DryRunConfig(enabled=on)}))
+    state = engage(GuardState(), on)
     note = notify(pod_created_at=None, replicas=None)
     first, state = pipeline.run(note, T0, state)
     assert first == note
@@ -157,9 +168,11 @@ def test_state_round_trips_through_json_without_changing_any_outcome() -> None:
     outcomes = []
     for decision, now in _sequence():
         a, straight = pipeline.run(decision, now, straight)
-        b, through_json = pipeline.run(decision, now, GuardState.from_json(through_json.to_json()))
+        b, through_json = pipeline.run(
+            decision, now, build_pipeline().load_state(through_json.to_json())
+        )
         assert a == b
-        assert GuardState.from_json(straight.to_json()) == straight
+        assert build_pipeline().load_state(straight.to_json()) == straight
         outcomes.append(a)
     kinds = {o.guardrail if isinstance(o, Suppressed) else "passed" for o in outcomes}
     assert {"passed", "idempotency", "dedup", "cooldown", "blast_radius"} <= kinds
@@ -171,9 +184,12 @@ def test_state_stays_bounded() -> None:
         decision = make(incident=f"i{i}", target=f"p{i}", workload=f"ml/Deployment/w{i}")
         result, state = pipeline.run(decision, T0 + 600 * i, state)
         assert result == decision
-    assert len(state.dedup.seen) == 1 and len(state.cooldown.last) == 2
-    assert len(state.blast_radius.deletions) == 1
-    assert len(state.idempotency.acted) == 86400 // 600
+    assert (
+        len(state.of("dedup", DedupState).seen) == 1
+        and len(state.of("cooldown", CooldownState).last) == 2
+    )
+    assert len(state.of("blast_radius", BlastRadiusState).deletions) == 1
+    assert len(state.of("idempotency", IdempotencyState).acted) == 86400 // 600
 
 
 @pytest.mark.parametrize(
@@ -193,10 +209,39 @@ def test_state_stays_bounded() -> None:
 )
 def test_bad_stored_state_is_refused_with_its_path(text: str, path: str) -> None:
     with pytest.raises(StateError) as caught:
-        GuardState.from_json(text)
+        build_pipeline().load_state(text)
     assert caught.value.path == path
 
 
 def test_now_must_be_finite() -> None:
     with pytest.raises(ValueError, match="finite"):
         build_pipeline().run(make(), float("nan"), GuardState())
+
+
+def test_a_not_yet_says_when_to_ask_again() -> None:
+    """min_age's "no" carries the time the pod is old enough; a final "no" carries none."""
+    young = make(pod_created_at=T0 - 100, expected_cold_start_s=300)
+    held, _ = build_pipeline().run(young, T0, GuardState())
+    assert isinstance(held, Suppressed) and held.guardrail == "min_age"
+    assert held.retry_at == T0 + 200
+    _, state = build_pipeline().run(make(), T0, GuardState())
+    again, _ = build_pipeline().run(make(), T0 + 1, state)
+    assert isinstance(again, Suppressed) and again.guardrail == "idempotency"
+    assert again.retry_at is None
+
+
+def test_an_earlier_not_yet_waits_for_a_later_one() -> None:
+    """The kill switch says "any time"; min_age behind it knows better: ask when both may pass."""
+    young = make(pod_created_at=T0 - 100, expected_cold_start_s=300)
+    held, _ = build_pipeline().run(young, T0, engage(GuardState(), True))
+    assert isinstance(held, Suppressed) and held.guardrail == "kill_switch"
+    assert held.retry_at == T0 + 200
+
+
+def test_dry_run_is_known_by_what_it_does_not_by_its_name() -> None:
+    log: list[str] = []
+    pipeline = Pipeline((Probe("a", None, log), Probe("rehearsal", "would", log, simulates=True)))
+    held, state = pipeline.run(make(), T0, GuardState())
+    assert isinstance(held, Suppressed) and held.guardrail == "rehearsal"
+    assert log[-2:] == ["record a", "record rehearsal"]  # recorded as if it had run
+    assert state != GuardState()

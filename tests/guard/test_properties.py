@@ -7,18 +7,15 @@ from itertools import accumulate
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remediator.guard import GuardState, build_pipeline, with_kill_switch
-from remediator.guard.blast_radius import workload_cap, workload_key
-from remediator.guard.config import (
-    BlastRadiusConfig,
-    CooldownConfig,
-    DedupConfig,
-    DryRunConfig,
-    GuardConfig,
-    MinAgeConfig,
-    RateLimitConfig,
-)
-from remediator.policy.decision import Decision, Suppressed
+from remediator.contract.decision import Decision, Suppressed
+from remediator.guard import GuardState, build_pipeline, engage
+from remediator.guard.blast_radius import BlastRadiusConfig, workload_cap, workload_key
+from remediator.guard.config import GuardConfig
+from remediator.guard.cooldown import CooldownConfig
+from remediator.guard.dedup import DedupConfig
+from remediator.guard.dry_run import DryRunConfig
+from remediator.guard.min_age import MinAgeConfig
+from remediator.guard.rate_limit import RateLimitConfig
 
 from .factory import T0
 
@@ -27,24 +24,25 @@ WORKLOADS = ["a/Deployment/w0", "a/Deployment/w1", "b/StatefulSet/w2", "b/Deploy
 # Deletions weighted up, so the caps are reached often enough to be tested.
 WEIGHTED = ["delete-pod"] * 4 + ACTIONS
 
-configs = st.builds(
-    GuardConfig,
-    dedup=st.builds(DedupConfig, window_s=st.sampled_from([0.0, 30.0, 300.0])),
-    cooldown=st.builds(CooldownConfig, seconds=st.sampled_from([0.0, 20.0, 600.0])),
-    min_age=st.builds(MinAgeConfig, factor=st.sampled_from([0.0, 1.0])),
-    blast_radius=st.builds(
-        BlastRadiusConfig,
-        max_pods=st.integers(0, 4),
-        max_percent=st.sampled_from([0.0, 10.0, 25.0, 50.0, 100.0]),
-        window_s=st.sampled_from([0.0, 60.0, 600.0]),
-        max_pods_cluster=st.integers(0, 6),
-    ),
-    rate_limit=st.builds(
-        RateLimitConfig,
-        per_minute=st.sampled_from([0.5, 6.0, 60.0, 600.0]),
-        burst=st.integers(1, 5),
-    ),
-)
+configs = st.fixed_dictionaries(
+    {
+        "dedup": st.builds(DedupConfig, window_s=st.sampled_from([0.0, 30.0, 300.0])),
+        "cooldown": st.builds(CooldownConfig, seconds=st.sampled_from([0.0, 20.0, 600.0])),
+        "min_age": st.builds(MinAgeConfig, factor=st.sampled_from([0.0, 1.0])),
+        "blast_radius": st.builds(
+            BlastRadiusConfig,
+            max_pods=st.integers(0, 4),
+            max_percent=st.sampled_from([0.0, 10.0, 25.0, 50.0, 100.0]),
+            window_s=st.sampled_from([0.0, 60.0, 600.0]),
+            max_pods_cluster=st.integers(0, 6),
+        ),
+        "rate_limit": st.builds(
+            RateLimitConfig,
+            per_minute=st.sampled_from([0.5, 6.0, 60.0, 600.0]),
+            burst=st.integers(1, 5),
+        ),
+    }
+).map(GuardConfig)
 
 
 @st.composite
@@ -91,7 +89,7 @@ def test_pod_deletions_in_any_window_never_exceed_the_blast_radius(
     config: GuardConfig, run: tuple[dict[str | None, int | None], list[tuple[Decision, float]]]
 ) -> None:
     replicas, decisions = run
-    blast = config.blast_radius
+    blast = config.of("blast_radius", BlastRadiusConfig)
     deleted = [(d, t) for d, t in _let_through(config, decisions) if d.action == "delete-pod"]
     for _, start in deleted:
         window = [d for d, t in deleted if start <= t < start + blast.window_s]
@@ -106,7 +104,7 @@ def test_pod_deletions_in_any_window_never_exceed_the_blast_radius(
 def test_actions_never_exceed_burst_plus_rate_times_elapsed(
     config: GuardConfig, run: tuple[dict[str | None, int | None], list[tuple[Decision, float]]]
 ) -> None:
-    rate = config.rate_limit
+    rate = config.of("rate_limit", RateLimitConfig)
     acted = [t for d, t in _let_through(config, run[1]) if d.action != "notify"]
     for i, first in enumerate(acted):
         for j in range(i, len(acted)):
@@ -120,8 +118,8 @@ def test_dry_run_and_kill_switch_let_only_notes_through(
     config: GuardConfig, run: tuple[dict[str | None, int | None], list[tuple[Decision, float]]]
 ) -> None:
     for dry, engaged in [(True, False), (False, True)]:
-        pipeline = build_pipeline(GuardConfig(dry_run=DryRunConfig(enabled=dry)))
-        state = with_kill_switch(GuardState(), engaged)
+        pipeline = build_pipeline(GuardConfig({"dry_run": DryRunConfig(enabled=dry)}))
+        state = engage(GuardState(), engaged)
         for decision, now in run[1]:
             result, state = pipeline.run(decision, now, state)
             assert isinstance(result, Suppressed) or result.action == "notify"
@@ -162,4 +160,4 @@ def test_arbitrary_decisions_and_clocks_never_raise(
         assert result == decision or (
             isinstance(result, Suppressed) and result.decision == decision and result.reason
         )
-        assert GuardState.from_json(state.to_json()) == state
+        assert build_pipeline().load_state(state.to_json()) == state

@@ -2,11 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from remediator.guard.config import RateLimitConfig
+from remediator.contract.decision import Decision
 from remediator.guard.pipeline import Pipeline
-from remediator.guard.rate_limit import RateLimit
-from remediator.guard.state import GuardState, RateLimitState
-from remediator.policy.decision import Decision
+from remediator.guard.rate_limit import RateLimit, RateLimitConfig, RateLimitState
+from remediator.guard.state import GuardState
 
 from .factory import T0, make, notify
 
@@ -39,7 +38,7 @@ def test_a_burst_of_100_at_one_instant_lets_exactly_burst_through() -> None:
     ],
 )
 def test_check(tokens: float | None, elapsed: float, reason: str | None) -> None:
-    state = GuardState(rate_limit=RateLimitState(tokens=tokens, updated_at=T0))
+    state = GuardState({"rate_limit": RateLimitState(tokens=tokens, updated_at=T0)})
     assert STAGE.check(make(), T0 + elapsed, state).reason == reason
 
 
@@ -48,14 +47,14 @@ def test_check(tokens: float | None, elapsed: float, reason: str | None) -> None
     [(None, 0, 2.0), (3.0, 0, 2.0), (0.0, 10, 0.0), (1.0, 3600, 2.0), (2.5, 0, 1.5)],
 )
 def test_bucket_refills_up_to_burst(tokens: float | None, elapsed: float, left: float) -> None:
-    state = GuardState(rate_limit=RateLimitState(tokens=tokens, updated_at=T0))
+    state = GuardState({"rate_limit": RateLimitState(tokens=tokens, updated_at=T0)})
     after = STAGE.record(make(), T0 + elapsed, state)
-    assert after.rate_limit.tokens == pytest.approx(left)
-    assert after.rate_limit.updated_at == T0 + elapsed
+    assert after.of("rate_limit", RateLimitState).tokens == pytest.approx(left)
+    assert after.of("rate_limit", RateLimitState).updated_at == T0 + elapsed
 
 
 def test_notify_is_neither_limited_nor_spends_a_token() -> None:
-    empty = GuardState(rate_limit=RateLimitState(tokens=0.0, updated_at=T0))
+    empty = GuardState({"rate_limit": RateLimitState(tokens=0.0, updated_at=T0)})
     assert STAGE.check(notify(), T0, empty).passed
     assert STAGE.record(notify(), T0, empty) is empty
 

@@ -18,10 +18,10 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from remediator.contract.decision import Decision, Suppressed
 from remediator.inputs.decode import decode
-from remediator.policy.config import PolicyConfig
-from remediator.policy.decision import Decision, Suppressed
 from remediator.policy.outcome import Ignored
+from remediator.policy_file import PolicyFile
 from remediator.runtime.outbox import decision_from_json
 from remediator.session import Session
 from remediator.sim import watch_stream
@@ -88,7 +88,7 @@ class _Decisions:
         pass
 
 
-def embedded(stream: list[Chunk], policy: PolicyConfig) -> list[Decision]:
+def embedded(stream: list[Chunk], policy: PolicyFile) -> list[Decision]:
     """The reference: one Session (what the embedded runtime runs), fed the same lines,
     its clock moved to the same times."""
     session, sink = Session(policy), _Decisions()

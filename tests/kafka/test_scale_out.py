@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from remediator.policy.config import load_policy_file
+from remediator.policy_file import load_policy_file
 from remediator.streams.config import StreamsConfig
 from remediator.streams.ingest import Publisher
 from remediator.streams.topics import ensure_topics

@@ -5,16 +5,16 @@ from typing import Any
 import orjson
 import pytest
 
+from remediator.contract.decision import Decision, Suppressed
 from remediator.inputs.decode import normalize
-from remediator.policy.config import PolicyConfig, load_policy
-from remediator.policy.decision import Decision, Suppressed
 from remediator.policy.outcome import Ignored
+from remediator.policy_file import PolicyFile, load_policy
 from remediator.session import Session
 from remediator.timeline.tracker import StateChange
 
 
 class Run:
-    def __init__(self, config: PolicyConfig) -> None:
+    def __init__(self, config: PolicyFile) -> None:
         self.session = Session(config)
         self.decisions: list[Decision] = []
         self.held: list[Suppressed] = []

@@ -8,23 +8,23 @@ from pathlib import Path
 
 import pytest
 
-from remediator.policy.config import PolicyConfig, load_policy, load_policy_file
-from remediator.policy.errors import ConfigError
+from remediator.contract.errors import ConfigError
+from remediator.policy_file import PolicyFile, load_policy, load_policy_file
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "policy.yaml"
 
 
 def test_empty_file_is_the_default_policy() -> None:
-    assert load_policy("") == PolicyConfig()
-    cfg = load_policy("")
+    assert load_policy("") == PolicyFile()
+    cfg = load_policy("").rules
     assert cfg.stuck_pod.budgets["engine_init"] == 60.0 and cfg.stuck_pod.checks == 3
     assert cfg.stuck_pod.selector.matches({"app": "vllm-inference"})
     assert cfg.gpu_memory.cordon is False  # cordoning is opt-in
-    assert cfg.guardrails.dry_run.enabled is False
+    assert load_policy("").dry_run is False
 
 
 def test_partial_budgets_keep_the_other_defaults() -> None:
-    cfg = load_policy("stuck_pod:\n  budgets:\n    engine_init: 300\n")
+    cfg = load_policy("stuck_pod:\n  budgets:\n    engine_init: 300\n").rules
     assert cfg.stuck_pod.budgets == {
         "scheduling": 600.0,
         "init": 1800.0,
@@ -58,7 +58,7 @@ def test_bad_policy_is_refused_with_line_and_reason(text: str, line: int, says: 
 
 def test_the_example_policy_in_the_readme_loads() -> None:
     cfg = load_policy_file(EXAMPLE)
-    assert cfg.stuck_pod.namespaces
+    assert cfg.rules.stuck_pod.namespaces
 
 
 def test_replay_refuses_a_bad_policy_file_at_start(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from remediator.policy.config import PolicyConfig
-from remediator.policy.decision import Decision
+from remediator.contract.decision import Decision
+from remediator.policy_file import PolicyFile
 from remediator.runtime.outbox import decision_to_json
 from remediator.streams.app import build_app
 from remediator.streams.config import StreamsConfig
@@ -25,7 +25,7 @@ async def test_the_executor_agent_carries_each_command_once(tmp_path: Path) -> N
     log = tmp_path / "dry-run.jsonl"
     registry = CollectorRegistry()
     app = build_app(
-        StreamsConfig(tick_s=0, table_dir=str(tmp_path)), PolicyConfig(), DryRunRecorder(str(log)),
+        StreamsConfig(tick_s=0, table_dir=str(tmp_path)), PolicyFile(), DryRunRecorder(str(log)),
         registry,
     )  # fmt: skip
     delete = Decision("delete-pod", "llm", "vllm-0", "stuck", "stuck-abc", 100.0, uid="u1")

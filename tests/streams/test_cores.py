@@ -14,9 +14,9 @@ import pytest
 from aiokafka.partitioner import DefaultPartitioner
 from prometheus_client import CollectorRegistry
 
+from remediator.contract.decision import Decision
 from remediator.inputs.records import InputError
-from remediator.policy.config import PolicyConfig, load_policy_file
-from remediator.policy.decision import Decision
+from remediator.policy_file import PolicyFile, load_policy_file
 from remediator.streams.core import (
     Candidate,
     GuardCore,
@@ -37,7 +37,7 @@ NO_ADAPTIVE = "stuck_pod:\n  adaptive: {enabled: false}\n"
 class Cluster:
     """N partition cores and the guard, records handed over as a broker would."""
 
-    def __init__(self, policy: PolicyConfig, seed: int = 0) -> None:
+    def __init__(self, policy: PolicyFile, seed: int = 0) -> None:
         self.cores = [PartitionCore(policy, p, N, CollectorRegistry()) for p in range(N)]
         self.guard = GuardCore(policy, N)
         self.decided: list[Decision] = []
@@ -72,8 +72,7 @@ class Cluster:
                     if isinstance(result, Decision):
                         self.decided.append(result)
                     elif GuardCore.retryable(result):
-                        d = result.decision
-                        queue.append((origin, retry_record(d, d.at)))
+                        queue.append((origin, retry_record(result)))
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +96,7 @@ def test_partitions_and_guard_decide_as_one_session(tmp_path, stream, seed) -> N
 
 
 def test_the_guard_waits_for_every_partition() -> None:
-    guard = GuardCore(PolicyConfig(), partitions=2)
+    guard = GuardCore(PolicyFile(), partitions=2)
     d = Decision("notify", "ns", "pod-a", "why", "inc-1", 100.0)
     assert guard.take(Candidate(d, 100.0, 0)) == []
     assert guard.take(Watermark(0, 200.0)) == []  # partition 1 may still send older ones
@@ -114,7 +113,7 @@ def stuck(pod: str, incident: str, at: float) -> Decision:
 
 
 def test_the_guard_releases_in_time_order_whatever_the_arrival() -> None:
-    guard = GuardCore(PolicyConfig(), partitions=2)
+    guard = GuardCore(PolicyFile(), partitions=2)
     late, early = stuck("pod-b", "inc-b", 50.0), stuck("pod-a", "inc-a", 40.0)
     guard.take(Candidate(late, 50.0, 1))
     guard.take(Candidate(early, 40.0, 0))
@@ -126,18 +125,18 @@ def test_the_guard_releases_in_time_order_whatever_the_arrival() -> None:
 
 
 def test_guard_state_round_trips_through_its_table_value() -> None:
-    guard = GuardCore(PolicyConfig(), partitions=2)
+    guard = GuardCore(PolicyFile(), partitions=2)
     d = Decision("notify", "ns", "pod-a", "why", "inc-1", 100.0)
     guard.take(Candidate(d, 100.0, 0, "llama"))
     guard.take(Learned(90.0, 1, (("llama", "total", 300.0),)))
     guard.take(Watermark(0, 95.0))
-    again = GuardCore.from_json(PolicyConfig(), 2, guard.to_json())
+    again = GuardCore.from_json(PolicyFile(), 2, guard.to_json())
     assert again.to_json() == guard.to_json()
     assert again.take(Watermark(1, 120.0)) == guard.take(Watermark(1, 120.0))
 
 
 def test_a_redelivered_decision_is_let_through_once() -> None:
-    guard = GuardCore(PolicyConfig(), partitions=1)
+    guard = GuardCore(PolicyFile(), partitions=1)
     d = Decision("notify", "ns", "pod-a", "why", "inc-1", 100.0, uid="a")
     first = guard.take(Candidate(d, 100.0, 0)) + guard.take(Watermark(0, 100.0))
     again = guard.take(Candidate(d, 100.0, 0))  # behind the frontier: judged at once

@@ -11,7 +11,7 @@ from prometheus_client import generate_latest
 
 from remediator.inputs.records import EngineStep
 from remediator.output import JsonOutput, TextOutput
-from remediator.policy.config import load_policy
+from remediator.policy_file import load_policy
 from remediator.session import Session
 from remediator.timeline import timelines_from
 from tests.data import vllm_logs

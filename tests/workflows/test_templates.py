@@ -86,9 +86,12 @@ def _declared(params: list[dict[str, Any]] | None) -> dict[str, Any]:
 
 def test_every_action_has_its_template() -> None:
     assert set(DOCS) == TEMPLATE_NAMES
-    from remediator.policy.decision import TEMPLATE_FOR_ACTION
+    from remediator.executors.argo_params import WORKFLOWS
 
-    assert set(TEMPLATE_FOR_ACTION.values()) == TEMPLATE_NAMES
+    assert {w.template for w in WORKFLOWS.values()} == TEMPLATE_NAMES
+    from remediator.contract.actions import ACTIONS
+
+    assert set(WORKFLOWS) == {name for name, spec in ACTIONS.items() if spec.acts}
 
 
 def test_only_int_or_string_is_relaxed() -> None:

@@ -1,8 +1,8 @@
 """What the policy engine decides, and what a guardrail says when it says no.
 
-These two records are the contract between the sans-I/O core and the executors:
-the core emits them, the guard pipeline filters them, executors turn them into
-Argo Workflows and Slack messages.
+These two records are the contract between the rules (`policy`), the guardrails
+(`guard`) and the executors: the rules emit them, the guard pipeline filters them,
+executors carry them out. Neither `policy` nor `guard` owns them.
 """
 
 from __future__ import annotations
@@ -10,15 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+# A row of `contract.actions.ACTIONS`; the Literal lets mypy check the rules' spelling.
 Action = Literal["delete-pod", "restart-warmup", "verify-gpu-memory", "notify", "cordon-node"]
-
-# The WorkflowTemplate each acting decision is submitted from; "notify" runs no workflow.
-TEMPLATE_FOR_ACTION: dict[str, str] = {
-    "delete-pod": "delete-stuck-inference-pod",
-    "restart-warmup": "restart-gpu-warmup",
-    "verify-gpu-memory": "verify-gpu-memory-stability",
-    "cordon-node": "cordon-gpu-node",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +33,11 @@ class Decision:
     expected_cold_start_s: float | None = None  # what a cold start of this model takes
     replicas: int | None = None  # desired replicas of `workload`, when known
 
+    @property
+    def where(self) -> str:
+        """The target as people read it: `namespace/name`, or the bare name of a node."""
+        return f"{self.namespace}/{self.target}" if self.namespace else self.target
+
     def param(self, key: str) -> str | None:
         for k, v in self.params:
             if k == key:
@@ -49,8 +47,14 @@ class Decision:
 
 @dataclass(frozen=True, slots=True)
 class Suppressed:
-    """A decision a guardrail stopped, with the guardrail's name and why."""
+    """A decision a guardrail stopped, with the guardrail's name and why.
+
+    `retry_at`: when asking again may get another answer (never earlier); None: the
+    answer stays no for this decision (a duplicate, a dry run). The engine looks again
+    no earlier than this, so it never needs to know a guardrail's arithmetic."""
 
     decision: Decision
     guardrail: str
     reason: str
+    retry_at: float | None = None
+    simulated: bool = False  # held by a stage that simulates (dry run): "would have"

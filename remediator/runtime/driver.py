@@ -1,0 +1,163 @@
+"""The driver: inputs and timers into the session, decisions into the outbox.
+
+    queue of inputs ──▶ session.feed ─┐
+    timer (next deadline, ≤ max tick) ┴▶ decisions ──▶ outbox.record (with guard state)
+    kill-switch file (polled) ──▶ session.set_kill_switch
+
+It knows nothing of what an action is or who carries it out: it writes what the core let
+through, logs what it held, and hands a dry run's "would have" to `simulated`. Time
+comes from the injected clock, so tests step it by hand (`feed`, `tick`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from remediator.contract.decision import Decision, Suppressed
+from remediator.inputs.records import Input
+from remediator.logfields import get_logger
+from remediator.output import decision_json, suppressed_json
+from remediator.policy.outcome import Ignored
+from remediator.runtime.clock import Clock, wait
+from remediator.runtime.metrics import RuntimeMetrics
+from remediator.runtime.outbox import Outbox
+from remediator.session import Session
+from remediator.timeline.tracker import StateChange
+
+log = get_logger("remediator.runtime")
+
+_ON = frozenset({"on", "true", "1", "yes", "engaged"})
+_OFF = frozenset({"off", "false", "0", "no", ""})
+
+
+@dataclass
+class Batch:
+    """What one step of the session produced; handled after the step, off the hot path."""
+
+    acts: list[Decision] = field(default_factory=list)
+    held: list[Suppressed] = field(default_factory=list)
+
+    def transition(self, change: StateChange) -> None:
+        t = change.timeline
+        log.debug(
+            "transition",
+            extra={"pod": f"{t.namespace}/{t.name}", "from": change.before, "to": change.after},
+        )
+
+    def decision(self, decision: Decision) -> None:
+        self.acts.append(decision)
+
+    def suppressed(self, suppressed: Suppressed) -> None:
+        self.held.append(suppressed)
+
+    def ignored(self, ignored: Ignored) -> None:
+        log.info(
+            "ignored",
+            extra={"rule": ignored.rule, "subject": ignored.subject, "reason": ignored.reason},
+        )
+
+
+class Driver:
+    def __init__(
+        self,
+        session: Session,
+        outbox: Outbox,
+        clock: Clock,
+        metrics: RuntimeMetrics,
+        *,
+        leading: Callable[[], bool],
+        wake_worker: Callable[[], None],
+        simulated: Callable[[Suppressed], None],
+        kill_switch_file: str | None = None,
+        forget_after_s: float = 600.0,
+    ) -> None:
+        self.session = session
+        self.outbox = outbox
+        self.clock = clock
+        self.metrics = metrics
+        self._leading = leading
+        self._wake_worker = wake_worker
+        self._simulated = simulated
+        self._kill_switch_file = kill_switch_file
+        self._kill_switch: bool | None = None
+        self._forget_after_s = forget_after_s
+        self.rearm = asyncio.Event()  # a new input may have armed an earlier timer
+        self.last_tick = clock.monotonic()
+
+    # --- one step each: what the loops call, and what tests call on a virtual clock ------
+    def feed(self, inputs: list[Input]) -> None:
+        batch = Batch()
+        self.session.advance(self.clock.now(), batch)  # an alert is judged at arrival time
+        for item in inputs:
+            self.session.feed(item, batch)
+        self._settle(batch)
+        self.rearm.set()
+
+    def tick(self) -> None:
+        batch = Batch()
+        self.session.advance(self.clock.now(), batch)
+        self._settle(batch)
+        # Deleted pods leave memory (and /metrics) once their grace has passed.
+        self.session.tracker.prune(self.session.now, self._forget_after_s)
+        self.last_tick = self.clock.monotonic()
+
+    def _settle(self, batch: Batch) -> None:
+        """Write decisions (and the guard state) to the outbox; say what was held and why."""
+        leader = self._leading()
+        for d in batch.acts:
+            log.info("decision", extra={**decision_json(d), "leader": leader})
+        for s in batch.held:
+            log.info("suppressed", extra=suppressed_json(s))
+            if s.simulated and leader:
+                self._simulated(s)
+        if not batch.acts:
+            return
+        self.outbox.record(batch.acts, self.session.guard_state)  # a standby's too: takeover
+        if leader:
+            self._wake_worker()
+
+    # --- the loops ---------------------------------------------------------------------------
+    async def consume(self, queue: asyncio.Queue[list[Input]]) -> None:
+        while True:
+            inputs = await queue.get()
+            self.metrics.queue_depth.set(queue.qsize())
+            self.feed(inputs)
+
+    async def timer(self, max_tick_s: float) -> None:
+        while True:
+            due = self.session.engine.next_deadline()
+            pause = max_tick_s if due is None else min(max_tick_s, due - self.clock.now())
+            self.rearm.clear()
+            await wait(self.rearm, max(pause, 0.0), self.clock)
+            self.tick()
+
+    async def poll_kill_switch(self, every_s: float) -> None:
+        while True:
+            await self.clock.sleep(every_s)
+            self.apply_kill_switch()
+
+    def apply_kill_switch(self) -> None:
+        path = self._kill_switch_file
+        if not path:
+            return
+        try:
+            text = Path(path).read_text(encoding="utf-8").strip().lower()
+        except FileNotFoundError:
+            text = ""  # a missing key in the ConfigMap: off
+        except OSError as exc:
+            log.error("kill switch file unreadable", extra={"path": path, "error": str(exc)})
+            return
+        engaged = text not in _OFF  # anything but a clear "off" stops actions
+        if text not in _ON | _OFF:
+            log.error("kill switch file says neither on nor off: engaged", extra={"path": path})
+        if engaged != self._kill_switch:
+            first = self._kill_switch is None
+            self._kill_switch = engaged
+            self.session.set_kill_switch(engaged, note=f"{path} says {text or 'nothing'}")
+            self.metrics.kill_switch.set(1 if engaged else 0)
+            level = logging.INFO if first and not engaged else logging.WARNING
+            log.log(level, "kill switch " + ("engaged" if engaged else "off"), extra={"path": path})

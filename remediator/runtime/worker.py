@@ -1,0 +1,262 @@
+"""The outbox worker: open rows → executors → outcomes, on the leader only.
+
+    pending ──Submit──▶ submitted ──Poll…──▶ ended      Tell(Acted) after Submit,
+       │                    │                           Tell(Finished) into its thread
+       ├──Refused───────────┴──────────────▶ failed     Tell(CouldNot)
+       └──(a note only: Tell(Acted))───────▶ ended (notified)
+
+It knows an action only through the action table (does it act on the cluster, or is
+it a note?) and executors only through `carry(command) -> outcome`; every failure of
+every executor is handled here, in `_carry` and `_tell`. Each row moves in its own
+task, so a slow call holds up only its row. Time is the injected clock's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, replace
+
+from remediator.contract.actions import action
+from remediator.contract.decision import Decision
+from remediator.executors.protocol import (
+    Acted,
+    Command,
+    CouldNot,
+    Ended,
+    Executor,
+    Finished,
+    Note,
+    Outcome,
+    Poll,
+    Posted,
+    Refused,
+    Running,
+    Submit,
+    Submitted,
+    Tell,
+    Unavailable,
+)
+from remediator.logfields import get_logger
+from remediator.runtime.clock import Clock
+from remediator.runtime.metrics import RuntimeMetrics
+from remediator.runtime.outbox import Outbox, Row
+
+log = get_logger("remediator.runtime")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    poll_s: float = 5.0  # a running workflow is looked at no more often than this
+    retry_s: float = 2.0  # first wait after an executor was unavailable; doubles per attempt
+    max_retry_s: float = 300.0
+    fresh_for_s: float = 600.0  # a new leader executes pending rows younger than this
+
+
+class OutboxWorker:
+    def __init__(
+        self,
+        outbox: Outbox,
+        cluster: Executor,
+        notifier: Executor | None,
+        clock: Clock,
+        metrics: RuntimeMetrics,
+        identity: str,
+        settings: WorkerSettings | None = None,
+    ) -> None:
+        self.outbox = outbox
+        self.cluster = cluster
+        self.notifier = notifier
+        self.clock = clock
+        self.metrics = metrics
+        self.identity = identity
+        self.settings = settings or WorkerSettings()
+        self.leading = False
+        self._fresh_lead = False
+        self._gained: tuple[float, str | None] | None = None  # (when, from whom) we lead
+        self._carrying: dict[int, asyncio.Task[None]] = {}
+        self._next_poll: dict[int, float] = {}
+        self._next_try: dict[int, float] = {}  # backoff after Unavailable
+        self._notes: set[asyncio.Task[str | None]] = set()
+
+    # --- leadership ------------------------------------------------------------------------
+    def lead(self, leading: bool, previous: str | None) -> None:
+        self.leading = leading
+        if leading:
+            self._gained = (self.clock.now(), previous)
+            self._fresh_lead = True
+            return
+        self._gained = None
+        for task in self._carrying.values():  # a lost leader stops at once
+            task.cancel()
+        if self._carrying:
+            log.warning("not leader: executions stopped", extra={"rows": len(self._carrying)})
+
+    # --- one pass: what the loop calls, and what tests call on a virtual clock -----------
+    async def step(self) -> None:
+        """Expire what a standby must not run late; start a task for each open row."""
+        if not self.leading or self._fresh_lead:
+            self._fresh_lead = False
+            await self._expire_stale()
+        if not self.leading:
+            return
+        now = self.clock.now()
+        for row in await asyncio.to_thread(self.outbox.open_rows):
+            if row.id not in self._carrying and now >= self._next_try.get(row.id, 0.0):
+                self._next_try.pop(row.id, None)
+                task = asyncio.create_task(self._advance(row), name=f"row-{row.id}")
+                self._carrying[row.id] = task
+                task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        for rid, t in list(self._carrying.items()):
+            if t is task:
+                del self._carrying[rid]
+
+    async def idle(self) -> None:
+        """Wait until every row task and note started so far is done."""
+        while self._carrying or self._notes:
+            await asyncio.gather(*self._carrying.values(), *self._notes, return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in [*self._carrying.values(), *self._notes]:
+            task.cancel()
+        await asyncio.gather(*self._carrying.values(), *self._notes, return_exceptions=True)
+
+    def note(self, note: Note) -> None:
+        """Tell on-call something that is not an outbox row (a dry run's "would have")."""
+        task = asyncio.get_running_loop().create_task(self._tell(note))
+        self._notes.add(task)
+        task.add_done_callback(self._notes.discard)
+
+    async def _expire_stale(self) -> None:
+        fresh_for = self.settings.fresh_for_s
+        why = f"not executed: pending longer than {fresh_for:g}s before this replica led"
+        stale = await asyncio.to_thread(self.outbox.expire, self.clock.now() - fresh_for, why)
+        for row in stale:
+            log.warning(
+                "outbox row expired, never executed late",
+                extra={"incident": row.incident, "action": row.decision.action, "row": row.id},
+            )
+
+    # --- one row ---------------------------------------------------------------------------
+    async def _advance(self, row: Row) -> None:
+        if not self.leading:
+            return
+        if not action(row.decision.action).acts:
+            ts = await self._tell(Acted(self._for_people(row)))
+            await self._mark(row, "ended", phase="notified", slack_ts=ts)
+            self.metrics.executions.labels(row.decision.action, "notified").inc()
+        elif row.state == "pending":
+            await self._submit(row)
+        elif self.clock.now() >= self._next_poll.get(row.id, 0.0):
+            await self._poll(row)
+
+    async def _submit(self, row: Row) -> None:
+        d = row.decision
+        out = await self._carry(row, Submit(d))
+        if not isinstance(out, Submitted):
+            return
+        result = "submitted" if out.created else "duplicate"
+        self.metrics.executions.labels(d.action, result).inc()
+        await self._mark(row, "submitted", workflow=out.name)
+        log.info(
+            "outbox row submitted",
+            extra={"incident": row.incident, "workflow": out.name, "result": result},
+        )
+        ts = await self._tell(Acted(self._for_people(row), out))
+        if ts is not None:
+            await self._mark(row, "submitted", slack_ts=ts)
+        self._next_poll[row.id] = self.clock.now()  # look at once, then every poll_s
+
+    async def _poll(self, row: Row) -> None:
+        d, name = row.decision, row.workflow
+        if name is None:
+            await self._failed(row, f"outbox row {row.id} submitted without a workflow name")
+            return
+        out = await self._carry(row, Poll(d, name))
+        if not isinstance(out, Running | Ended):
+            return
+        thread = row.slack_ts
+        if thread is None:  # a restart between submit and the act message
+            again = Submitted(name, "", "", row.incident, created=False, url=out.url)
+            thread = await self._tell(Acted(self._for_people(row), again))
+            if thread is not None:
+                await self._mark(row, "submitted", slack_ts=thread)
+        if isinstance(out, Running):
+            self._next_poll[row.id] = self.clock.now() + self.settings.poll_s
+            return
+        # Tell first, mark after: a reply that could not be posted (Slack unreachable) keeps
+        # the row open, so the next pass polls and tells again instead of losing the reply.
+        told = await self._told(Finished(d, out), thread)
+        if isinstance(told, Unavailable):
+            self._next_poll[row.id] = self.clock.now() + self.settings.poll_s
+            return
+        self._next_poll.pop(row.id, None)
+        await self._mark(row, "ended", phase=out.phase)
+        self.metrics.workflows_ended.labels(d.action, out.phase).inc()
+        log.info(
+            "workflow ended",
+            extra={"incident": row.incident, "workflow": name, "phase": out.phase},
+        )
+
+    async def _carry(self, row: Row, command: Command) -> Outcome:
+        """The cluster executor's failures, in one place: Unavailable waits for the next
+        pass, Refused fails the row and tells on-call."""
+        d = row.decision
+        out = await self.cluster.carry(command)
+        if isinstance(out, Unavailable):
+            s = self.settings
+            wait = min(s.retry_s * 2 ** min(row.attempts, 30), s.max_retry_s)
+            self._next_try[row.id] = self.clock.now() + wait
+            result = "unauthorized" if out.unauthorized else "unavailable"
+            self.metrics.executions.labels(d.action, result).inc()
+            log.warning(
+                "executor unavailable, will retry",
+                extra={
+                    "incident": row.incident,
+                    "action": d.action,
+                    "error": out.reason,
+                    "retry_in_s": wait,
+                },
+            )
+            await self._mark(row, row.state, attempts=row.attempts + 1)
+            if out.unauthorized and row.attempts == 0:  # tell on-call once, not every retry
+                await self._tell(CouldNot(d, f"{out.reason}; retrying with backoff"))
+        elif isinstance(out, Refused):
+            await self._failed(row, out.reason)
+        return out
+
+    async def _failed(self, row: Row, error: str) -> None:
+        d = row.decision
+        self.metrics.executions.labels(d.action, "failed").inc()
+        log.error("outbox row failed", extra={"incident": d.incident, "error": error})
+        await self._mark(row, "failed", error=error[:2000])
+        await self._tell(CouldNot(d, error))
+
+    async def _tell(self, note: Note, thread: str | None = None) -> str | None:
+        out = await self._told(note, thread)
+        return out.ts if isinstance(out, Posted) else None
+
+    async def _told(self, note: Note, thread: str | None = None) -> Outcome | None:
+        """The notifier's failures, in one place: counted, logged, never raised."""
+        if self.notifier is None:
+            return None
+        out = await self.notifier.carry(Tell(note, thread))
+        if isinstance(out, Posted):
+            return out
+        self.metrics.slack_errors.inc()
+        reason = out.reason if isinstance(out, Unavailable | Refused) else repr(out)
+        log.error("slack failed", extra={"incident": note.decision.incident, "error": reason})
+        return out
+
+    async def _mark(self, row: Row, state: str, **fields: str | int | None) -> None:
+        await asyncio.to_thread(self.outbox.mark, row.id, state, **fields)  # type: ignore[arg-type]
+
+    def _for_people(self, row: Row) -> Decision:
+        """A row written before this replica took the lead over from another says so."""
+        if self._gained is None:
+            return row.decision
+        since, previous = self._gained
+        if previous is None or previous == self.identity or row.created_at >= since:
+            return row.decision
+        return replace(row.decision, reason=f"{row.decision.reason} (taken over from {previous})")
