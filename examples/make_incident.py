@@ -21,6 +21,7 @@ import sys
 import orjson
 
 from remediator.inputs.decode import decode
+from remediator.inputs.pods import engine_run, spec_info
 from remediator.sim.forms import rfc3339
 from remediator.sim.plan import BASE_TIME
 from remediator.sim.stream import watch_stream
@@ -80,7 +81,11 @@ def main() -> None:
         for item in decode(line):
             if type(item).__name__ == "PodSeen":
                 pods[item.uid] = item
-    stuck = next(p for p in pods.values() if p.started is not None and p.ready is None)
+    started_at = {
+        uid: engine_run(p.statuses, spec_info(p.spec, p.labels).container).started
+        for uid, p in pods.items()
+    }
+    stuck = next(p for p in pods.values() if started_at[p.uid] is not None and p.ready is None)
     ready = [p for p in pods.values() if p.ready is not None]
     end = max(int(i.at or 0) for line in lines for i in decode(line))
 
@@ -91,7 +96,7 @@ def main() -> None:
         ft = {"kind": "FirstToken", "namespace": p.namespace, "pod": p.name, "uid": p.uid,
               "time": rfc3339(int(p.ready or 0) + 4)}  # fmt: skip
         out.write(orjson.dumps(ft) + b"\n")
-    started = int(stuck.started or 0)
+    started = int(started_at[stuck.uid] or 0)
     out.write(alert("firing", stuck.namespace, stuck.name, started + 180, None) + b"\n")
     out.write(alert("firing", stuck.namespace, stuck.name, started + 180, None) + b"\n")
     t = max(end, started + 700)

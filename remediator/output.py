@@ -137,7 +137,7 @@ class TextOutput:
         _err(where, message)
 
     def finish(self, session: Session, lines: int, inputs: int, skipped: int) -> None:
-        timelines = [t for t in session.tracker if t.pod_seen or t.state() != "unknown"]
+        timelines = list(session.tracker)  # every pod the JSON output reports, no fewer
         longest = max((t.total() or _sum(t) for t in timelines), default=0.0) or 1.0
         self._say(f"{len(timelines)} pods, {inputs} inputs from {lines} lines")
         if skipped:
@@ -179,11 +179,16 @@ class TextOutput:
         facts = [f"state={t.state()}", f"node={t.node or '-'}", f"model={t.model or '-'}"]
         if t.restarts:
             facts.append(f"restarts={t.restarts}")
+        skew = t.clock_skew()
+        if skew:
+            facts.append(f"clock_skew={skew:+.1f}s (node vs API server; node times moved)")
         if t.unschedulable:
             facts.append(f"unschedulable={t.unschedulable[:60]!r}")
         self._say()
         self._say(f"{head}  {'  '.join(facts)}")
         for phase, value in t.phases().items():
+            if phase == "init" and not t.has_init:
+                continue  # no init containers: no init phase
             if value is None:
                 self._say(f"  {phase:<16} {'-':>8}")
                 if phase == "engine_init":

@@ -33,13 +33,37 @@ class ReplayStats:
     skipped: list[str] = field(default_factory=list)
 
 
+_PRETTY_HINT = (
+    "a pretty-printed JSON document cut short or broken "
+    "(`kubectl get -o json` without -c): check it, or pipe it through `jq -c .`"
+)
+
+
 def _lines(paths: list[str]) -> Iterator[tuple[str, int, bytes]]:
+    """One JSON document at a time: a line, or, where a line is a lone `{` or `[` (what
+    `kubectl get -o json` prints, `-w` one after another), the lines up to the `}` or `]`
+    that closes it at the same indentation."""
     for path in paths:
         stream: IO[bytes] = sys.stdin.buffer if path == "-" else Path(path).open("rb")  # noqa: SIM115
         with stream:
-            for number, line in enumerate(stream, 1):
-                if line.strip():
+            lines = enumerate(stream, 1)
+            for number, line in lines:
+                stripped = line.strip()
+                if stripped in (b"{", b"["):
+                    yield path, number, _document(line, lines)
+                elif stripped:
                     yield path, number, line
+
+
+def _document(first: bytes, lines: Iterator[tuple[int, bytes]]) -> bytes:
+    indent = first[: len(first) - len(first.lstrip())]
+    closing = indent + (b"}" if first.strip() == b"{" else b"]")
+    parts = [first]
+    for _, line in lines:
+        parts.append(line)
+        if line.rstrip() == closing:
+            break
+    return b"".join(parts)
 
 
 def run_replay(
@@ -53,7 +77,8 @@ def run_replay(
         except InputError as exc:
             where = f"{path}:{number}"
             stats.skipped.append(where)
-            out.error(where, str(exc))
+            pretty = b"\n" in line.rstrip()  # a multi-line document that did not parse
+            out.error(where, f"{_PRETTY_HINT}: {exc}" if pretty else str(exc))
             continue
         for item in items:
             if until is not None and item.at is not None and item.at > until:
@@ -96,8 +121,9 @@ def replay_command(
     \b
     Each line is one input, of any kind, read in file order:
       - a Kubernetes watch event {"type": "ADDED", "object": {...}} (Pods, Events,
-        Deployments, StatefulSets, DaemonSets), or a bare object or List as
-        `kubectl get -o json` prints it (one per line: use `jq -c`);
+        Deployments, StatefulSets, DaemonSets; other kinds are ignored), or a bare
+        object or List as `kubectl get -o json` prints it (pretty-printed documents are
+        read whole; `jq -c` makes them one line each);
       - an Alertmanager webhook payload (version 4);
       - a CloudEvent 1.0 in structured JSON (Argo Events) wrapping any of the above;
       - {"kind": "FirstToken", "namespace", "pod", "time"} when the engine answered first;

@@ -33,7 +33,7 @@ class Session:
         self, policy: PolicyFile | None = None, registry: CollectorRegistry | None = None
     ) -> None:
         self.policy = policy if policy is not None else PolicyFile()
-        self.tracker = Tracker()
+        self.tracker = Tracker(self.policy.rules.stuck_pod.engine_containers)
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = TimelineMetrics(self.registry)
         self.engine = PolicyEngine(self.policy.rules, self.tracker)

@@ -44,6 +44,15 @@ _ARGO_RESOURCE_TYPES: dict[str, WatchType] = {
     "DELETE": "DELETED",
 }
 _MAX_DEPTH = 4
+# Workload kinds (and what `kubectl get all` adds) the core has no use for: recognised
+# and skipped, never "malformed". Anything else unknown is still an error.
+IGNORED_KINDS = frozenset(
+    {
+        "ReplicaSet", "ReplicationController", "ControllerRevision", "Job", "CronJob",
+        "HorizontalPodAutoscaler", "PodDisruptionBudget", "Service", "Endpoints",
+        "EndpointSlice",
+    }
+)  # fmt: skip
 
 
 def decode(raw: bytes | str) -> list[Input]:
@@ -143,6 +152,8 @@ def _object(watch: WatchType, obj: Any, kind_hint: str | None) -> list[Input]:
         return [ev] if ev is not None else []
     if kind in WORKLOAD_KINDS:
         return [workload_seen(watch, kind, obj)]
+    if kind in IGNORED_KINDS:
+        return []
     raise InputError(f"unknown kind {kind!r}")
 
 

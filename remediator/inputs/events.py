@@ -19,6 +19,11 @@ def pod_event(watch: WatchType, ev: Event) -> PodEvent | None:
     new_api = ev.regarding is not None and ev.involvedObject is None
     subject = ev.regarding if new_api else ev.involvedObject
     if subject is None:
+        if (ev.apiVersion or "").startswith("audit.k8s.io"):
+            raise InputError(
+                "an audit log entry (audit.k8s.io), not a Kubernetes Event: record the "
+                "watch instead (kubectl get pods,events -w -o json --output-watch-events)"
+            )
         raise InputError("Event without involvedObject/regarding")
     if subject.kind != "Pod":
         return None
@@ -50,6 +55,9 @@ def pod_event(watch: WatchType, ev: Event) -> PodEvent | None:
     for t in (event_time, first):  # the latest time the Event carries
         if t is not None and (last is None or t > last):
             last = t
+    meta = ev.metadata
+    created = parse_time(meta.creationTimestamp) if meta and meta.creationTimestamp else None
+    field_path = subject.fieldPath
     return PodEvent(
         watch=watch,
         pod_uid=subject.uid or None,
@@ -57,9 +65,11 @@ def pod_event(watch: WatchType, ev: Event) -> PodEvent | None:
         pod=subject.name,
         reason=ev.reason,
         message=message,
-        container=container_from_field_path(subject.fieldPath),
+        container=container_from_field_path(field_path),
+        init=field_path is not None and field_path.startswith("spec.initContainers"),
         first=first if first is not None else last,
         last=last,
         count=count or 1,
+        created=created,
         at=last,
     )

@@ -36,13 +36,13 @@ def pod_seen(watch: WatchType, pod: Pod) -> PodSeen:
     spec = pod.spec or _EMPTY_SPEC
     status = pod.status
     created = parse_time(meta.creationTimestamp) if meta.creationTimestamp else None
-    scheduled = ready = None
+    scheduled = ready = initialized = None
     unschedulable = None
     latest = created
-    phase = None
-    main = None
+    phase = statuses = init_statuses = None
     if status is not None:
         phase = status.phase
+        statuses, init_statuses = status.containerStatuses, status.initContainerStatuses
         for cond in status.conditions or ():
             t = parse_time(cond.lastTransitionTime) if cond.lastTransitionTime else None
             if t is not None and (latest is None or t > latest):
@@ -52,19 +52,17 @@ def pod_seen(watch: WatchType, pod: Pod) -> PodSeen:
                     scheduled = t
                 elif cond.reason == "Unschedulable":
                     unschedulable = cond.message or "Unschedulable"
-            elif cond.type == "Ready" and cond.status == "True":
-                ready = t
-        main = _main_status(spec, status.containerStatuses)
-    started, restarts, waiting = None, 0, None
-    if main is not None:
-        restarts = main.restartCount
-        state = main.state
-        if state is not None and state.running is not None:
-            started = parse_time(state.running.startedAt) if state.running.startedAt else None
-            if started is not None and (latest is None or started > latest):
-                latest = started
-        elif state is not None and state.waiting is not None:
-            waiting = state.waiting.reason
+            elif cond.status == "True":
+                if cond.type == "Ready":
+                    ready = t
+                elif cond.type == "Initialized":
+                    initialized = t
+        for s in statuses or ():
+            run = s.state.running if s.state is not None else None
+            if run is not None and run.startedAt:
+                t = parse_time(run.startedAt)
+                if latest is None or t > latest:
+                    latest = t
     asked = _deletion_asked(meta)
     if asked is not None and (latest is None or asked > latest):
         latest = asked
@@ -79,13 +77,14 @@ def pod_seen(watch: WatchType, pod: Pod) -> PodSeen:
         scheduled=scheduled,
         unschedulable=unschedulable,
         ready=ready,
-        started=started,
-        restarts=restarts,
-        waiting_reason=waiting,
+        initialized=initialized,
+        statuses=statuses,
+        init_statuses=init_statuses,
         deleting=bool(meta.deletionTimestamp),
         labels=meta.labels or _NO_LABELS,
         spec=spec,
         owner=_owner(meta),
+        version=int(meta.resourceVersion) if meta.resourceVersion.isdigit() else 0,
         at=latest,
         pod_ip=status.podIP if status is not None else None,
     )
@@ -100,8 +99,86 @@ def _deletion_asked(meta: ObjectMeta) -> float | None:
     return parse_time(meta.deletionTimestamp) - (meta.deletionGracePeriodSeconds or 0)
 
 
-def spec_info(spec: PodSpec, labels: dict[str, Any]) -> SpecInfo:
-    main = _main_container(spec)
+@dataclass(frozen=True, slots=True)
+class EngineRun:
+    """The engine container as one Pod object shows it."""
+
+    first_started: float | None  # its first run's start: lastState's when it has restarted
+    started: float | None  # the current run's start (state.running)
+    restarts: int
+    waiting: str | None  # state.waiting.reason (ImagePullBackOff, CrashLoopBackOff, ...)
+
+
+_NOT_SEEN = EngineRun(None, None, 0, None)
+
+
+def engine_run(statuses: list[ContainerStatus] | None, name: str | None) -> EngineRun:
+    """The named container's run; the first status when the name is unknown."""
+    if not statuses:
+        return _NOT_SEEN
+    found = statuses[0] if not name else None
+    for s in statuses if name else ():
+        if s.name == name:
+            found = s
+            break
+    if found is None:
+        return _NOT_SEEN
+    first = started = None
+    waiting = None
+    state = found.state
+    if state is not None:
+        if state.running is not None and state.running.startedAt:
+            first = started = parse_time(state.running.startedAt)
+        elif state.terminated is not None and state.terminated.startedAt:
+            first = parse_time(state.terminated.startedAt)
+        elif state.waiting is not None:
+            waiting = state.waiting.reason
+    last = found.lastState.terminated if found.lastState is not None else None
+    if last is not None and last.startedAt:
+        before = parse_time(last.startedAt)  # the current run is a later one
+        first = before if first is None or before < first else first
+    return EngineRun(first, started, found.restartCount, waiting)
+
+
+def init_times(
+    spec: PodSpec, statuses: list[ContainerStatus] | None
+) -> tuple[float | None, float | None]:
+    """(first start, done) of the init containers from their statuses.
+
+    Done when every regular init container has exited 0 and every sidecar (an init
+    container with restartPolicy Always, 1.29+) has started: then the kubelet starts the
+    main containers."""
+    if not statuses:
+        return None, None
+    sidecars = {c.name for c in spec.initContainers or () if c.restartPolicy == "Always"}
+    first = done = None
+    finished = True
+    for s in statuses:
+        state = s.state
+        run = state.running if state is not None else None
+        end = state.terminated if state is not None else None
+        last = s.lastState.terminated if s.lastState is not None else None
+        for raw in (
+            run.startedAt if run else None,
+            end.startedAt if end else None,
+            last.startedAt if last else None,
+        ):
+            if raw:
+                t = parse_time(raw)
+                first = t if first is None or t < first else first
+        if s.name in sidecars and run is not None and run.startedAt:
+            t = parse_time(run.startedAt)
+        elif end is not None and end.exitCode == 0 and end.finishedAt:
+            t = parse_time(end.finishedAt)
+        else:
+            finished = False
+            continue
+        done = t if done is None or t > done else done
+    return first, done if finished else None
+
+
+def spec_info(spec: PodSpec, labels: dict[str, Any], engines: tuple[str, ...] = ()) -> SpecInfo:
+    main = _main_container(spec, engines)
     if main is None:
         return SpecInfo(None, None, 0, _label_model(labels), None, None)
     args = (main.command or []) + (main.args or [])
@@ -118,24 +195,18 @@ def spec_info(spec: PodSpec, labels: dict[str, Any]) -> SpecInfo:
     )
 
 
-def _main_container(spec: PodSpec) -> Container | None:
-    """The container that holds GPUs, else the first one."""
+def _main_container(spec: PodSpec, engines: tuple[str, ...] = ()) -> Container | None:
+    """The engine: the first container the policy names, else the one that holds GPUs,
+    else the first one."""
     containers = spec.containers or []
+    for name in engines:
+        for c in containers:
+            if c.name == name:
+                return c
     for c in containers:
         if _gpus(c):
             return c
     return containers[0] if containers else None
-
-
-def _main_status(spec: PodSpec, statuses: list[ContainerStatus] | None) -> ContainerStatus | None:
-    if not statuses:
-        return None
-    main = _main_container(spec)
-    if main is not None:
-        for s in statuses:
-            if s.name == main.name:
-                return s
-    return statuses[0]
 
 
 def _gpus(container: Container) -> int:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from remediator.inputs.schema import PodSpec
+from remediator.inputs.schema import ContainerStatus, PodSpec
 
 WatchType = Literal["ADDED", "MODIFIED", "DELETED"]
 JSON = dict[str, Any]
@@ -31,13 +31,14 @@ class PodSeen(msgspec.Struct, frozen=True):
     scheduled: float | None  # PodScheduled=True lastTransitionTime
     unschedulable: str | None  # PodScheduled=False message (e.g. Insufficient nvidia.com/gpu)
     ready: float | None  # Ready=True lastTransitionTime
-    started: float | None  # main container state.running.startedAt
-    restarts: int
-    waiting_reason: str | None  # main container state.waiting.reason (ImagePullBackOff, ...)
-    deleting: bool  # deletionTimestamp set
+    initialized: float | None  # Initialized=True lastTransitionTime: init containers done
+    statuses: list[ContainerStatus] | None  # which one is the engine is the timeline's call
+    init_statuses: list[ContainerStatus] | None
+    deleting: bool  # deletionTimestamp set: terminating
     labels: dict[str, str]
     spec: PodSpec  # parsed once per pod by the timeline (see inputs.pods.spec_info)
     owner: str | None  # "Kind/name" of the controller
+    version: int  # metadata.resourceVersion when numeric (etcd's revision), else 0
     at: float | None
     pod_ip: str | None = None  # status.podIP: where a first-token probe connects
 
@@ -51,10 +52,12 @@ class PodEvent(msgspec.Struct, frozen=True):
     pod: str
     reason: str
     message: str
-    container: str | None
+    container: str | None  # from fieldPath: spec.containers{vllm} → vllm
+    init: bool  # fieldPath spec.initContainers{...}: an init container (or sidecar)
     first: float | None
     last: float | None
     count: int
+    created: float | None  # metadata.creationTimestamp: the API server's clock
     at: float | None
 
 

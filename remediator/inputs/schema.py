@@ -25,6 +25,7 @@ class ObjectMeta(Struct):
     name: str = ""
     namespace: str = ""
     uid: str = ""
+    resourceVersion: str = ""
     creationTimestamp: str | None = None
     deletionTimestamp: str | None = None
     deletionGracePeriodSeconds: int | None = None
@@ -48,15 +49,23 @@ class Waiting(Struct):
     reason: str | None = None
 
 
+class Terminated(Struct):
+    startedAt: str | None = None
+    finishedAt: str | None = None
+    exitCode: int | None = None
+
+
 class ContainerState(Struct):
     running: Running | None = None
     waiting: Waiting | None = None
+    terminated: Terminated | None = None
 
 
 class ContainerStatus(Struct):
     name: str = ""
     restartCount: int = 0
     state: ContainerState | None = None
+    lastState: ContainerState | None = None  # the previous run, after a restart
 
 
 class PodStatus(Struct):
@@ -64,6 +73,7 @@ class PodStatus(Struct):
     podIP: str | None = None
     conditions: list[Condition] | None = None
     containerStatuses: list[ContainerStatus] | None = None
+    initContainerStatuses: list[ContainerStatus] | None = None
 
 
 class Resources(Struct):
@@ -77,6 +87,7 @@ class Container(Struct):
     command: list[str] | None = None
     args: list[str] | None = None
     resources: Resources | None = None
+    restartPolicy: str | None = None  # "Always" on an init container: a sidecar (1.29+)
 
 
 class PodSpec(Struct):
@@ -107,6 +118,7 @@ class EventSeries(Struct):
 class Event(Struct, tag="Event", tag_field="kind"):
     """core/v1 and events.k8s.io/v1 Events in one: their fields do not collide."""
 
+    apiVersion: str | None = None  # audit.k8s.io Events share the kind: told apart here
     metadata: ObjectMeta | None = None
     involvedObject: ObjectRef | None = None  # core/v1
     regarding: ObjectRef | None = None  # events.k8s.io/v1

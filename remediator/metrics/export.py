@@ -14,7 +14,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from remediator.timeline.engine_steps import TIMELINE_STEPS
-from remediator.timeline.model import PHASES, UNFINISHED, PodTimeline
+from remediator.timeline.model import PHASES, SKEW_THRESHOLD_S, UNFINISHED, PodTimeline
 from remediator.timeline.tracker import StateChange, Tracker
 
 # Cold starts of large models run from seconds (warm node) to tens of minutes (cold pull).
@@ -143,9 +143,23 @@ class TrackerCollector(Collector):
             labels=["namespace", "pod", "phase", "model"],
         )
         now = self._now()
+        skew: dict[str, float] = {}
         for t in self._tracker:
             _add_elapsed(elapsed, t, now)
+            s = t.clock_skew() if t.node and t.state() != "deleted" else 0.0
+            if s and abs(s) > abs(skew.get(t.node or "", 0.0)):
+                skew[t.node or ""] = s
         yield elapsed
+        clocks = GaugeMetricFamily(
+            "remediator_node_clock_skew_seconds",
+            "How far a node's kubelet clock runs ahead of the API server's (negative: "
+            f"behind), where it is proven beyond {SKEW_THRESHOLD_S:g} s; node times are "
+            "moved onto the API server's clock for the phases.",
+            labels=["node"],
+        )
+        for node, seconds in sorted(skew.items()):
+            clocks.add_metric([node], seconds)
+        yield clocks
 
 
 def _add_elapsed(family: GaugeMetricFamily, t: PodTimeline, now: float) -> None:

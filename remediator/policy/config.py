@@ -19,7 +19,8 @@ from typing import Any
 from remediator.contract.errors import ConfigError
 from remediator.policy.selector import Selector, SelectorError, parse_selector
 
-BUDGET_PHASES = ("scheduling", "image_pull", "container_start", "engine_init")
+BUDGET_PHASES = ("scheduling", "init", "image_pull", "container_start", "engine_init")
+INIT_ACTIONS = ("notify", "delete-pod")
 DEFAULT_SELECTOR = "app=vllm-inference"
 
 
@@ -42,6 +43,7 @@ class StuckPodConfig:
     budgets: Mapping[str, float] = field(
         default_factory=lambda: {
             "scheduling": 600.0,
+            "init": 1800.0,  # init containers: a weights download (storage-initializer)
             "image_pull": 900.0,
             "container_start": 300.0,
             "engine_init": 60.0,
@@ -55,6 +57,10 @@ class StuckPodConfig:
     models: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
     expected_cold_start_s: float = 600.0  # for a model with no history yet
+    # The engine container by name (first match wins); else the one requesting GPUs.
+    engine_containers: tuple[str, ...] = ()
+    # A stuck init is told by default: deleting the pod restarts the download.
+    init_action: str = "notify"
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +157,12 @@ def _str(raw: Any, path: str) -> str:
     return raw
 
 
+def _init_action(raw: Any, path: str) -> str:
+    if raw not in INIT_ACTIONS:
+        raise ConfigError(path, f"expected one of {', '.join(INIT_ACTIONS)}, got {raw!r}")
+    return str(raw)
+
+
 def _strings(raw: Any, path: str) -> tuple[str, ...]:
     if not isinstance(raw, list):
         raise ConfigError(path, f"expected a list of strings, got {raw!r}")
@@ -219,6 +231,8 @@ _SECTIONS: dict[str, Parser] = {
             "models": _models,
             "adaptive": _ADAPTIVE,
             "expected_cold_start_s": _number(),
+            "engine_containers": _strings,
+            "init_action": _init_action,
         },
     ),
     "image_update": _section(

@@ -17,7 +17,7 @@ from remediator.policy.config import PolicyConfig
 from remediator.policy.history import PhaseHistory, budget, expected_cold_start
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored, Outcome
-from remediator.policy.stuck import DELETE_PHASES, Facts, decide_stuck, too_tight
+from remediator.policy.stuck import Facts, decide_stuck, deletes_in, too_tight
 from remediator.policy.workloads import Workload, image_update, owner_workload, workload_key
 from remediator.timeline.engine_steps import step_note
 from remediator.timeline.model import UNFINISHED, PodTimeline
@@ -41,13 +41,24 @@ class PolicyEngine:
         self._deciding: dict[str, tuple[str, str]] = {}  # uid -> key of a delete in flight
         self._told: set[tuple[str, str, str]] = set()  # (workload, phase, budget) on-call knows
         self._now_hint = 0.0  # the latest time the engine was told (re-armed holds start here)
+        # uid → (state, seq) of the one live timer of a pod: older ones are stale, so two
+        # timers never decide twice at one instant, whatever armed them.
+        self._armed: dict[str, tuple[str, int]] = {}
 
     # ---- inputs ---------------------------------------------------------------------
     def on_input(self, item: Input, change: StateChange | None, now: float) -> list[Outcome]:
         self._now_hint = max(self._now_hint, now)
         if change is not None:
-            self._on_change(change)
-        if isinstance(item, PodSeen) and change is None:
+            self._on_change(change.timeline, change.before, change.after)
+        elif isinstance(item, PodSeen):
+            # No state change, but the pod may have just become known (its Events came
+            # first): every way into the tracker must arm the same timer.
+            t = self.tracker.get(item.uid)
+            state = t.counted if t is not None else None
+            if t is not None and state in UNFINISHED:
+                armed = self._armed.get(t.uid)
+                if armed is None or armed[0] != state:
+                    self._on_change(t, state, state)
             return []
         if isinstance(item, WorkloadSeen):
             return self._on_workload(item, now)
@@ -64,15 +75,16 @@ class PolicyEngine:
         """Fire every timer due by `now`; each outcome comes with its own due time."""
         out: list[tuple[float, Outcome]] = []
         while self._timers and self._timers[0][0] <= now:
-            due, _, uid, state, since = heapq.heappop(self._timers)
+            due, seq, uid, state, since = heapq.heappop(self._timers)
             t = self.tracker.get(uid)
-            if t is None or t.state() != state:
-                continue  # the pod moved on since the timer was set
+            if t is None or t.state() != state or self._armed.get(uid) != (state, seq):
+                continue  # the pod moved on since the timer was set, or a newer one stands
             current = t.state_since()
             if current != since:
-                # Same phase, better evidence of when it began (an event came late): re-arm.
+                # Same phase, better evidence of when it began (an event came late): the
+                # budget runs from when it really began, whichever order told us.
                 if current is not None:
-                    self._arm(max(due, current + self._allowance(t, state)), t, state, current)
+                    self._arm(current + self._allowance(t, state), t, state, current)
                 continue
             allowed = since + self._allowance(t, state)
             if due < allowed:
@@ -117,20 +129,34 @@ class PolicyEngine:
             return False
         return cfg.selector.matches(t.labels)
 
-    def _on_change(self, change: StateChange) -> None:
-        t = change.timeline
+    def _on_change(self, t: PodTimeline, before: str | None, after: str) -> None:
         if not self._selected(t):
             return
-        if change.after in _DONE and change.before not in _DONE:
+        if after in _DONE and not t.learned:
+            t.learned = True
             self._learn(t)
-        if change.before in DELETE_PHASES and change.after != "deleted":
-            self._phase_done(t, change.before)
-        if change.after == "deleted":
-            self._deciding.pop(t.uid, None)
-        if change.after in UNFINISHED:
-            since = t.state_since()
-            if since is not None:
-                self._arm(since + self._allowance(t, change.after), t, change.after, since)
+        if (
+            before is not None
+            and deletes_in(before, self._init_deletes)
+            and before != after
+            and after != "deleted"
+        ):
+            self._phase_done(t, before)
+        if after not in UNFINISHED:
+            self._armed.pop(t.uid, None)
+            if after == "deleted":
+                self._deciding.pop(t.uid, None)
+            return
+        armed = self._armed.get(t.uid)
+        if armed is not None and armed[0] == after:
+            return  # this phase's timer stands (it re-arms itself on better evidence)
+        since = t.state_since()
+        if since is not None:
+            self._arm(since + self._allowance(t, after), t, after, since)
+
+    @property
+    def _init_deletes(self) -> bool:
+        return self.config.stuck_pod.init_action == "delete-pod"
 
     def _allowance(self, t: PodTimeline, phase: str) -> float:
         cfg = self.config.stuck_pod
@@ -138,7 +164,9 @@ class PolicyEngine:
         return seconds + (cfg.checks - 1) * cfg.check_interval_s
 
     def _arm(self, due: float, t: PodTimeline, state: str, since: float) -> None:
-        heapq.heappush(self._timers, (due, next(self._seq), t.uid, state, since))
+        seq = next(self._seq)
+        self._armed[t.uid] = (state, seq)
+        heapq.heappush(self._timers, (due, seq, t.uid, state, since))
 
     def _learn(self, t: PodTimeline) -> None:
         model = t.model or "unknown"
@@ -162,12 +190,12 @@ class PolicyEngine:
             why += step_note(t.engine, t.started_at(), now)
         facts = self._facts(t)
         key = (facts.workload or "", phase)
-        if phase in DELETE_PHASES and facts.workload:
+        if deletes_in(phase, self._init_deletes) and facts.workload:
             evidence = self._too_tight(t, key, seconds)
             if evidence is not None:
                 return self._hold(t, key, seconds, how, evidence, now)
             self._deciding[t.uid] = key
-        return decide_stuck(t, phase, why, facts, now)
+        return decide_stuck(t, phase, why, facts, now, self._init_deletes)
 
     def _too_tight(self, t: PodTimeline, key: tuple[str, str], seconds: float) -> str | None:
         """Why the budget, not the pod, looks wrong; None when nothing says so.
@@ -260,7 +288,7 @@ class PolicyEngine:
         why = f"alert {alert.alertname} firing; pod in {state}{for_s}"
         if state == "engine_init":
             why += step_note(t.engine, t.started_at(), now)
-        return decide_stuck(t, state, why, self._facts(t), now)
+        return decide_stuck(t, state, why, self._facts(t), now, self._init_deletes)
 
     # ---- GPU memory -------------------------------------------------------------------
     def _gpu_alert(self, alert: AlertSeen, now: float) -> Outcome:

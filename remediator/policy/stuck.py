@@ -31,8 +31,15 @@ def stuck_incident(t: PodTimeline, phase: str) -> str:
     return incident_id("stuck", t.uid, phase)
 
 
-def decide_stuck(t: PodTimeline, phase: str, why: str, facts: Facts, now: float) -> Decision:
-    deletes = phase in DELETE_PHASES
+def deletes_in(phase: str, init_deletes: bool = False) -> bool:
+    """Whether a pod stuck in `phase` is deleted (init only where the policy says so)."""
+    return phase in DELETE_PHASES or (phase == "init" and init_deletes)
+
+
+def decide_stuck(
+    t: PodTimeline, phase: str, why: str, facts: Facts, now: float, init_deletes: bool = False
+) -> Decision:
+    deletes = deletes_in(phase, init_deletes)
     then = "deleting it gives the engine a fresh start" if deletes else diagnose(t, phase)
     return Decision(
         action="delete-pod" if deletes else "notify",
@@ -60,7 +67,12 @@ def diagnose(t: PodTimeline, phase: str) -> str:
                 "add GPU nodes or free GPUs"
             )
         return f"unschedulable ({msg.strip()}); deleting the pod cannot help"
-    if t.image_backoff or t.waiting_reason in ("ErrImagePull", "ImagePullBackOff"):
+    if phase == "init":
+        return (
+            f"init containers still running on {t.node or '?'} (a weights download?); "
+            "deleting the pod would restart them: check their logs, storage and network"
+        )
+    if t.image_backoff() or t.waiting_reason in ("ErrImagePull", "ImagePullBackOff"):
         return (
             f"image pull backing off ({t.waiting_reason or 'pull failed'}) on {t.node or '?'}; "
             "deleting the pod cannot help: check the image reference and registry access"

@@ -10,11 +10,21 @@ from dataclasses import replace
 import msgspec
 
 from remediator.inputs.kubelet import parse_pulled
-from remediator.inputs.pods import spec_info
+from remediator.inputs.pods import engine_run, init_times, spec_info
 from remediator.inputs.records import EngineStep, FirstToken, Input, PodEvent, PodSeen
 from remediator.timeline.endpoint import Endpoint, port_of
 from remediator.timeline.engine_steps import EngineSteps
-from remediator.timeline.model import PodTimeline
+from remediator.timeline.model import (
+    BACKOFF,
+    PRESENT,
+    PULLED,
+    PULLING,
+    RUN,
+    STARTED,
+    PodTimeline,
+    earliest,
+    latest,
+)
 
 _SCHEDULED_TO = " to "
 _MAX_PARKED = 10_000
@@ -33,9 +43,13 @@ class StateChange(msgspec.Struct, frozen=True):
 
 class Tracker:
     """All pod timelines, by UID. A pod recreated under the same name is a new timeline;
-    events that arrive before their pod start the timeline and the pod fills it in."""
+    events that arrive before their pod start the timeline and the pod fills it in.
 
-    def __init__(self) -> None:
+    `engines`: container names the policy says are the engine, first match wins (else the
+    container that requests GPUs, else the first)."""
+
+    def __init__(self, engines: tuple[str, ...] = ()) -> None:
+        self.engines = engines
         self.by_uid: dict[str, PodTimeline] = {}
         self._by_name: dict[tuple[str, str], str] = {}
         self.in_state: dict[tuple[str, str], int] = {}  # (namespace, state) → pods
@@ -197,26 +211,29 @@ class Tracker:
         return t
 
     def _adopt(self, t: PodTimeline, orphan: PodTimeline) -> None:
-        """Events without a UID came before their pod: replay their facts onto it.
+        """Events without a UID came before their pod: merge their facts into it.
         The orphan's count in `in_state` passes to `t`: until the input that found the pod
         applies, `t` has the orphan's facts and so its state (apply() moves it from there)."""
-        for name in ("pulling_first", "pulled_synth_start", "scheduled_event", "started_event"):
-            if getattr(orphan, name) is not None:
-                setattr(t, name, getattr(orphan, name))
-        t.pulling_last, t.pulled_last = orphan.pulling_last, orphan.pulled_last
-        t.pulls, t.present = orphan.pulls, orphan.present
+        t.scheduled_event = earliest(t.scheduled_event, orphan.scheduled_event)
+        t.init_started = earliest(t.init_started, orphan.init_started)
+        t.has_init = t.has_init or orphan.has_init
+        t.skew_lo = latest(t.skew_lo, orphan.skew_lo)
         t.unschedulable = t.unschedulable or orphan.unschedulable
-        t.image_backoff = orphan.image_backoff
         t.node = t.node or orphan.node
+        for entry in orphan.log or ():
+            t.see(*entry)
         t.last_seen = orphan.last_seen
         t.counted = orphan.counted
 
     def _pod(self, t: PodTimeline, p: PodSeen) -> None:
+        spec = p.spec
         if not t.pod_seen:
             t.pod_seen = True
-            info = spec_info(p.spec, p.labels)
+            info = spec_info(spec, p.labels, self.engines)
             t.model, t.tp_size, t.gpu_util = _intern(info.model), info.tp_size, info.gpu_util
             t.labels, t.owner = self._share(p.labels), _intern(p.owner)
+            t.has_init = t.has_init or bool(spec.initContainers)
+            t.set_main_container(_intern(info.container))
             model = _intern(info.served_model) if info.served_model else t.model
             ep = Endpoint(_intern(info.container), p.pod_ip, port_of(info.port), model)
             t.endpoint = ep
@@ -234,17 +251,39 @@ class Tracker:
             t.node = sys.intern(p.node)
         if p.scheduled is not None:
             t.scheduled = p.scheduled if t.scheduled is None else min(t.scheduled, p.scheduled)
-        if p.started is not None:
-            t.see_started(p.started)
+        run = engine_run(p.statuses, t.main_container)
+        if run.started is not None and not (t.runs_seen and run.started == t.started):
+            t.see(run.started, RUN, -1.0, t.main_container)  # (the run seen last time: known)
+        if run.first_started is not None and run.first_started != run.started:
+            t.see(run.first_started, RUN, -1.0, t.main_container)
+        if p.init_statuses or p.initialized is not None:
+            self._init(t, p)
         if p.ready is not None:
             t.see_ready(p.ready)
-        t.restarts = max(t.restarts, p.restarts)
-        t.waiting_reason = p.waiting_reason
-        t.unschedulable = p.unschedulable if p.scheduled is None else None
+        t.restarts = max(t.restarts, run.restarts)
+        # What the pod shows now: the newest object decides, whatever order they came in.
+        version = (p.at if p.at is not None else float("-inf"), p.version)
+        if t.waiting_at is None or version >= t.waiting_at:
+            t.waiting_at, t.waiting_reason = version, run.waiting
+            t.unschedulable = p.unschedulable if p.scheduled is None else None
         if p.phase == "Failed":
             t.failed = True
+        elif p.phase == "Succeeded":
+            t.succeeded = True
+        if p.deleting:
+            t.terminating = True
         if p.watch == "DELETED" and not t.deleted:
             t.deleted, t.deleted_at = True, p.at
+
+    def _init(self, t: PodTimeline, p: PodSeen) -> None:
+        first, done = init_times(p.spec, p.init_statuses)
+        if first is not None and (t.init_started is None or first < t.init_started):
+            t.init_started = first
+        if not t.has_init:
+            return
+        for end in (done, p.initialized):
+            if end is not None and (t.init_done is None or end < t.init_done):
+                t.init_done = end
 
     def _claim_name(self, t: PodTimeline, created: float | None) -> None:
         """Pod names are unique at any moment: of two pods with one name the older is gone,
@@ -288,30 +327,53 @@ def _orphan_key(namespace: str, name: str) -> str:
     return f"?{namespace}/{name}"
 
 
+# Events the scheduler writes (the API server's clock); the rest come from the kubelet.
+_SCHEDULER = frozenset({"Scheduled", "FailedScheduling"})
+
+
 def _event(t: PodTimeline, ev: PodEvent) -> None:
     when = ev.first if ev.first is not None else ev.last
     if when is None:
         return
     reason = ev.reason
+    if reason in _SCHEDULER:
+        _scheduler_event(t, ev, when)
+        return
+    if ev.created is not None:
+        # An Event is created after it happened: kubelet time − creation ≤ the node's skew.
+        t.skew_lo = latest(t.skew_lo, when - ev.created)
+    if ev.init:
+        # An init container (weights download, sidecar): its pulls and runs are `init`.
+        t.has_init = True
+        if reason in ("Pulling", "Started", "Pulled"):
+            t.init_started = earliest(t.init_started, when)
+        return
+    container = sys.intern(ev.container) if ev.container is not None else None
     if reason == "Pulling":
-        t.see_pulling(when)
+        t.see(when, PULLING, -1.0, container)
     elif reason == "Pulled":
         info = parse_pulled(ev.message)
-        t.see_pulled(when, info.reported, info.already_present)
+        if info.already_present:
+            t.see(when, PRESENT, -1.0, container)
+        else:
+            reported = info.reported
+            t.see(when, PULLED, reported if reported is not None else -1.0, container)
     elif reason == "Started":
-        if t.ready is None or when <= t.ready:
-            t.started_event = when if t.started_event is None else max(t.started_event, when)
-    elif reason == "Scheduled":
+        t.see(when, STARTED, -1.0, container)
+    elif reason in ("BackOff", "Failed") and _about_pulling(ev.message):
+        last = ev.last if ev.last is not None else when  # the latest back-off
+        t.see(last, BACKOFF, -1.0, container)
+
+
+def _scheduler_event(t: PodTimeline, ev: PodEvent, when: float) -> None:
+    if ev.reason == "Scheduled":
         t.scheduled_event = when if t.scheduled_event is None else min(t.scheduled_event, when)
         cut = ev.message.rfind(_SCHEDULED_TO)
         if t.node is None and cut > 0:
             t.node = ev.message[cut + len(_SCHEDULED_TO) :].strip() or None
         t.unschedulable = None
-    elif reason == "FailedScheduling":
-        if t.scheduled_at() is None:
-            t.unschedulable = ev.message
-    elif reason in ("BackOff", "Failed") and _about_pulling(ev.message):
-        t.image_backoff = True
+    elif t.scheduled_at() is None:
+        t.unschedulable = ev.message
 
 
 def _about_pulling(message: str) -> bool:

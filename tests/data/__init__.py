@@ -5,3 +5,4 @@ from pathlib import Path
 DATA = Path(__file__).resolve().parent
 CAPTURES = DATA / "captures"
 SCHEMAS = DATA / "schemas"
+PUBLIC = DATA / "public"  # found in public repositories, trimmed (README.md)

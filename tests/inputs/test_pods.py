@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from remediator.inputs.decode import decode
-from remediator.inputs.pods import spec_info
+from remediator.inputs.pods import engine_run, spec_info
 from remediator.inputs.records import InputError, PodSeen
 from remediator.inputs.schema import PodSpec
 from remediator.inputs.timefmt import parse_time
@@ -25,17 +25,18 @@ def test_real_podlist() -> None:
     assert len(items) == len(pods) == 2
     r0, r1 = pods["redis-0"], pods["redis-1"]
     assert r0.uid == "5c3d5e63-5fb6-4545-aa5b-a52d0f9b0016"
-    assert (r0.namespace, r0.node, r0.phase, r0.restarts) == ("default", "minikube", "Running", 0)
+    assert (r0.namespace, r0.node, r0.phase) == ("default", "minikube", "Running")
+    assert engine_run(r0.statuses, "redis").restarts == 0
     assert r0.created == parse_time("2024-11-17T11:08:53Z")
     assert r0.scheduled == parse_time("2024-11-17T11:08:53Z")
-    assert r0.started == parse_time("2024-11-17T11:08:57Z")
+    assert engine_run(r0.statuses, "redis").started == parse_time("2024-11-17T11:08:57Z")
     assert r0.ready == parse_time("2024-11-17T11:08:58Z")
     assert r0.owner == "StatefulSet/redis"
     # The clock goes to the latest time the object carries: Ready / PodReadyToStartContainers.
     assert r0.at == parse_time("2024-11-17T11:08:58Z")
     assert r1.uid == "216570cd-df52-4306-a4fc-8910b18327f4"
     assert r1.scheduled == parse_time("2024-11-17T10:40:06Z")
-    assert r1.started == parse_time("2024-11-17T10:40:09Z")
+    assert engine_run(r1.statuses, "redis").first_started == parse_time("2024-11-17T10:40:09Z")
     assert r1.ready == parse_time("2024-11-17T10:40:10Z")
     # redis has no GPU and no --model: the first container is the main one.
     info = spec_info(r0.spec, r0.labels)
@@ -45,7 +46,8 @@ def test_real_podlist() -> None:
 def test_pod_without_conditions_is_pending_not_an_error() -> None:
     (p,) = decode(orjson.dumps(watch(pod(conditions=False), "ADDED")))
     assert isinstance(p, PodSeen)
-    assert (p.scheduled, p.ready, p.started, p.unschedulable) == (None, None, None, None)
+    assert (p.scheduled, p.ready, p.unschedulable) == (None, None, None)
+    assert engine_run(p.statuses, "vllm").started is None
     assert p.at == p.created == parse_time(at(0))
 
 
@@ -71,7 +73,7 @@ def test_main_container_is_the_gpu_one() -> None:
     assert isinstance(p, PodSeen)
     info = spec_info(p.spec, p.labels)
     assert (info.container, info.gpus) == ("vllm", 2)  # not the sidecar listed first
-    assert p.restarts == 3
+    assert engine_run(p.statuses, info.container).restarts == 3
     assert p.node == NODE
     assert p.uid == UID
 

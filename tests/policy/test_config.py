@@ -28,6 +28,7 @@ def test_partial_budgets_keep_the_other_defaults() -> None:
     cfg = load_policy("stuck_pod:\n  budgets:\n    engine_init: 300\n").rules
     assert cfg.stuck_pod.budgets == {
         "scheduling": 600.0,
+        "init": 1800.0,
         "image_pull": 900.0,
         "container_start": 300.0,
         "engine_init": 300.0,

@@ -236,6 +236,7 @@ def pulled(seconds: str, waiting: str | None = None, size: int | None = None) ->
 # Ready 525, first token 530.
 COLD_START = {
     "scheduling": 12.0 - 0.0,
+    "init": None,  # no init containers
     "image_pull": 195.0 - 13.0,
     "container_start": 289.0 - 195.0,
     "engine_init": 525.0 - 289.0,

@@ -289,6 +289,7 @@ def test_recreated_pod_with_the_same_name_is_a_new_timeline() -> None:
     assert t[UID].state() == "deleted"
     assert t[new].phases() == {
         "scheduling": 1.0,  # 601 − 600
+        "init": None,
         "image_pull": 0.0,  # present
         "container_start": 4.0,  # 605 − scheduled 601
         "engine_init": 95.0,  # 700 − 605

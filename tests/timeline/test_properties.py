@@ -4,10 +4,10 @@ the facts the model keeps as min/max make the phases independent of the order.
 Why exact equality holds: every phase is a difference of facts each kept as a min (created,
 scheduled, first Pulling, Ready, first start, first token) or a max (last Pulled, the start
 that preceded Ready) of what was seen, and a duplicate or a `count` bump re-sends the same
-`firstTimestamp`. Two things are not order-free by design, and the multiset-order property
-below states it: the facts of a restart (a second start, a re-pull) are told apart from the
-cold start by the first start, so a cold start with no restart is used. (A first token that
-arrives before its pod is kept by name until the pod shows.)
+`firstTimestamp`. The facts of a restart (a second start, a re-pull) are told apart from
+the cold start by the first start; they are kept in a small de-duplicated log and the cold
+start is derived from it, so a restart is order-free too (the restart property below). (A
+first token that arrives before its pod is kept by name until the pod shows.)
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from tests.timeline.streams import (
     NS,
     POD,
     UID,
+    at,
     cold_start,
     event,
     first_token,
@@ -192,3 +193,79 @@ def _random_input(draw: st.DrawFn) -> Any:
 def test_random_times_never_crash_nor_go_negative(objs: list[Any]) -> None:
     tracker = timelines_from(jsonl([o]) for o in objs)
     _check_invariants(tracker)
+
+
+# The first run crashed during engine init (OOM); the kubelet re-pulled (imagePullPolicy
+# Always) and the second run became Ready. Pod objects carry lastState as the API shows it.
+_RESTART_UID = "uid-restart"
+
+
+def _restarted(started: float, restarts: int, ready: float | None = None) -> Any:
+    doc = pod(uid=_RESTART_UID, name="restart", scheduled=10, started=started, ready=ready,
+              restarts=restarts)  # fmt: skip
+    if restarts:
+        doc["status"]["containerStatuses"][0]["lastState"] = {
+            "terminated": {"startedAt": at(45), "exitCode": 137}
+        }
+    return doc
+
+
+RESTART = [
+    watch(pod(uid=_RESTART_UID, name="restart", scheduled=10), "ADDED"),
+    watch(event("Pulling", "Pulling image", 11, uid=_RESTART_UID, name="restart")),
+    watch(event("Pulled", pulled("30s"), 41, uid=_RESTART_UID, name="restart")),
+    watch(event("Started", "Started container vllm", 45, uid=_RESTART_UID, name="restart")),
+    watch(_restarted(45, 0)),
+    watch(
+        event(
+            "Pulling",
+            "Pulling image",
+            200,
+            uid=_RESTART_UID,
+            name="restart",
+            event_name="restart.pulling2",
+        )
+    ),  # fmt: skip
+    watch(
+        event(
+            "Pulled",
+            pulled("1s"),
+            201,
+            uid=_RESTART_UID,
+            name="restart",
+            event_name="restart.pulled2",
+        )
+    ),  # fmt: skip
+    watch(
+        event(
+            "Started",
+            "Started container vllm",
+            205,
+            uid=_RESTART_UID,
+            name="restart",
+            event_name="restart.started2",
+        )
+    ),  # fmt: skip
+    watch(_restarted(205, 1)),
+    watch(_restarted(205, 1, ready=400)),
+]
+RESTART_LINES = [jsonl([o]) for o in RESTART]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.permutations(range(len(RESTART))), st.lists(st.integers(0, len(RESTART) - 1)))
+def test_a_restart_in_any_order_gives_the_same_cold_start(
+    order: list[int], dups: list[int]
+) -> None:
+    tracker = timelines_from(RESTART_LINES[i] for i in [*order, *dups])
+    _check_invariants(tracker)
+    (t,) = tracker
+    assert t.phases() == {
+        "scheduling": 10.0,
+        "init": None,
+        "image_pull": 30.0,  # 41 − 11: the restart's re-pull is not the cold start's
+        "container_start": 4.0,  # 45 − 41: the first start
+        "engine_init": 195.0,  # 400 − 205: the run that became Ready
+        "first_token": None,
+    }
+    assert (t.state(), t.restarts, t.total()) == ("ready", 1, 400.0)

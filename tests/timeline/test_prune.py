@@ -11,7 +11,8 @@ import resource
 from prometheus_client import CollectorRegistry, generate_latest
 
 from remediator.inputs.records import PodEvent, PodSeen
-from remediator.inputs.schema import PodSpec
+from remediator.inputs.schema import ContainerState, ContainerStatus, PodSpec, Running
+from remediator.inputs.timefmt import format_time
 from remediator.metrics.export import TrackerCollector
 from remediator.session import Session
 from remediator.timeline.tracker import Tracker
@@ -33,15 +34,23 @@ def seen(uid: str, watch: str, at: float, **facts: float | None) -> PodSeen:
         scheduled=facts.get("scheduled"),
         unschedulable=None,
         ready=facts.get("ready"),
-        started=facts.get("started"),
-        restarts=0,
-        waiting_reason=None,
+        initialized=None,
+        statuses=_running(facts.get("started")),
+        init_statuses=None,
         deleting=watch == "DELETED",
         labels=LABELS,
         spec=SPEC,
         owner="ReplicaSet/vllm-abc",
+        version=0,
         at=at,
     )
+
+
+def _running(started: float | None) -> list[ContainerStatus] | None:
+    if started is None:
+        return None
+    run = ContainerState(running=Running(startedAt=format_time(started)))
+    return [ContainerStatus(name="vllm", state=run)]
 
 
 def lifecycle(uid: str, t: float) -> list[PodSeen]:
@@ -56,7 +65,9 @@ def lifecycle(uid: str, t: float) -> list[PodSeen]:
 
 
 def event(pod: str, at: float) -> PodEvent:
-    return PodEvent("ADDED", None, "llm", pod, "Pulling", "Pulling image", "vllm", at, at, 1, at)
+    return PodEvent(
+        "ADDED", None, "llm", pod, "Pulling", "Pulling image", "vllm", False, at, at, 1, None, at
+    )
 
 
 def test_a_deleted_pod_is_forgotten_after_its_grace_and_stays_forgotten() -> None:

@@ -56,6 +56,7 @@ def test_redis_0_new(redis: dict[str, PodTimeline]) -> None:
     t = redis[REDIS_0_NEW]
     assert t.phases() == {
         "scheduling": 0.0,  # PodScheduled 11:08:53 − created 11:08:53
+        "init": None,
         "image_pull": 2.0,  # Pulled 11:08:57 − Pulling 11:08:55 (not the message's 1.629 s)
         "container_start": 0.0,  # startedAt 11:08:57 − Pulled 11:08:57
         "engine_init": 1.0,  # Ready 11:08:58 − startedAt 11:08:57
@@ -69,6 +70,7 @@ def test_redis_0_old_from_events_only(redis: dict[str, PodTimeline]) -> None:
     t = redis[REDIS_0_OLD]  # the PodList no longer has it: only its Events tell
     assert t.phases() == {
         "scheduling": None,  # no creationTimestamp without the pod object
+        "init": None,
         "image_pull": 14.0,  # Pulled 10:40:03 − Pulling 10:39:49 (message says 13.996 s)
         "container_start": 0.0,  # Started event 10:40:03 − Pulled 10:40:03
         "engine_init": None,  # Ready is only in the pod object
@@ -101,6 +103,7 @@ def test_redis_1(redis: dict[str, PodTimeline]) -> None:
     t = redis[REDIS_1]
     assert t.phases() == {
         "scheduling": 2.0,  # PodScheduled 10:40:06 − created 10:40:04 (FailedScheduling: PVC)
+        "init": None,
         "image_pull": 2.0,  # Pulled 10:40:09 − Pulling 10:40:07
         "container_start": 0.0,  # startedAt 10:40:09 − Pulled 10:40:09 (Started event: 10:40:10)
         "engine_init": 1.0,  # Ready 10:40:10 − startedAt 10:40:09
@@ -150,6 +153,7 @@ def test_kube_system_images_already_present(
     t = system[name]
     assert t.phases() == {
         "scheduling": None,  # no pod object: no creationTimestamp
+        "init": None,
         "image_pull": 0.0,  # "already present on machine"
         "container_start": container_start,  # measured from scheduling: nothing was pulled
         "engine_init": None,

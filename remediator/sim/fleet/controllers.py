@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from remediator.contract.decision import Decision, Suppressed
+from remediator.inputs.pods import engine_run
 from remediator.inputs.records import Input, PodSeen
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored
@@ -131,8 +132,8 @@ class SeedRule:
         if item.watch == "DELETED" or item.ready is not None:
             self._init.pop(item.uid, None)
             self._over.pop(item.uid, None)
-        elif item.started is not None:
-            self._init[item.uid] = (item.namespace, item.name, item.started)
+        elif (started := engine_run(item.statuses, None).started) is not None:
+            self._init[item.uid] = (item.namespace, item.name, started)
         if self._next is None and item.at is not None:
             self._next = item.at + self.interval
 

@@ -13,8 +13,16 @@ from typing import Any
 import orjson
 
 from remediator.contract.decision import Decision
+from remediator.inputs.pods import engine_run
 from remediator.inputs.records import FirstToken, Input, PodEvent, PodSeen, WatchType
-from remediator.inputs.schema import Container, PodSpec, Resources
+from remediator.inputs.schema import (
+    Container,
+    ContainerState,
+    ContainerStatus,
+    PodSpec,
+    Resources,
+    Running,
+)
 from remediator.sim.events import Occurrence, event_object
 from remediator.sim.fleet.cluster import Pod
 from remediator.sim.forms import go_duration, rfc3339
@@ -94,17 +102,26 @@ def pod_record(p: Pod, stage: str, watch: WatchType = "MODIFIED") -> PodSeen:
         scheduled=scheduled,
         unschedulable=UNSCHEDULABLE if stage == "unschedulable" else None,
         ready=ready,
-        started=started,
-        restarts=0,
-        waiting_reason=None,
+        initialized=scheduled if started is not None else None,  # no init containers
+        statuses=_statuses(started),
+        init_statuses=None,
         deleting=watch == "DELETED",
         labels=labels(p),
         spec=_spec(p),
         owner=f"ReplicaSet/{p.dep.spec.name}-{p.rs_hash}",
+        version=1,  # as pod_object writes it
         at=at,
         # status.podIP once the sandbox runs, as sim.pods writes it
         pod_ip=f"10.244.{p.index % 250}.{(p.index // 250) % 250 + 2}" if started else None,
     )
+
+
+def _statuses(started: float | None) -> list[ContainerStatus] | None:
+    """The engine container's status once it runs, as the kubelet writes it."""
+    if started is None:
+        return None
+    state = ContainerState(running=Running(startedAt=rfc3339(int(started))))
+    return [ContainerStatus(name=CONTAINER, state=state, lastState=ContainerState())]
 
 
 def event_record(p: Pod, reason: str, message: str, t: float) -> PodEvent:
@@ -117,9 +134,11 @@ def event_record(p: Pod, reason: str, message: str, t: float) -> PodEvent:
         reason=reason,
         message=message,
         container=CONTAINER,
+        init=False,
         first=when,
         last=when,
         count=1,
+        created=when,
         at=when,
     )
 
@@ -159,7 +178,7 @@ def _pod_json(item: PodSeen, pod: Pod) -> bytes:
         stage = "unschedulable"
     elif item.ready is not None:
         stage = "ready"
-    elif item.started is not None:
+    elif engine_run(item.statuses, CONTAINER).started is not None:
         stage = "running"
     elif item.scheduled is not None:
         stage = "scheduled"
