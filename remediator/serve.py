@@ -327,6 +327,8 @@ async def _main(cfg: ServiceConfig) -> None:
     await asyncio.wait({waiter, runner}, return_when=asyncio.FIRST_COMPLETED)
     log.info("stopping", extra={"signal": stopping.is_set()})
     await service.stop()
+    if service.runtime.failure is not None:  # a task kept failing: let the orchestrator restart us
+        raise click.ClickException(f"stopped: {service.runtime.failure}")
 
 
 if __name__ == "__main__":

@@ -7,13 +7,19 @@
 It knows nothing of what an action is or who carries it out: it writes what the core let
 through, logs what it held, and hands a dry run's "would have" to `simulated`. Time
 comes from the injected clock, so tests step it by hand (`feed`, `tick`).
+
+A write the state file refuses (disk full, read-only) loses nothing: the decisions wait in
+memory and are written, with the guard state then current, at the next feed or tick (at
+least once a second); `StoreHealth` says meanwhile that the store fails. Inbox rows are
+reported `fed` only once everything they led to is written.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import sqlite3
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +28,9 @@ from remediator.inputs.records import Input
 from remediator.logfields import get_logger
 from remediator.output import decision_json, suppressed_json
 from remediator.policy.outcome import Ignored
+from remediator.runtime.backlog import Backlog
 from remediator.runtime.clock import Clock, wait
+from remediator.runtime.inbox import StoreHealth
 from remediator.runtime.metrics import RuntimeMetrics
 from remediator.runtime.outbox import Outbox
 from remediator.session import Session
@@ -74,6 +82,8 @@ class Driver:
         simulated: Callable[[Suppressed], None],
         kill_switch_file: str | None = None,
         forget_after_s: float = 600.0,
+        store: StoreHealth | None = None,
+        fed: Callable[[Sequence[int]], None] = lambda ids: None,
     ) -> None:
         self.session = session
         self.outbox = outbox
@@ -85,11 +95,16 @@ class Driver:
         self._kill_switch_file = kill_switch_file
         self._kill_switch: bool | None = None
         self._forget_after_s = forget_after_s
+        self.store = store or StoreHealth()
+        self._fed = fed
+        self._unwritten: list[Decision] = []  # let through, not yet in the outbox
+        self._held_rows: list[int] = []  # inbox rows fed, waiting for their decisions' write
         self.rearm = asyncio.Event()  # a new input may have armed an earlier timer
         self.last_tick = clock.monotonic()
 
     # --- one step each: what the loops call, and what tests call on a virtual clock ------
-    def feed(self, inputs: list[Input]) -> None:
+    def feed(self, inputs: list[Input], stored: Sequence[int] = ()) -> None:
+        self._held_rows.extend(stored)
         batch = Batch()
         self.session.advance(self.clock.now(), batch)  # an alert is judged at arrival time
         for item in inputs:
@@ -114,18 +129,34 @@ class Driver:
             log.info("suppressed", extra=suppressed_json(s))
             if s.simulated and leader:
                 self._simulated(s)
-        if not batch.acts:
+        self._unwritten.extend(batch.acts)
+        wrote = bool(self._unwritten)
+        if wrote and not self._write():
             return
-        self.outbox.record(batch.acts, self.session.guard_state)  # a standby's too: takeover
-        if leader:
+        if self._held_rows:
+            self._fed(self._held_rows)
+            self._held_rows = []
+        if wrote and leader:
             self._wake_worker()
 
+    def _write(self) -> bool:
+        """Every decision not yet written, with the guard state; False when the file
+        refuses (they stay, for the next try)."""
+        try:
+            self.outbox.record(self._unwritten, self.session.guard_state)  # a standby's too
+        except sqlite3.Error as exc:
+            self.store.failed("outbox", exc)
+            return False
+        self.store.ok("outbox")
+        self._unwritten = []
+        return True
+
     # --- the loops ---------------------------------------------------------------------------
-    async def consume(self, queue: asyncio.Queue[list[Input]]) -> None:
+    async def consume(self, backlog: Backlog) -> None:
         while True:
-            inputs = await queue.get()
-            self.metrics.queue_depth.set(queue.qsize())
-            self.feed(inputs)
+            arrived = await backlog.get()
+            self.metrics.queue_depth.set(backlog.depth)
+            self.feed(arrived.inputs, arrived.stored)
 
     async def timer(self, max_tick_s: float) -> None:
         while True:

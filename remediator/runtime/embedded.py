@@ -1,13 +1,22 @@
 """The embedded runtime: one process, one asyncio loop, one Session.
 
-    sources ──▶ queue ──▶ Driver (session, timers, kill switch) ──▶ outbox (SQLite)
-                                                                       │
+    sources ──▶ backlog ──▶ Driver (session, timers, kill switch) ──▶ outbox (SQLite)
+    POST /events ──▶ inbox ─┘ (stored first)                          │
     leadership ──▶ OutboxWorker (leader only): rows ──carry──▶ executors (Argo, Slack)
 
 This module only wires the two halves together, supervises their tasks and answers the
-probes. The session is only ever touched from the loop's thread, so it needs no lock. A
-decision is written to the outbox, with the guard state that let it through, before
-anything acts on it.
+probes. Webhook inputs are written to the inbox (the state file) before `take` says yes; a
+restart feeds the inbox's kept rows again (runtime/inbox.py says which and why).
+
+Supervision: a task that raises is logged with its exception and restarted after a pause
+(doubling from `restart_after_s`); one that fails `max_restarts` times within
+`restart_window_s` stops the runtime with `failure` set, and serve exits non-zero so the
+orchestrator restarts the process: never a process half alive. A state file that refuses
+writes is not a task failure: the writers keep what they could not write and try again, and
+`/healthz` and `/readyz` say so until a write succeeds.
+
+The session is only ever touched from the loop's thread, so it needs no lock. A decision is
+written to the outbox, with the guard state that let it through, before anything acts on it.
 
 Every replica writes every decision let through to its own outbox (state is per
 replica); only the leader executes rows. A replica that becomes leader executes its
@@ -20,16 +29,20 @@ leaves no trace in Argo to check, so it is posted again rather than maybe lost.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from remediator.contract.decision import Suppressed
 from remediator.executors.protocol import Executor, WouldHave
 from remediator.executors.recorder import Recorder
-from remediator.inputs.records import Input
+from remediator.inputs.decode import decode
+from remediator.inputs.records import Input, InputError
 from remediator.logfields import get_logger
+from remediator.runtime.backlog import Arrived, Backlog
 from remediator.runtime.clock import Clock, SystemClock, wait
 from remediator.runtime.driver import Driver
+from remediator.runtime.inbox import Inbox, InboxWriter, StoreFailed, StoreHealth
 from remediator.runtime.leader import Leadership
 from remediator.runtime.metrics import RuntimeMetrics
 from remediator.runtime.outbox import Outbox
@@ -49,6 +62,11 @@ class RuntimeSettings:
     stuck_after_s: float = 30.0  # /healthz fails when the timer has not ticked for this long
     fresh_for_s: float = 600.0  # a new leader executes pending rows younger than this
     forget_after_s: float = 600.0  # a deleted pod's timeline is kept this long, then pruned
+    backlog_limit: int = 10_000  # inputs waiting for the core; webhooks get 503 beyond it
+    store_retry_s: float = 1.0  # a state file that refused a write is tried again this often
+    restart_after_s: float = 1.0  # first pause before a failed task is restarted; doubles
+    max_restarts: int = 5  # failures within restart_window_s that stop the process
+    restart_window_s: float = 300.0
 
 
 class Runtime:
@@ -64,6 +82,7 @@ class Runtime:
         settings: RuntimeSettings | None = None,
         clock: Clock | None = None,
         sources_ready: Callable[[], tuple[bool, str]] = lambda: (True, "no watches"),
+        inbox: Inbox | None = None,
     ) -> None:
         self.session = session
         self.outbox = outbox
@@ -72,11 +91,20 @@ class Runtime:
         self.settings = s = settings or RuntimeSettings()
         self.clock = clock or SystemClock()
         self._sources_ready = sources_ready
-        self._queue: asyncio.Queue[list[Input]] = asyncio.Queue()
+        self.backlog = Backlog(s.backlog_limit)
+        self.store = StoreHealth()
+        self.inbox = inbox  # None: webhooks are queued in memory only (not durable)
+        self.writer = (
+            None
+            if inbox is None
+            else InboxWriter(inbox, self.store, self.clock, self._landed, s.store_retry_s)
+        )
         self._work = asyncio.Event()
         self._stop = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._restarting: dict[str, str] = {}  # task -> why, while it waits to restart
+        self.failure: str | None = None  # why the runtime stopped itself
         self.worker = OutboxWorker(
             outbox,
             cluster or Recorder(),
@@ -96,6 +124,8 @@ class Runtime:
             simulated=self._would_have,
             kill_switch_file=s.kill_switch_file,
             forget_after_s=s.forget_after_s,
+            store=self.store,
+            fed=self.writer.fed if self.writer is not None else lambda ids: None,
         )
         self._leader_gauge = metrics.leader.labels(leader.identity)
         leader.subscribe(self._on_leadership)
@@ -109,18 +139,70 @@ class Runtime:
 
     # --- intake (the loop's thread; accept_threadsafe from watch threads) -----------------
     def accept(self, inputs: list[Input], source: str) -> None:
-        self._queue.put_nowait(inputs)
-        self.metrics.queue_depth.set(self._queue.qsize())
+        """The loop's own observers (first-token probe): never refused, never stored."""
+        self.backlog.put(Arrived(inputs), reserved=False)
+        self.metrics.queue_depth.set(self.backlog.depth)
 
     def accept_threadsafe(self, inputs: list[Input]) -> None:
+        """Watch threads: waits while the backlog is full (the watch stops reading)."""
         loop = self._loop
         if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self.accept, inputs, "kube")
+            self.backlog.put_threadsafe(loop, inputs, self._stop.is_set)
+
+    async def take(self, inputs: list[Input], kind: str, body: bytes) -> str | None:
+        """Webhook inputs: None once they are stored and queued (say 2xx), else why not
+        (say 503: the sender retries). `body` is what `decode` makes `inputs` from."""
+        if self._stop.is_set():
+            return "shutting down"
+        n = len(inputs)
+        if not self.backlog.reserve(n):
+            return f"backlog full: {self.backlog.depth} inputs waiting for the core"
+        if self.writer is None:
+            self.backlog.put(Arrived(inputs))
+        else:
+            try:
+                await self.writer.store(kind, body, inputs)
+            except StoreFailed as exc:
+                return f"cannot store inputs: {exc}"
+        self.metrics.queue_depth.set(self.backlog.depth)
+        return None
+
+    def _landed(self, attached: object, row_id: int | None) -> None:
+        inputs: list[Input] = attached  # type: ignore[assignment]  # what take() attached
+        if row_id is None:
+            self.backlog.release(len(inputs))
+        else:
+            self.backlog.put(Arrived(inputs, (row_id,)))
+
+    def _restore_inbox(self) -> None:
+        """Feed the kept inbox rows first, in order: what an earlier process was told and
+        had in memory only, and what it stored and never fed."""
+        if self.inbox is None:
+            return
+        rows = self.inbox.kept()
+        for row in rows:
+            try:
+                inputs = decode(row.body)
+            except InputError as exc:  # it decoded before it was stored: a changed decoder
+                log.error(
+                    "stored input no longer decodes", extra={"row": row.id, "error": str(exc)}
+                )
+                inputs = []
+            self.backlog.put(Arrived(inputs, () if row.fed else (row.id,)), reserved=False)
+        if rows:
+            never = sum(not r.fed for r in rows)
+            log.info("stored inputs fed again", extra={"rows": len(rows), "never_fed": never})
 
     def healthy(self) -> tuple[bool, str]:
-        dead = [t.get_name() for t in self._tasks if t.done() and not self._stop.is_set()]
-        if dead:
-            return False, f"task(s) ended: {', '.join(dead)}"
+        if self.failure is not None:
+            return False, self.failure
+        if self._restarting:
+            return False, "; ".join(
+                f"task {n} failed: {why}" for n, why in self._restarting.items()
+            )
+        failing = self.store.failing()
+        if failing is not None:
+            return False, f"state file refuses writes ({failing})"
         idle = self.clock.monotonic() - self.driver.last_tick
         if idle > self.settings.stuck_after_s:
             return False, f"timer has not ticked for {idle:.0f}s"
@@ -131,6 +213,9 @@ class Runtime:
             return False, "shutting down"
         if self._loop is None:
             return False, "starting"
+        failing = self.store.failing("inbox")
+        if failing is not None:
+            return False, f"cannot store inputs ({failing})"
         return self._sources_ready()
 
     def stop(self) -> None:
@@ -141,27 +226,79 @@ class Runtime:
         """Until stop(): intake, timer, kill switch, leadership and the outbox worker."""
         self._loop = asyncio.get_running_loop()
         self.driver.apply_kill_switch()
+        self._restore_inbox()
         s = self.settings
-        parts = {
-            "consume": self.driver.consume(self._queue),
-            "timer": self.driver.timer(s.max_tick_s),
-            "kill-switch": self.driver.poll_kill_switch(s.kill_switch_poll_s),
-            "leader": self.leader.run(self._stop),
-            "executor": self._execute(),
+        parts: dict[str, Callable[[], Awaitable[None]]] = {
+            "consume": lambda: self.driver.consume(self.backlog),
+            "timer": lambda: self.driver.timer(s.max_tick_s),
+            "kill-switch": lambda: self.driver.poll_kill_switch(s.kill_switch_poll_s),
+            "leader": lambda: self.leader.run(self._stop),
+            "executor": self._execute,
         }
-        self._tasks = [asyncio.create_task(c, name=n) for n, c in parts.items()]
+        if self.writer is not None:
+            parts["inbox"] = self.writer.run
+        self._tasks = [
+            asyncio.create_task(self._supervise(n, make), name=n) for n, make in parts.items()
+        ]
         self._on_leadership(self.leader.is_leader(), None)  # `Always` leads from the start
         self._work.set()  # resume open rows at once
         log.info("runtime started", extra={"leader": self.leader.is_leader()})
         try:
             await self._stop.wait()
         finally:
-            for task in self._tasks:
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            self._stop.set()
+            await self._stop_tasks()
             await self.worker.close()
             await self.leader.release()  # nothing executes any more: a standby may take over
             log.info("runtime stopped", extra={"open_rows": len(self.outbox.open_rows())})
+
+    async def _stop_tasks(self) -> None:
+        """Cancel the loops; the inbox writer is told to finish instead: never cancelled
+        mid-write, so no webhook is left waiting, and rows fed meanwhile are deleted."""
+        loops = [t for t in self._tasks if t.get_name() != "inbox"]
+        for task in loops:
+            task.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
+        if self.writer is not None:
+            self.writer.close()
+            await asyncio.gather(*(t for t in self._tasks if t not in loops))
+
+    async def _supervise(self, name: str, make: Callable[[], Awaitable[None]]) -> None:
+        """Run `make()` again each time it fails; give up (stop everything) when it keeps
+        failing. The loops never end by themselves, so an end is a failure too."""
+        s = self.settings
+        failed: deque[float] = deque()
+        while True:
+            try:
+                await make()
+                if self._stop.is_set():
+                    return  # the inbox writer, told to finish
+                raise RuntimeError(f"task {name} ended")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                why = f"{type(exc).__name__}: {exc}"
+                now = self.clock.monotonic()
+                failed.append(now)
+                while failed and failed[0] < now - s.restart_window_s:
+                    failed.popleft()
+                if len(failed) >= s.max_restarts:
+                    self.failure = f"task {name} failed {len(failed)} times; last: {why}"
+                    log.critical(
+                        "task keeps failing: stopping", extra={"task": name}, exc_info=True
+                    )
+                    self._stop.set()
+                    return
+                pause = s.restart_after_s * 2 ** (len(failed) - 1)
+                log.error(
+                    "task failed, restarting",
+                    extra={"task": name, "error": why, "restart_in_s": pause},
+                    exc_info=True,
+                )
+                self.metrics.task_restarts.labels(name).inc()
+                self._restarting[name] = why
+            await self.clock.sleep(pause)
+            self._restarting.pop(name, None)
 
     def _on_leadership(self, leading: bool, previous: str | None) -> None:
         self._leader_gauge.set(1 if leading else 0)

@@ -20,6 +20,7 @@ class RuntimeMetrics:
     leader: Gauge
     kill_switch: Gauge
     queue_depth: Gauge
+    task_restarts: Counter
 
     @classmethod
     def on(cls, registry: CollectorRegistry) -> RuntimeMetrics:
@@ -56,7 +57,13 @@ class RuntimeMetrics:
             ),
             queue_depth=Gauge(
                 "remediator_input_queue_depth",
-                "Inputs decoded and waiting for the core.",
+                "Inputs decoded and waiting for the core (webhooks get 503 at the limit).",
+                registry=registry,
+            ),
+            task_restarts=Counter(
+                "remediator_task_restarts_total",
+                "Runtime tasks restarted after they failed, by task.",
+                ["task"],
                 registry=registry,
             ),
         )

@@ -26,6 +26,7 @@ from remediator.metrics.export import TrackerCollector
 from remediator.policy_file import PolicyFile, load_policy_file
 from remediator.runtime.clock import Clock, SystemClock
 from remediator.runtime.embedded import Runtime, RuntimeSettings
+from remediator.runtime.inbox import Inbox
 from remediator.runtime.leader import Always, Leadership, LeaseLeadership, LeaseSettings
 from remediator.runtime.metrics import OutboxCollector, RuntimeMetrics
 from remediator.runtime.observe import Observers
@@ -62,6 +63,10 @@ class ServiceConfig:
     dry_run: bool = False
     webhook_token_env: str = "REMEDIATOR_WEBHOOK_TOKEN"
     webhook_token_file_env: str = "REMEDIATOR_WEBHOOK_TOKEN_FILE"
+    durable_intake: bool = True  # False: webhooks answered from memory (benchmarks only)
+    state_busy_timeout_s: float = 5.0  # a write waits this long for a lock on the state file
+    inbox_keep_s: float = 3600.0  # webhook inputs are fed again after a restart this long
+    inbox_keep_rows: int = 100_000  # ... and at most this many
     runtime: RuntimeSettings = RuntimeSettings()
     lease: LeaseSettings | None = None  # None: no election, this replica always acts
     watch_settings: WatchSettings = WatchSettings()
@@ -83,6 +88,17 @@ class Service:
         self.session = Session(load_policy(cfg), self.registry)
         leader = leader or self._leadership()
         self.outbox = Outbox(cfg.state_db, self.clock.now)
+        self.inbox = (
+            Inbox(
+                cfg.state_db,
+                self.clock.now,
+                cfg.state_busy_timeout_s,
+                cfg.inbox_keep_s,
+                cfg.inbox_keep_rows,
+            )
+            if cfg.durable_intake
+            else None
+        )
         self.registry.register(TrackerCollector(self.session.tracker, lambda: self.session.now))
         self.registry.register(OutboxCollector(self.outbox))
         self.source_metrics = SourceMetrics.on(self.registry)
@@ -97,6 +113,7 @@ class Service:
             settings=replace(cfg.runtime, workflow_poll_s=cfg.argo_poll_s),
             clock=self.clock,
             sources_ready=self._sources_ready,
+            inbox=self.inbox,
         )
         self.observers = Observers(self.session, prober=self._prober())
         self._observe_task: asyncio.Task[None] | None = None
@@ -215,6 +232,8 @@ class Service:
         for w in self.watches:
             await asyncio.to_thread(w.join, 2.0)
         self.outbox.close()
+        if self.inbox is not None:
+            self.inbox.close()
         log.info("service stopped")
 
 

@@ -108,6 +108,9 @@ class OutboxWorker:
                 task.add_done_callback(self._forget)
 
     def _forget(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            # the row stays open: the next pass starts it again
+            log.error("outbox row task failed", extra={"task": task.get_name()}, exc_info=exc)
         for rid, t in list(self._carrying.items()):
             if t is task:
                 del self._carrying[rid]

@@ -2,7 +2,11 @@
 
     POST /events   Alertmanager webhook (v4), a CloudEvent (structured, or binary mode
                    with ce-* headers), or a raw Kubernetes watch event. Bearer token.
-                   202 {"accepted": N}: decoded and queued, all of it.
+                   202 {"accepted": N}: decoded and stored in the state file (the
+                   inbox), all of it; fed to the core even after a crash.
+                   503 {"error": ...}: not stored (the state file refuses writes, the
+                   backlog is full, shutting down): the sender retries. One log line
+                   per cause, not per request.
                    400 {"error": ...}: nothing of the body was applied (bad JSON,
                    bad encoding, bad CloudEvent...): one warning line, no traceback.
                    401: no or wrong token (one warning line).
@@ -49,7 +53,7 @@ NDJSON = "application/x-ndjson"
 
 
 class Intake(Protocol):
-    def accept(self, inputs: list[Input], source: str) -> None: ...
+    async def take(self, inputs: list[Input], kind: str, body: bytes) -> str | None: ...
     def healthy(self) -> tuple[bool, str]: ...
     def ready(self) -> tuple[bool, str]: ...
 
@@ -90,8 +94,9 @@ def _authorized(request: web.Request, token: TokenSource) -> bool:
 _SDK_BAD_INPUT = (GenericException, ValueError, TypeError, AttributeError, RecursionError)
 
 
-def _decode_body(headers: Any, body: bytes) -> tuple[list[Input], str]:
-    """(inputs, kind) or InputError. Binary-mode CloudEvents go through the SDK.
+def _decode_body(headers: Any, body: bytes) -> tuple[list[Input], str, bytes]:
+    """(inputs, kind, what `decode` makes the same inputs from) or InputError. Binary-mode
+    CloudEvents go through the SDK and are kept as the structured event they are.
 
     The content type decides the mode (CloudEvents HTTP binding 3.1): structured whenever it
     is application/cloudevents+json, even if ce-* headers came along."""
@@ -102,7 +107,12 @@ def _decode_body(headers: Any, body: bytes) -> tuple[list[Input], str]:
         except _SDK_BAD_INPUT as exc:
             raise InputError(f"binary-mode CloudEvent: {exc!s:.200}") from None
         doc = {**event.get_attributes(), "data": event.data}
-        return normalize(doc), "cloudevent-binary"
+        inputs = normalize(doc)
+        try:
+            stored = orjson.dumps(doc, default=str)
+        except TypeError as exc:
+            raise InputError(f"binary-mode CloudEvent: {exc!s:.200}") from None
+        return inputs, "cloudevent-binary", stored
     if ctype == STRUCTURED:
         try:
             doc = orjson.loads(body)
@@ -110,9 +120,9 @@ def _decode_body(headers: Any, body: bytes) -> tuple[list[Input], str]:
             raise InputError(f"not JSON: {exc}") from None
         if not isinstance(doc, dict) or "specversion" not in doc:
             raise InputError(f"{STRUCTURED} body without specversion")
-        return normalize(doc), "cloudevent"
+        return normalize(doc), "cloudevent", body
     inputs = decode(body)
-    return inputs, "webhook"
+    return inputs, "webhook", body
 
 
 def _ndjson(docs: Iterable[dict[str, Any]]) -> bytes:
@@ -167,10 +177,13 @@ def make_app(
         except web.RequestPayloadError as exc:  # e.g. a Content-Encoding it does not decode to
             return _closing(request, _refused(f"body unreadable: {exc}", None))
         try:
-            inputs, kind = _decode_body(request.headers, body)
+            inputs, kind, stored = _decode_body(request.headers, body)
         except InputError as exc:
             return _refused(str(exc), len(body))
-        intake.accept(inputs, kind)
+        unavailable = await intake.take(inputs, kind, stored)
+        if unavailable is not None:
+            return _unavailable(unavailable)
+        said.clear()
         metrics.inputs.labels("http").inc(len(inputs))
         for item in inputs:
             if isinstance(item, AlertSeen):
@@ -183,6 +196,19 @@ def make_app(
         metrics.input_errors.labels("http").inc()
         log.warning("webhook refused", extra={"status": 400, "error": error, "bytes": size})
         return _error(400, error, accepted=0)
+
+    said: list[str] = []  # the last 503 cause logged: one line per cause, not per request
+
+    def _unavailable(why: str) -> web.Response:
+        """503: not stored; the sender retries (Alertmanager does, for anything not 2xx)."""
+        metrics.refused.inc()
+        cause = why.split(":")[0]
+        if said != [cause]:
+            said[:] = [cause]
+            log.error("webhook not accepted: 503", extra={"status": 503, "error": why[:500]})
+        resp = _error(503, why[:500], accepted=0)
+        resp.headers["Retry-After"] = "1"
+        return resp
 
     async def healthz(request: web.Request) -> web.Response:
         ok, why = intake.healthy()

@@ -14,6 +14,7 @@ class SourceMetrics:
     watch_restarts: Counter
     watch_synced: Gauge
     alerts: Counter
+    refused: Counter
 
     @classmethod
     def on(cls, registry: CollectorRegistry) -> SourceMetrics:
@@ -48,6 +49,12 @@ class SourceMetrics:
                 "Alertmanager alerts received on /events, by alertname and status (firing, "
                 "resolved); acted on or not.",
                 ["alertname", "status"],
+                registry=registry,
+            ),
+            refused=Counter(
+                "remediator_webhooks_unavailable_total",
+                "Webhooks answered 503 (the sender retries): the state file refused the write, "
+                "the backlog was full, or the service was stopping.",
                 registry=registry,
             ),
         )

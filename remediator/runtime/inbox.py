@@ -1,0 +1,249 @@
+"""The inbox: webhook inputs written to the state file before `POST /events` answers 2xx.
+
+    POST /events ──▶ InboxWriter.store ──(group commit: one transaction, one fsync for every
+                     request waiting)──▶ inbox row ──▶ backlog ──▶ session.feed ──▶ marked fed
+
+A row is the body as `decode()` reads it. It is marked fed once the session has it and the
+decisions it led to are in the outbox, and kept for `keep_s` after that (at most `keep_rows`
+fed rows): what the session learnt from it (a firing alert, a pod known only from webhooks,
+a budget still running) lives in memory, so a restart feeds the kept rows again, in order,
+and rows never fed. What was already decided is not decided twice: the guard state is
+restored first (idempotency), the outbox keeps one row per incident and action, and the core
+takes a fact it already had as the duplicate it is, as it does a relist. Same SQLite file as
+the outbox, own table, own connection (WAL).
+
+A write that fails (disk full, read-only file, locked) is reported to `StoreHealth`, which
+logs the failure and the recovery once each; while it fails, `store` refuses at once (the
+sender gets 503 and retries) and the writer tries again every `retry_s`, so it notices the
+disk being fixed without any traffic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from remediator.logfields import get_logger
+from remediator.runtime.clock import Clock, wait
+
+log = get_logger("remediator.runtime")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS inbox (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind       TEXT NOT NULL,
+    body       BLOB NOT NULL,
+    created_at REAL NOT NULL,
+    fed_at     REAL
+);
+CREATE INDEX IF NOT EXISTS inbox_fed ON inbox (fed_at) WHERE fed_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS inbox_check (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    at REAL NOT NULL
+);
+"""
+
+
+class StoreFailed(Exception):
+    """The state file would not take the write; the reason is the message."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    id: int
+    kind: str
+    body: bytes
+    fed: bool
+
+
+class Inbox:
+    """The `inbox` table. Called from one thread at a time (a lock sees to it)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        now: Callable[[], float] = time.time,
+        timeout_s: float = 5.0,
+        keep_s: float = 3600.0,
+        keep_rows: int = 100_000,
+    ) -> None:
+        self._now = now
+        self.keep_s = keep_s
+        self.keep_rows = keep_rows
+        if str(path) != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(
+            str(path), check_same_thread=False, isolation_level=None, timeout=timeout_s
+        )
+        self._lock = threading.Lock()
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")  # a 2xx is a stored input
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def write(self, new: Sequence[tuple[str, bytes]], fed: Sequence[int]) -> list[int]:
+        """Store `new`, mark `fed` and drop fed rows past keeping, in one transaction; the
+        new rows' ids, in order. With nothing to do it still writes (one row of its own):
+        a check that the file takes writes again."""
+        now = self._now()
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [self._insert(kind, body, now) for kind, body in new]
+                self._db.executemany(
+                    "UPDATE inbox SET fed_at = ? WHERE id = ?", [(now, i) for i in fed]
+                )
+                if fed:
+                    self._prune(now)
+                if not new and not fed:
+                    self._db.execute(
+                        "INSERT OR REPLACE INTO inbox_check (id, at) VALUES (1, ?)", (now,)
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:  # SQLite rolls back by itself on some errors
+                    self._db.execute("ROLLBACK")
+                raise
+        return ids
+
+    def _insert(self, kind: str, body: bytes, now: float) -> int:
+        cur = self._db.execute(
+            "INSERT INTO inbox (kind, body, created_at) VALUES (?, ?, ?)", (kind, body, now)
+        )
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    def _prune(self, now: float) -> None:
+        self._db.execute(
+            "DELETE FROM inbox WHERE fed_at IS NOT NULL AND fed_at < ?", (now - self.keep_s,)
+        )
+        self._db.execute(
+            "DELETE FROM inbox WHERE fed_at IS NOT NULL AND id IN (SELECT id FROM inbox"
+            " WHERE fed_at IS NOT NULL ORDER BY id DESC LIMIT -1 OFFSET ?)",
+            (self.keep_rows,),
+        )
+
+    def kept(self) -> list[Stored]:
+        """Every row kept (fed within `keep_s`, or never fed), oldest first: what a restart
+        feeds."""
+        since = self._now() - self.keep_s
+        with self._lock:
+            found = self._db.execute(
+                "SELECT id, kind, body, fed_at FROM inbox"
+                " WHERE fed_at IS NULL OR fed_at >= ? ORDER BY id",
+                (since,),
+            ).fetchall()
+        return [Stored(int(i), str(k), bytes(b), at is not None) for i, k, b, at in found]
+
+
+class StoreHealth:
+    """Whether the state file takes writes, by writer (inbox, outbox); each change logged once."""
+
+    def __init__(self) -> None:
+        self._failing: dict[str, str] = {}
+
+    def failed(self, part: str, exc: BaseException) -> None:
+        why = f"{type(exc).__name__}: {exc}"
+        if self._failing.get(part) != why:
+            log.error("state file write failed", extra={"part": part, "error": why})
+        self._failing[part] = why
+
+    def ok(self, part: str) -> None:
+        if self._failing.pop(part, None) is not None:
+            log.warning("state file writable again", extra={"part": part})
+
+    def failing(self, part: str | None = None) -> str | None:
+        """The reason writes fail (for `part`, or any), None while they succeed."""
+        if part is not None:
+            return self._failing.get(part)
+        return next((f"{p}: {why}" for p, why in self._failing.items()), None)
+
+
+# Called once per `store`, whatever became of its caller: (what it attached, the inbox id,
+# or None when the write failed).
+Settled = Callable[[object, int | None], None]
+
+
+class InboxWriter:
+    """Group commit: every `store` waiting when a transaction starts shares it (one fsync)."""
+
+    def __init__(
+        self,
+        inbox: Inbox,
+        health: StoreHealth,
+        clock: Clock,
+        settled: Settled,
+        retry_s: float = 1.0,
+    ) -> None:
+        self.inbox = inbox
+        self.health = health
+        self.clock = clock
+        self._settled = settled
+        self.retry_s = retry_s
+        self._waiting: list[tuple[str, bytes, object, asyncio.Future[int]]] = []
+        self._fed: list[int] = []
+        self._wake = asyncio.Event()
+        self._closing = False
+
+    async def store(self, kind: str, body: bytes, attached: object) -> int:
+        """The row's id once committed; StoreFailed when the file will not take it.
+        `settled(attached, id or None)` has run before this returns, and runs even if the
+        caller stopped waiting, so a stored input always reaches the session."""
+        failing = "shutting down" if self._closing else self.health.failing("inbox")
+        if failing is not None:
+            self._settled(attached, None)
+            raise StoreFailed(failing)
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._waiting.append((kind, body, attached, future))
+        self._wake.set()
+        return await future
+
+    def fed(self, ids: Sequence[int]) -> None:
+        """The session has these (and the outbox what they led to): mark them, in the
+        next transaction."""
+        if ids:
+            self._fed.extend(ids)
+            self._wake.set()
+
+    async def run(self) -> None:
+        """Until `close()`: never cancelled mid-write, so no caller is left waiting."""
+        while not self._closing:
+            if self.health.failing("inbox") is not None:
+                await wait(self._wake, self.retry_s, self.clock)  # a check write, or traffic
+            else:
+                await self._wake.wait()
+            self._wake.clear()
+            await self.commit()
+        await self.commit()  # what was stored or fed meanwhile
+
+    async def commit(self) -> None:
+        batch, self._waiting = self._waiting, []
+        fed, self._fed = self._fed, []
+        try:
+            ids = await asyncio.to_thread(self.inbox.write, [(k, b) for k, b, _, _ in batch], fed)
+        except sqlite3.Error as exc:
+            self._fed = fed + self._fed
+            self.health.failed("inbox", exc)
+            for _, _, attached, future in batch:
+                self._settled(attached, None)
+                if not future.done():
+                    future.set_exception(StoreFailed(f"{type(exc).__name__}: {exc}"))
+            return
+        self.health.ok("inbox")
+        for (_, _, attached, future), row_id in zip(batch, ids, strict=True):
+            self._settled(attached, row_id)
+            if not future.done():
+                future.set_result(row_id)
+
+    def close(self) -> None:
+        """Take nothing more; `run` writes what waits (marks included), then returns."""
+        self._closing = True
+        self._wake.set()
