@@ -12,21 +12,14 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from remediator.inputs.records import Input
-
-
-@dataclass(frozen=True, slots=True)
-class Arrived:
-    inputs: list[Input]
-    stored: tuple[int, ...] = ()  # inbox rows, deleted once the session has them
 
 
 class Backlog:
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._queue: asyncio.Queue[Arrived] = asyncio.Queue()
+        self._queue: asyncio.Queue[list[Input]] = asyncio.Queue()
         self._room = threading.Condition()
         self._depth = 0  # reserved or queued, not yet taken
 
@@ -47,13 +40,13 @@ class Backlog:
             self._depth -= n
             self._room.notify_all()
 
-    def put(self, arrived: Arrived, reserved: bool = True) -> None:
+    def put(self, inputs: list[Input], reserved: bool = True) -> None:
         """On the loop's thread; `reserved=False` for what never waits (observers, restored
         inbox rows)."""
         if not reserved:
             with self._room:
-                self._depth += len(arrived.inputs)
-        self._queue.put_nowait(arrived)
+                self._depth += len(inputs)
+        self._queue.put_nowait(inputs)
 
     def put_threadsafe(
         self, loop: asyncio.AbstractEventLoop, inputs: list[Input], stopped: Callable[[], bool]
@@ -67,13 +60,13 @@ class Backlog:
                 self._room.wait(0.5)
             self._depth += n
         try:
-            loop.call_soon_threadsafe(self._queue.put_nowait, Arrived(inputs))
+            loop.call_soon_threadsafe(self._queue.put_nowait, inputs)
         except RuntimeError:  # the loop is closed: shutting down
             return False
         return True
 
-    async def get(self) -> Arrived:
-        """The next arrival; its room is freed at once (the session is about to take it)."""
-        arrived = await self._queue.get()
-        self.release(len(arrived.inputs))
-        return arrived
+    async def get(self) -> list[Input]:
+        """The next batch; its room is freed at once (the session is about to take it)."""
+        inputs = await self._queue.get()
+        self.release(len(inputs))
+        return inputs

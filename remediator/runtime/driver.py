@@ -10,8 +10,7 @@ comes from the injected clock, so tests step it by hand (`feed`, `tick`).
 
 A write the state file refuses (disk full, read-only) loses nothing: the decisions wait in
 memory and are written, with the guard state then current, at the next feed or tick (at
-least once a second); `StoreHealth` says meanwhile that the store fails. Inbox rows are
-reported `fed` only once everything they led to is written.
+least once a second); `StoreHealth` says meanwhile that the store fails.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,7 +82,6 @@ class Driver:
         kill_switch_file: str | None = None,
         forget_after_s: float = 600.0,
         store: StoreHealth | None = None,
-        fed: Callable[[Sequence[int]], None] = lambda ids: None,
     ) -> None:
         self.session = session
         self.outbox = outbox
@@ -96,15 +94,12 @@ class Driver:
         self._kill_switch: bool | None = None
         self._forget_after_s = forget_after_s
         self.store = store or StoreHealth()
-        self._fed = fed
         self._unwritten: list[Decision] = []  # let through, not yet in the outbox
-        self._held_rows: list[int] = []  # inbox rows fed, waiting for their decisions' write
         self.rearm = asyncio.Event()  # a new input may have armed an earlier timer
         self.last_tick = clock.monotonic()
 
     # --- one step each: what the loops call, and what tests call on a virtual clock ------
-    def feed(self, inputs: list[Input], stored: Sequence[int] = ()) -> None:
-        self._held_rows.extend(stored)
+    def feed(self, inputs: list[Input]) -> None:
         batch = Batch()
         self.session.advance(self.clock.now(), batch)  # an alert is judged at arrival time
         for item in inputs:
@@ -131,12 +126,7 @@ class Driver:
                 self._simulated(s)
         self._unwritten.extend(batch.acts)
         wrote = bool(self._unwritten)
-        if wrote and not self._write():
-            return
-        if self._held_rows:
-            self._fed(self._held_rows)
-            self._held_rows = []
-        if wrote and leader:
+        if wrote and self._write() and leader:
             self._wake_worker()
 
     def _write(self) -> bool:
@@ -154,9 +144,9 @@ class Driver:
     # --- the loops ---------------------------------------------------------------------------
     async def consume(self, backlog: Backlog) -> None:
         while True:
-            arrived = await backlog.get()
+            inputs = await backlog.get()
             self.metrics.queue_depth.set(backlog.depth)
-            self.feed(arrived.inputs, arrived.stored)
+            self.feed(inputs)
 
     async def timer(self, max_tick_s: float) -> None:
         while True:

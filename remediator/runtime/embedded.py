@@ -39,7 +39,7 @@ from remediator.executors.recorder import Recorder
 from remediator.inputs.decode import decode
 from remediator.inputs.records import Input, InputError
 from remediator.logfields import get_logger
-from remediator.runtime.backlog import Arrived, Backlog
+from remediator.runtime.backlog import Backlog
 from remediator.runtime.clock import Clock, SystemClock, wait
 from remediator.runtime.driver import Driver
 from remediator.runtime.inbox import Inbox, InboxWriter, StoreFailed, StoreHealth
@@ -125,7 +125,6 @@ class Runtime:
             kill_switch_file=s.kill_switch_file,
             forget_after_s=s.forget_after_s,
             store=self.store,
-            fed=self.writer.fed if self.writer is not None else lambda ids: None,
         )
         self._leader_gauge = metrics.leader.labels(leader.identity)
         leader.subscribe(self._on_leadership)
@@ -140,7 +139,7 @@ class Runtime:
     # --- intake (the loop's thread; accept_threadsafe from watch threads) -----------------
     def accept(self, inputs: list[Input], source: str) -> None:
         """The loop's own observers (first-token probe): never refused, never stored."""
-        self.backlog.put(Arrived(inputs), reserved=False)
+        self.backlog.put(inputs, reserved=False)
         self.metrics.queue_depth.set(self.backlog.depth)
 
     def accept_threadsafe(self, inputs: list[Input]) -> None:
@@ -158,7 +157,7 @@ class Runtime:
         if not self.backlog.reserve(n):
             return f"backlog full: {self.backlog.depth} inputs waiting for the core"
         if self.writer is None:
-            self.backlog.put(Arrived(inputs))
+            self.backlog.put(inputs)
         else:
             try:
                 await self.writer.store(kind, body, inputs)
@@ -172,11 +171,11 @@ class Runtime:
         if row_id is None:
             self.backlog.release(len(inputs))
         else:
-            self.backlog.put(Arrived(inputs, (row_id,)))
+            self.backlog.put(inputs)
 
     def _restore_inbox(self) -> None:
-        """Feed the kept inbox rows first, in order: what an earlier process was told and
-        had in memory only, and what it stored and never fed."""
+        """Feed the kept inbox rows first, in order: what an earlier process stored and
+        never fed, or fed and knew in memory only."""
         if self.inbox is None:
             return
         rows = self.inbox.kept()
@@ -188,10 +187,9 @@ class Runtime:
                     "stored input no longer decodes", extra={"row": row.id, "error": str(exc)}
                 )
                 inputs = []
-            self.backlog.put(Arrived(inputs, () if row.fed else (row.id,)), reserved=False)
+            self.backlog.put(inputs, reserved=False)
         if rows:
-            never = sum(not r.fed for r in rows)
-            log.info("stored inputs fed again", extra={"rows": len(rows), "never_fed": never})
+            log.info("stored inputs fed again", extra={"rows": len(rows)})
 
     def healthy(self) -> tuple[bool, str]:
         if self.failure is not None:
@@ -254,7 +252,7 @@ class Runtime:
 
     async def _stop_tasks(self) -> None:
         """Cancel the loops; the inbox writer is told to finish instead: never cancelled
-        mid-write, so no webhook is left waiting, and rows fed meanwhile are deleted."""
+        mid-write, so no webhook is left waiting."""
         loops = [t for t in self._tasks if t.get_name() != "inbox"]
         for task in loops:
             task.cancel()

@@ -1,16 +1,15 @@
 """The inbox: webhook inputs written to the state file before `POST /events` answers 2xx.
 
     POST /events ──▶ InboxWriter.store ──(group commit: one transaction, one fsync for every
-                     request waiting)──▶ inbox row ──▶ backlog ──▶ session.feed ──▶ marked fed
+                     request waiting)──▶ inbox row ──▶ 2xx;  the inputs ──▶ backlog ──▶ core
 
-A row is the body as `decode()` reads it. It is marked fed once the session has it and the
-decisions it led to are in the outbox, and kept for `keep_s` after that (at most `keep_rows`
-fed rows): what the session learnt from it (a firing alert, a pod known only from webhooks,
-a budget still running) lives in memory, so a restart feeds the kept rows again, in order,
-and rows never fed. What was already decided is not decided twice: the guard state is
-restored first (idempotency), the outbox keeps one row per incident and action, and the core
-takes a fact it already had as the duplicate it is, as it does a relist. Same SQLite file as
-the outbox, own table, own connection (WAL).
+A row is the body as `decode()` reads it, kept for `keep_s` (the last `keep_rows` at most).
+A restart feeds every kept row again, in order, before anything else: those never fed (a
+crash right after the 2xx), and those fed, because what the session learnt from them (a
+firing alert, a pod known only from webhooks, a budget still running) lived in memory only.
+Nothing is decided twice: the guard state is restored first (idempotency), the outbox keeps
+one row per incident and action, and the core takes a fact it already had as the duplicate
+it is, as it does a relist. Same SQLite file as the outbox, own table, own connection (WAL).
 
 A write that fails (disk full, read-only file, locked) is reported to `StoreHealth`, which
 logs the failure and the recovery once each; while it fails, `store` refuses at once (the
@@ -38,10 +37,9 @@ CREATE TABLE IF NOT EXISTS inbox (
     id         INTEGER PRIMARY KEY AUTOINCREMENT,
     kind       TEXT NOT NULL,
     body       BLOB NOT NULL,
-    created_at REAL NOT NULL,
-    fed_at     REAL
+    created_at REAL NOT NULL
 );
-CREATE INDEX IF NOT EXISTS inbox_fed ON inbox (fed_at) WHERE fed_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS inbox_created ON inbox (created_at);
 CREATE TABLE IF NOT EXISTS inbox_check (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     at REAL NOT NULL
@@ -58,7 +56,6 @@ class Stored:
     id: int
     kind: str
     body: bytes
-    fed: bool
 
 
 class Inbox:
@@ -75,6 +72,7 @@ class Inbox:
         self._now = now
         self.keep_s = keep_s
         self.keep_rows = keep_rows
+        self._pruned = float("-inf")
         if str(path) != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(
@@ -89,24 +87,20 @@ class Inbox:
         with self._lock:
             self._db.close()
 
-    def write(self, new: Sequence[tuple[str, bytes]], fed: Sequence[int]) -> list[int]:
-        """Store `new`, mark `fed` and drop fed rows past keeping, in one transaction; the
-        new rows' ids, in order. With nothing to do it still writes (one row of its own):
-        a check that the file takes writes again."""
+    def write(self, new: Sequence[tuple[str, bytes]]) -> list[int]:
+        """Store `new` (and drop rows past keeping) in one transaction; their ids, in order.
+        With nothing new it still writes (one row of its own): a check that the file takes
+        writes again."""
         now = self._now()
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 ids = [self._insert(kind, body, now) for kind, body in new]
-                self._db.executemany(
-                    "UPDATE inbox SET fed_at = ? WHERE id = ?", [(now, i) for i in fed]
-                )
-                if fed:
-                    self._prune(now)
-                if not new and not fed:
+                if not new:
                     self._db.execute(
                         "INSERT OR REPLACE INTO inbox_check (id, at) VALUES (1, ?)", (now,)
                     )
+                self._prune(now)
                 self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:  # SQLite rolls back by itself on some errors
@@ -122,26 +116,20 @@ class Inbox:
         return cur.lastrowid
 
     def _prune(self, now: float) -> None:
+        """At most once a second; both deletes are index ranges."""
+        if now - self._pruned < 1.0:
+            return
+        self._pruned = now
+        self._db.execute("DELETE FROM inbox WHERE created_at < ?", (now - self.keep_s,))
         self._db.execute(
-            "DELETE FROM inbox WHERE fed_at IS NOT NULL AND fed_at < ?", (now - self.keep_s,)
-        )
-        self._db.execute(
-            "DELETE FROM inbox WHERE fed_at IS NOT NULL AND id IN (SELECT id FROM inbox"
-            " WHERE fed_at IS NOT NULL ORDER BY id DESC LIMIT -1 OFFSET ?)",
-            (self.keep_rows,),
+            "DELETE FROM inbox WHERE id <= (SELECT MAX(id) FROM inbox) - ?", (self.keep_rows,)
         )
 
     def kept(self) -> list[Stored]:
-        """Every row kept (fed within `keep_s`, or never fed), oldest first: what a restart
-        feeds."""
-        since = self._now() - self.keep_s
+        """Every row kept, oldest first: what a restart feeds again."""
         with self._lock:
-            found = self._db.execute(
-                "SELECT id, kind, body, fed_at FROM inbox"
-                " WHERE fed_at IS NULL OR fed_at >= ? ORDER BY id",
-                (since,),
-            ).fetchall()
-        return [Stored(int(i), str(k), bytes(b), at is not None) for i, k, b, at in found]
+            found = self._db.execute("SELECT id, kind, body FROM inbox ORDER BY id").fetchall()
+        return [Stored(int(i), str(k), bytes(b)) for i, k, b in found]
 
 
 class StoreHealth:
@@ -189,7 +177,6 @@ class InboxWriter:
         self._settled = settled
         self.retry_s = retry_s
         self._waiting: list[tuple[str, bytes, object, asyncio.Future[int]]] = []
-        self._fed: list[int] = []
         self._wake = asyncio.Event()
         self._closing = False
 
@@ -206,13 +193,6 @@ class InboxWriter:
         self._wake.set()
         return await future
 
-    def fed(self, ids: Sequence[int]) -> None:
-        """The session has these (and the outbox what they led to): mark them, in the
-        next transaction."""
-        if ids:
-            self._fed.extend(ids)
-            self._wake.set()
-
     async def run(self) -> None:
         """Until `close()`: never cancelled mid-write, so no caller is left waiting."""
         while not self._closing:
@@ -222,15 +202,15 @@ class InboxWriter:
                 await self._wake.wait()
             self._wake.clear()
             await self.commit()
-        await self.commit()  # what was stored or fed meanwhile
+        await self.commit()  # what came meanwhile
 
     async def commit(self) -> None:
         batch, self._waiting = self._waiting, []
-        fed, self._fed = self._fed, []
+        if not batch and self.health.failing("inbox") is None:
+            return  # nothing to store, nothing to check
         try:
-            ids = await asyncio.to_thread(self.inbox.write, [(k, b) for k, b, _, _ in batch], fed)
+            ids = await asyncio.to_thread(self.inbox.write, [(k, b) for k, b, _, _ in batch])
         except sqlite3.Error as exc:
-            self._fed = fed + self._fed
             self.health.failed("inbox", exc)
             for _, _, attached, future in batch:
                 self._settled(attached, None)
@@ -244,6 +224,6 @@ class InboxWriter:
                 future.set_result(row_id)
 
     def close(self) -> None:
-        """Take nothing more; `run` writes what waits (marks included), then returns."""
+        """Take nothing more; `run` writes what waits, then returns."""
         self._closing = True
         self._wake.set()
