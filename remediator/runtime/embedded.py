@@ -94,11 +94,9 @@ class Runtime:
         self.backlog = Backlog(s.backlog_limit)
         self.store = StoreHealth()
         self.inbox = inbox  # None: webhooks are queued in memory only (not durable)
-        self.writer = (
-            None
-            if inbox is None
-            else InboxWriter(inbox, self.store, self.clock, self._landed, s.store_retry_s)
-        )
+        self.writer: InboxWriter[list[Input]] | None = None
+        if inbox is not None:
+            self.writer = InboxWriter(inbox, self.store, self.clock, self._landed, s.store_retry_s)
         self._work = asyncio.Event()
         self._stop = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -166,8 +164,8 @@ class Runtime:
         self.metrics.queue_depth.set(self.backlog.depth)
         return None
 
-    def _landed(self, attached: object, row_id: int | None) -> None:
-        inputs: list[Input] = attached  # type: ignore[assignment]  # what take() attached
+    def _landed(self, inputs: list[Input], row_id: int | None) -> None:
+        """The inbox writer is done with what `take` gave it: queue it, or free its room."""
         if row_id is None:
             self.backlog.release(len(inputs))
         else:
@@ -186,7 +184,7 @@ class Runtime:
                 log.error(
                     "stored input no longer decodes", extra={"row": row.id, "error": str(exc)}
                 )
-                inputs = []
+                continue
             self.backlog.put(inputs, reserved=False)
         if rows:
             log.info("stored inputs fed again", extra={"rows": len(rows)})

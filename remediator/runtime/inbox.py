@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from remediator.logfields import get_logger
 from remediator.runtime.clock import Clock, wait
@@ -155,20 +156,20 @@ class StoreHealth:
         return next((f"{p}: {why}" for p, why in self._failing.items()), None)
 
 
-# Called once per `store`, whatever became of its caller: (what it attached, the inbox id,
-# or None when the write failed).
-Settled = Callable[[object, int | None], None]
+A = TypeVar("A")  # what a caller attaches to its `store`: handed to `settled`
 
 
-class InboxWriter:
-    """Group commit: every `store` waiting when a transaction starts shares it (one fsync)."""
+class InboxWriter(Generic[A]):
+    """Group commit: every `store` waiting when a transaction starts shares it (one fsync).
+    `settled(attached, id)` is called once per `store`, whatever became of its caller: the
+    inbox id, or None when the write failed."""
 
     def __init__(
         self,
         inbox: Inbox,
         health: StoreHealth,
         clock: Clock,
-        settled: Settled,
+        settled: Callable[[A, int | None], None],
         retry_s: float = 1.0,
     ) -> None:
         self.inbox = inbox
@@ -176,11 +177,11 @@ class InboxWriter:
         self.clock = clock
         self._settled = settled
         self.retry_s = retry_s
-        self._waiting: list[tuple[str, bytes, object, asyncio.Future[int]]] = []
+        self._waiting: list[tuple[str, bytes, A, asyncio.Future[int]]] = []
         self._wake = asyncio.Event()
         self._closing = False
 
-    async def store(self, kind: str, body: bytes, attached: object) -> int:
+    async def store(self, kind: str, body: bytes, attached: A) -> int:
         """The row's id once committed; StoreFailed when the file will not take it.
         `settled(attached, id or None)` has run before this returns, and runs even if the
         caller stopped waiting, so a stored input always reaches the session."""
@@ -210,12 +211,14 @@ class InboxWriter:
             return  # nothing to store, nothing to check
         try:
             ids = await asyncio.to_thread(self.inbox.write, [(k, b) for k, b, _, _ in batch])
-        except sqlite3.Error as exc:
-            self.health.failed("inbox", exc)
+        except Exception as exc:  # every caller hears, whatever it was
             for _, _, attached, future in batch:
                 self._settled(attached, None)
                 if not future.done():
                     future.set_exception(StoreFailed(f"{type(exc).__name__}: {exc}"))
+            if not isinstance(exc, sqlite3.Error):
+                raise  # a bug: the supervisor logs it and restarts the writer
+            self.health.failed("inbox", exc)
             return
         self.health.ok("inbox")
         for (_, _, attached, future), row_id in zip(batch, ids, strict=True):
