@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from remediator.contract.decision import Decision, Suppressed
 from remediator.guard import GuardState, build_pipeline, engage
-from remediator.inputs.records import EngineStep, Input
+from remediator.inputs.records import EngineStep, Input, Relisted
 from remediator.metrics.export import TimelineMetrics
 from remediator.policy.engine import PolicyEngine
 from remediator.policy.outcome import Ignored, Outcome
@@ -61,6 +61,9 @@ class Session:
         """Apply one input at its own time (or the current time when it has none)."""
         if item.at is not None and item.at > self.now:
             self.advance(item.at, out)
+        if isinstance(item, Relisted):
+            self._relisted(item, out)
+            return
         change = self.tracker.apply(item, self.now)
         if change is not None:
             self.metrics.observe(change)
@@ -72,6 +75,13 @@ class Session:
                 self.metrics.observe_steps(t)
         for outcome in self.engine.on_input(item, change, self.now):
             self._settle(outcome, self.now, out)
+
+    def _relisted(self, item: Relisted, out: Sink) -> None:
+        changes = self.tracker.relisted(item, self.now)
+        for change in changes:
+            self.metrics.observe(change)
+            out.transition(change)
+        self.engine.relisted(item, changes)
 
     def advance(self, now: float, out: Sink) -> None:
         """Move the clock forward (never back), firing the policy's timers on the way."""

@@ -11,7 +11,14 @@ import msgspec
 
 from remediator.inputs.kubelet import parse_pulled
 from remediator.inputs.pods import engine_run, init_times, spec_info
-from remediator.inputs.records import EngineStep, FirstToken, Input, PodEvent, PodSeen
+from remediator.inputs.records import (
+    EngineStep,
+    FirstToken,
+    Input,
+    PodEvent,
+    PodSeen,
+    Relisted,
+)
 from remediator.timeline.endpoint import Endpoint, port_of
 from remediator.timeline.engine_steps import EngineSteps
 from remediator.timeline.model import (
@@ -102,6 +109,34 @@ class Tracker:
         if t.last_seen is None and t.uid.startswith("?"):
             self._ended.append((now, t.uid))  # an orphan: pruned unless its pod comes
         t.last_seen = now if t.last_seen is None else max(t.last_seen, now)
+        return self._moved(t, now)
+
+    def relisted(self, item: Relisted, now: float) -> list[StateChange]:
+        """A complete list of a namespace's pods: those it no longer holds were deleted
+        while the watch was away, known at the list's time. Only what the list covered:
+        its namespace, its field selector, and pods not seen newer than the list (a
+        webhook may have told of a pod created after it)."""
+        if item.kind != "Pod":
+            return []  # Events expire on their own; a missing one says nothing of its pod
+        when = item.at if item.at is not None else now
+        changes = []
+        for t in list(self.by_uid.values()):
+            if (
+                t.namespace != item.namespace
+                or not t.pod_seen
+                or t.deleted
+                or t.uid in item.uids
+                or not item.covers(t.name)
+                or (item.version and t.version > item.version)
+            ):
+                continue
+            t.deleted, t.deleted_at = True, when
+            change = self._moved(t, now)
+            if change is not None:
+                changes.append(change)
+        return changes
+
+    def _moved(self, t: PodTimeline, now: float) -> StateChange | None:
         before, after = t.counted, t.state()
         if after == before:
             return None
@@ -261,6 +296,7 @@ class Tracker:
         if p.ready is not None:
             t.see_ready(p.ready)
         t.restarts = max(t.restarts, run.restarts)
+        t.version = max(t.version, p.version)
         # What the pod shows now: the newest object decides, whatever order they came in.
         version = (p.at if p.at is not None else float("-inf"), p.version)
         if t.waiting_at is None or version >= t.waiting_at:
