@@ -109,7 +109,9 @@ class Service:
         cfg = self.session.policy.rules.first_token_probe
         if not cfg.enabled:
             return None
-        return FirstTokenProber(cfg, self._probed, ProbeMetrics.on(self.registry))
+        # Its first tokens are stamped on the session's clock, never the local wall clock.
+        clock = self.runtime.driver.cluster.now
+        return FirstTokenProber(cfg, self._probed, ProbeMetrics.on(self.registry), clock)
 
     def _probed(self, inputs: list[Input]) -> None:
         self.runtime.accept(inputs, "probe")
