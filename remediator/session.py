@@ -57,14 +57,16 @@ class Session:
     def from_policy_file(cls, path: str | None) -> Session:
         return cls(load_policy_file(path) if path else PolicyFile())
 
-    def feed(self, item: Input, out: Sink) -> None:
-        """Apply one input at its own time (or the current time when it has none)."""
+    def feed(self, item: Input, out: Sink, watched: bool = True) -> None:
+        """Apply one input at its own time (or the current time when it has none).
+        `watched`: from the watch (or a recording); False for a webhook's, whose pods
+        the tracker bounds (`Tracker.max_unwatched`)."""
         if item.at is not None and item.at > self.now:
             self.advance(item.at, out)
         if isinstance(item, Relisted):
             self._relisted(item, out)
             return
-        change = self.tracker.apply(item, self.now)
+        change = self.tracker.apply(item, self.now, watched)
         if change is not None:
             self.metrics.observe(change)
             out.transition(change)
@@ -75,6 +77,10 @@ class Session:
                 self.metrics.observe_steps(t)
         for outcome in self.engine.on_input(item, change, self.now):
             self._settle(outcome, self.now, out)
+        if self.tracker.evicted:
+            for uid in self.tracker.evicted:
+                self.engine.forget(uid)
+            self.tracker.evicted.clear()
 
     def _relisted(self, item: Relisted, out: Sink) -> None:
         changes = self.tracker.relisted(item, self.now)

@@ -85,6 +85,14 @@ class PolicyEngine:
             if item.covers(key[len(prefix) :]) and self.workloads[key].uid not in item.uids:
                 del self.workloads[key]
 
+    def forget(self, uid: str) -> None:
+        """The tracker dropped this pod (known from webhooks alone, over its bound): what
+        was armed for it stands down (its timer, if any, finds no timeline and passes)."""
+        self._armed.pop(uid, None)
+        self._deciding.pop(uid, None)
+        for held in self._holding.values():
+            held.discard(uid)
+
     def next_deadline(self) -> float | None:
         return self._timers[0][0] if self._timers else None
 

@@ -95,14 +95,15 @@ class Driver:
         self.last_tick = clock.monotonic()
 
     # --- one step each: what the loops call, and what tests call on a virtual clock ------
-    def feed(self, inputs: list[Input]) -> None:
+    def feed(self, inputs: list[Input], watched: bool = True) -> None:
+        """`watched`: from the watch; False for a webhook's inputs (see Tracker.apply)."""
         batch = Batch()
         for item in inputs:
             if isinstance(item, _CLUSTER_STAMPED):
                 self.cluster.observe(item.at)  # the session moves to its time itself
             else:
                 self.session.advance(self.cluster.now(), batch)  # judged at arrival time
-            self.session.feed(item, batch)
+            self.session.feed(item, batch, watched)
         self._settle(batch)
         self.rearm.set()
 
@@ -133,11 +134,11 @@ class Driver:
             self._wake_worker()
 
     # --- the loops ---------------------------------------------------------------------------
-    async def consume(self, queue: asyncio.Queue[list[Input]]) -> None:
+    async def consume(self, queue: asyncio.Queue[tuple[list[Input], bool]]) -> None:
         while True:
-            inputs = await queue.get()
+            inputs, watched = await queue.get()
             self.metrics.queue_depth.set(queue.qsize())
-            self.feed(inputs)
+            self.feed(inputs, watched)
 
     async def timer(self, max_tick_s: float) -> None:
         while True:
