@@ -92,6 +92,11 @@ class PolicyEngine:
         self._deciding.pop(uid, None)
         for held in self._holding.values():
             held.discard(uid)
+        if len(self._timers) > 2 * len(self._armed) + 1024:
+            # Stale timers would wait in the heap till due: a flood of forgotten pods must
+            # not grow it. A live timer is the one `_armed` names; keep only those.
+            self._timers = [x for x in self._timers if self._armed.get(x[2]) == (x[3], x[1])]
+            heapq.heapify(self._timers)
 
     def next_deadline(self) -> float | None:
         return self._timers[0][0] if self._timers else None

@@ -94,3 +94,16 @@ def test_a_forgotten_pod_is_never_acted_on_and_the_metrics_say_so() -> None:
     assert "hook-0" not in session.engine._armed
     assert registry.get_sample_value("remediator_unwatched_pods") == 2
     assert registry.get_sample_value("remediator_unwatched_pods_dropped_total") == 1
+
+
+def test_a_flood_of_forgotten_pods_leaves_no_timers_behind() -> None:
+    session = Session(load_policy(POLICY))
+    session.tracker.max_unwatched = 10
+    out = Out()
+    for i in range(5_000):
+        session.feed(stuck(f"hook-{i}"), out, watched=False)
+    assert len(session.tracker) == 10
+    assert len(session.engine._timers) <= 2 * 10 + 1024 + 1
+    session.advance(T0 + 3600, out)
+    live = {f"hook-{i}" for i in range(4_990, 5_000)}
+    assert out.decisions and {d.uid for d in out.decisions} <= live  # (the rest: guardrails)
