@@ -61,11 +61,15 @@ class Session:
         """Apply one input at its own time (or the current time when it has none).
         `watched`: from the watch (or a recording); False for a webhook's, whose pods
         the tracker bounds (`Tracker.max_unwatched`)."""
+        if isinstance(item, Relisted):
+            # What is gone goes first: no timer of a deleted pod fires on the way to the
+            # list's time.
+            self._relisted(item, out)
+            if item.at is not None:
+                self.advance(item.at, out)
+            return
         if item.at is not None and item.at > self.now:
             self.advance(item.at, out)
-        if isinstance(item, Relisted):
-            self._relisted(item, out)
-            return
         change = self.tracker.apply(item, self.now, watched)
         if change is not None:
             self.metrics.observe(change)

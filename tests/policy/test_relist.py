@@ -105,3 +105,9 @@ def test_a_workload_missing_from_its_relist_is_forgotten(run: Run) -> None:
     assert "llm/Deployment/vllm-70b" in run.session.engine.workloads
     relist(run, relisted("another-uid", kind="Deployment"))
     assert run.session.engine.workloads == {}
+
+
+def test_no_timer_of_a_pod_gone_fires_on_the_way_to_the_lists_time(run: Run) -> None:
+    # Its budget lapses at T0 + 90; the list, taken at T0 + 120, no longer holds it.
+    relist(run.feed(stuck()), relisted(at=120))
+    assert run.decisions == [] and run.session.now == T0 + 120
