@@ -37,6 +37,7 @@ from remediator.runtime.worker import OutboxWorker, WorkerSettings
 from remediator.session import Session
 
 log = get_logger("remediator.runtime")
+_WATCHED = frozenset({"kube", "probe"})  # the rest are webhooks: their pods are bounded
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +73,7 @@ class Runtime:
         self.settings = s = settings or RuntimeSettings()
         self.clock = clock or SystemClock()
         self._sources_ready = sources_ready
-        self._queue: asyncio.Queue[list[Input]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[list[Input], bool]] = asyncio.Queue()
         self._work = asyncio.Event()
         self._stop = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -109,7 +110,7 @@ class Runtime:
 
     # --- intake (the loop's thread; accept_threadsafe from watch threads) -----------------
     def accept(self, inputs: list[Input], source: str) -> None:
-        self._queue.put_nowait(inputs)
+        self._queue.put_nowait((inputs, source in _WATCHED))
         self.metrics.queue_depth.set(self._queue.qsize())
 
     def accept_threadsafe(self, inputs: list[Input]) -> None:
