@@ -16,7 +16,7 @@ from remediator.executors.validate import InvalidParameter
 from remediator.logfields import get_logger
 from remediator.runtime.embedded import RuntimeSettings
 from remediator.runtime.leader import LeaseSettings
-from remediator.runtime.logs import setup_logging
+from remediator.runtime.logs import log_level_option, setup_logging
 from remediator.runtime.service import Service, ServiceConfig
 from remediator.timeline.tracker import DEFAULT_MAX_UNWATCHED
 
@@ -220,14 +220,7 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     "are forgotten first (remediator_unwatched_pods_dropped_total).  "
     "[env REMEDIATOR_MAX_WEBHOOK_PODS]",
 )
-@click.option(
-    "--log-level",
-    envvar="REMEDIATOR_LOG_LEVEL",
-    default="INFO",
-    show_default=True,
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-    help="Level of remediator's JSON logs.  [env REMEDIATOR_LOG_LEVEL]",
-)
+@log_level_option
 def serve(
     policy: str | None,
     listen: str,
