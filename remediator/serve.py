@@ -16,8 +16,9 @@ from remediator.executors.validate import InvalidParameter
 from remediator.logfields import get_logger
 from remediator.runtime.embedded import RuntimeSettings
 from remediator.runtime.leader import LeaseSettings
-from remediator.runtime.logs import setup_logging
+from remediator.runtime.logs import log_level_option, setup_logging
 from remediator.runtime.service import Service, ServiceConfig
+from remediator.timeline.tracker import DEFAULT_MAX_UNWATCHED
 
 log = get_logger("remediator.serve")
 
@@ -210,13 +211,16 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     help="Seconds between Lease attempts.  [env REMEDIATOR_RETRY_PERIOD]",
 )
 @click.option(
-    "--log-level",
-    envvar="REMEDIATOR_LOG_LEVEL",
-    default="INFO",
+    "--max-webhook-pods",
+    envvar="REMEDIATOR_MAX_WEBHOOK_PODS",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_UNWATCHED,
     show_default=True,
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-    help="Level of remediator's JSON logs.  [env REMEDIATOR_LOG_LEVEL]",
+    help="Pods known from webhooks alone (never seen by the watch) kept at most; the oldest "
+    "are forgotten first (remediator_unwatched_pods_dropped_total).  "
+    "[env REMEDIATOR_MAX_WEBHOOK_PODS]",
 )
+@log_level_option
 def serve(
     policy: str | None,
     listen: str,
@@ -239,6 +243,7 @@ def serve(
     lease_duration: float,
     renew_deadline: float,
     retry_period: float,
+    max_webhook_pods: int,
     log_level: str,
 ) -> None:
     """Run remediator as a service: watch inference pods, take webhooks, track every
@@ -278,6 +283,7 @@ def serve(
         dry_run=dry_run,
         runtime=RuntimeSettings(kill_switch_file=kill_switch_file),
         lease=lease,
+        max_webhook_pods=max_webhook_pods,
     )
     try:
         asyncio.run(_main(cfg))

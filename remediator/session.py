@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from remediator.contract.decision import Decision, Suppressed
 from remediator.guard import GuardState, build_pipeline, engage
-from remediator.inputs.records import EngineStep, Input
+from remediator.inputs.records import EngineStep, Input, Relisted
 from remediator.metrics.export import TimelineMetrics
 from remediator.policy.engine import PolicyEngine
 from remediator.policy.outcome import Ignored, Outcome
@@ -57,11 +57,20 @@ class Session:
     def from_policy_file(cls, path: str | None) -> Session:
         return cls(load_policy_file(path) if path else PolicyFile())
 
-    def feed(self, item: Input, out: Sink) -> None:
-        """Apply one input at its own time (or the current time when it has none)."""
+    def feed(self, item: Input, out: Sink, watched: bool = True) -> None:
+        """Apply one input at its own time (or the current time when it has none).
+        `watched`: from the watch (or a recording); False for a webhook's, whose pods
+        the tracker bounds (`Tracker.max_unwatched`)."""
+        if isinstance(item, Relisted):
+            # What is gone goes first: no timer of a deleted pod fires on the way to the
+            # list's time.
+            self._relisted(item, out)
+            if item.at is not None:
+                self.advance(item.at, out)
+            return
         if item.at is not None and item.at > self.now:
             self.advance(item.at, out)
-        change = self.tracker.apply(item, self.now)
+        change = self.tracker.apply(item, self.now, watched)
         if change is not None:
             self.metrics.observe(change)
             out.transition(change)
@@ -72,6 +81,17 @@ class Session:
                 self.metrics.observe_steps(t)
         for outcome in self.engine.on_input(item, change, self.now):
             self._settle(outcome, self.now, out)
+        if self.tracker.evicted:
+            for uid in self.tracker.evicted:
+                self.engine.forget(uid)
+            self.tracker.evicted.clear()
+
+    def _relisted(self, item: Relisted, out: Sink) -> None:
+        changes = self.tracker.relisted(item, self.now)
+        for change in changes:
+            self.metrics.observe(change)
+            out.transition(change)
+        self.engine.relisted(item, changes)
 
     def advance(self, now: float, out: Sink) -> None:
         """Move the clock forward (never back), firing the policy's timers on the way."""

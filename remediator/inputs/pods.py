@@ -182,16 +182,17 @@ def spec_info(spec: PodSpec, labels: dict[str, Any], engines: tuple[str, ...] = 
     if main is None:
         return SpecInfo(None, None, 0, _label_model(labels), None, None)
     args = (main.command or []) + (main.args or [])
-    model = _flag(args, "--model") or _positional_model(args) or _label_model(labels)
+    flags = _flags(args)
+    model = flags.get("--model") or _positional_model(args) or _label_model(labels)
     return SpecInfo(
         container=main.name,
         image=main.image,
         gpus=_gpus(main),
         model=model,
-        tp_size=_flag(args, "--tensor-parallel-size") or _flag(args, "-tp"),
-        gpu_util=_flag(args, "--gpu-memory-utilization"),
-        port=_flag(args, "--port"),
-        served_model=_flag(args, "--served-model-name"),
+        tp_size=flags.get("--tensor-parallel-size") or flags.get("-tp"),
+        gpu_util=flags.get("--gpu-memory-utilization"),
+        port=flags.get("--port"),
+        served_model=flags.get("--served-model-name"),
     )
 
 
@@ -220,14 +221,19 @@ def _gpus(container: Container) -> int:
         return 0
 
 
-def _flag(args: list[str], name: str) -> str | None:
-    """`--name value` or `--name=value`."""
+def _flags(args: list[str]) -> dict[str, str]:
+    """Every `--name value` and `--name=value` in one pass; the first of a name wins."""
+    found: dict[str, str] = {}
+    last = len(args) - 1
     for i, a in enumerate(args):
-        if a == name and i + 1 < len(args):
-            return args[i + 1]
-        if a.startswith(name + "="):
-            return a[len(name) + 1 :]
-    return None
+        if a[:1] != "-":
+            continue
+        name, eq, value = a.partition("=")
+        if eq:
+            found.setdefault(name, value)
+        elif i < last:
+            found.setdefault(a, args[i + 1])
+    return found
 
 
 def _positional_model(args: list[str]) -> str | None:

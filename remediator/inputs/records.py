@@ -128,7 +128,32 @@ class GpuVerdict(msgspec.Struct, frozen=True):
     at: float | None
 
 
-Input = PodSeen | PodEvent | WorkloadSeen | AlertSeen | FirstToken | EngineStep | GpuVerdict
+class Relisted(msgspec.Struct, frozen=True):
+    """A (re)list of one kind in one namespace is complete: what it did not hold is gone.
+
+    The watch source sends it after the last page of every list, so objects deleted while
+    the watch was away (a 410, a cut) leave the tracker instead of lingering as stuck."""
+
+    kind: str  # Pod, Event, Deployment, StatefulSet, DaemonSet
+    namespace: str
+    uids: frozenset[str]  # every object the list held
+    version: int  # the list's resourceVersion when numeric, else 0
+    selector: str | None  # the list's field selector: it covers only what matches
+    at: float | None  # the API server's time of the list (its Date header), when known
+
+    def covers(self, name: str) -> bool:
+        """Whether the list would have held an object of this name (in its namespace): a
+        `metadata.name=X` selector covers X only; a selector of another form, nothing (a
+        relist never guesses what it did not see)."""
+        if not self.selector:
+            return True
+        key, sep, value = self.selector.partition("=")
+        return bool(sep) and key == "metadata.name" and value.lstrip("=") == name
+
+
+Input = (
+    PodSeen | PodEvent | WorkloadSeen | AlertSeen | FirstToken | EngineStep | GpuVerdict | Relisted
+)
 
 
 class InputError(ValueError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from remediator.timeline.engine_steps import TIMELINE_STEPS
@@ -160,6 +160,17 @@ class TrackerCollector(Collector):
         for node, seconds in sorted(skew.items()):
             clocks.add_metric([node], seconds)
         yield clocks
+        yield GaugeMetricFamily(
+            "remediator_unwatched_pods",
+            "Pods tracked that only webhooks told of (never seen by the watch).",
+            value=self._tracker.unwatched,
+        )
+        yield CounterMetricFamily(
+            "remediator_unwatched_pods_dropped",
+            "Pods known from webhooks alone forgotten, oldest first, to stay within "
+            "--max-webhook-pods.",
+            value=self._tracker.unwatched_dropped,
+        )
 
 
 def _add_elapsed(family: GaugeMetricFamily, t: PodTimeline, now: float) -> None:

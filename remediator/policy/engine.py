@@ -11,7 +11,14 @@ import heapq
 from itertools import count
 
 from remediator.contract.decision import Decision
-from remediator.inputs.records import AlertSeen, GpuVerdict, Input, PodSeen, WorkloadSeen
+from remediator.inputs.records import (
+    AlertSeen,
+    GpuVerdict,
+    Input,
+    PodSeen,
+    Relisted,
+    WorkloadSeen,
+)
 from remediator.policy.alerts import alert_subject, node_of, pod_of
 from remediator.policy.config import PolicyConfig
 from remediator.policy.history import PhaseHistory, budget, expected_cold_start
@@ -67,6 +74,29 @@ class PolicyEngine:
         if isinstance(item, GpuVerdict):
             return self._on_verdict(item, now)
         return []
+
+    def relisted(self, item: Relisted, changes: list[StateChange]) -> None:
+        """A relist found these pods gone (their timers stand down, an in-flight delete is
+        forgotten) and drops the workloads of its kind it no longer holds."""
+        for change in changes:
+            self._on_change(change.timeline, change.before, change.after)
+        prefix = workload_key(item.namespace, item.kind, "")
+        for key in [k for k in self.workloads if k.startswith(prefix)]:
+            if item.covers(key[len(prefix) :]) and self.workloads[key].uid not in item.uids:
+                del self.workloads[key]
+
+    def forget(self, uid: str) -> None:
+        """The tracker dropped this pod (known from webhooks alone, over its bound): what
+        was armed for it stands down (its timer, if any, finds no timeline and passes)."""
+        self._armed.pop(uid, None)
+        self._deciding.pop(uid, None)
+        for held in self._holding.values():
+            held.discard(uid)
+        if len(self._timers) > 2 * len(self._armed) + 1024:
+            # Stale timers would wait in the heap till due: a flood of forgotten pods must
+            # not grow it. A live timer is the one `_armed` names; keep only those.
+            self._timers = [x for x in self._timers if self._armed.get(x[2]) == (x[3], x[1])]
+            heapq.heapify(self._timers)
 
     def next_deadline(self) -> float | None:
         return self._timers[0][0] if self._timers else None

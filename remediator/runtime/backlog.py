@@ -19,7 +19,7 @@ from remediator.inputs.records import Input
 class Backlog:
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._queue: asyncio.Queue[list[Input]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[list[Input], bool]] = asyncio.Queue()
         self._room = threading.Condition()
         self._depth = 0  # reserved or queued, not yet taken
 
@@ -40,18 +40,19 @@ class Backlog:
             self._depth -= n
             self._room.notify_all()
 
-    def put(self, inputs: list[Input], reserved: bool = True) -> None:
-        """On the loop's thread; `reserved=False` for what never waits (observers, restored
-        inbox rows)."""
+    def put(self, inputs: list[Input], watched: bool, reserved: bool = True) -> None:
+        """On the loop's thread. `watched`: from the watch or the loop's own observers (False
+        for webhooks: Tracker.apply bounds their pods); `reserved=False` for what never waits
+        (observers, restored inbox rows)."""
         if not reserved:
             with self._room:
                 self._depth += len(inputs)
-        self._queue.put_nowait(inputs)
+        self._queue.put_nowait((inputs, watched))
 
     def put_threadsafe(
         self, loop: asyncio.AbstractEventLoop, inputs: list[Input], stopped: Callable[[], bool]
     ) -> bool:
-        """From another thread: wait for room, then queue; False if stopped meanwhile."""
+        """From a watch thread: wait for room, then queue; False if stopped meanwhile."""
         n = len(inputs)
         with self._room:
             while self._depth and self._depth + n > self.limit:
@@ -60,13 +61,14 @@ class Backlog:
                 self._room.wait(0.5)
             self._depth += n
         try:
-            loop.call_soon_threadsafe(self._queue.put_nowait, inputs)
+            loop.call_soon_threadsafe(self._queue.put_nowait, (inputs, True))
         except RuntimeError:  # the loop is closed: shutting down
             return False
         return True
 
-    async def get(self) -> list[Input]:
-        """The next batch; its room is freed at once (the session is about to take it)."""
-        inputs = await self._queue.get()
+    async def get(self) -> tuple[list[Input], bool]:
+        """The next batch and whether it was watched; its room is freed at once (the
+        session is about to take it)."""
+        inputs, watched = await self._queue.get()
         self.release(len(inputs))
-        return inputs
+        return inputs, watched

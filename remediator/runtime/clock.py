@@ -2,8 +2,9 @@
 
 The core never reads a clock (it is given `now`); the runtime's loops, the outbox and
 the Lease read this one, so a test can run them on virtual time: no sleeps, no racy
-waits. `now()` is wall time (seconds since the epoch), what decisions and outbox rows
-are stamped with; `monotonic()` measures elapsed time and never steps.
+waits. `now()` is wall time (seconds since the epoch), what outbox rows and the Lease
+are stamped with; `monotonic()` measures elapsed time and never steps. Decisions and
+budgets are on `ClusterTime`: the cluster's clock as its inputs show it.
 """
 
 from __future__ import annotations
@@ -33,17 +34,66 @@ class SystemClock:
         await asyncio.sleep(max(seconds, 0.0))
 
 
+class ClusterTime:
+    """The time budgets are measured on: the cluster's, as its objects show it, carried on
+    by the local monotonic clock between them.
+
+    A stuck-pod budget runs from a time the cluster stamped (a container's start, a
+    transition); measuring it with the local wall clock mixed two clocks, so a step of
+    the local clock (NTP, a VM resumed) fired every timer at once or none for an hour.
+    Here `now()` is the newest cluster time observed plus the monotonic time elapsed since
+    it was observed, so a step of the local wall clock changes nothing. Before anything
+    is observed it is the local wall time (nothing the cluster stamped is tracked yet).
+    An observation older than the estimate (a relist, a late event) changes nothing; a
+    newer one moves it on. A node whose clock is ahead moves it on too, as the session's
+    own clock always has: the timeline reports such a node's skew.
+    """
+
+    def __init__(self, local: Clock) -> None:
+        self._local = local
+        self._seen: float | None = None  # the newest cluster time observed
+        self._seen_mono = 0.0  # the local monotonic clock when it was observed
+
+    @property
+    def known(self) -> bool:
+        """Whether a cluster time has been observed (else `now()` is local wall time)."""
+        return self._seen is not None
+
+    def observe(self, at: float | None) -> None:
+        if at is None:
+            return
+        if self._seen is None or at > self.now():
+            self._seen, self._seen_mono = at, self._local.monotonic()
+
+    def now(self) -> float:
+        if self._seen is None:
+            return self._local.now()
+        return self._seen + (self._local.monotonic() - self._seen_mono)
+
+    def monotonic(self) -> float:
+        return self._local.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await self._local.sleep(seconds)
+
+
 class VirtualClock:
-    """Moves only when told (`advance`); sleepers wake in order of their deadlines."""
+    """Moves only when told (`advance`); sleepers wake in order of their deadlines.
+    `step_wall` steps the wall clock alone, as NTP or a resumed VM does: the monotonic
+    clock (and every sleeper) goes on as before."""
 
     def __init__(self, start: float = 1_700_000_000.0) -> None:
         self._t = start
         self._start = start
+        self._wall_offset = 0.0
         self._seq = itertools.count()
         self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
 
     def now(self) -> float:
-        return self._t
+        return self._t + self._wall_offset
+
+    def step_wall(self, seconds: float) -> None:
+        self._wall_offset += seconds
 
     def monotonic(self) -> float:
         return self._t - self._start

@@ -5,8 +5,10 @@
     kill-switch file (polled) ──▶ session.set_kill_switch
 
 It knows nothing of what an action is or who carries it out: it writes what the core let
-through, logs what it held, and hands a dry run's "would have" to `simulated`. Time
-comes from the injected clock, so tests step it by hand (`feed`, `tick`).
+through, logs what it held, and hands a dry run's "would have" to `simulated`. The
+session's time is `ClusterTime` over the injected clock (the cluster's clock as the
+inputs show it, carried on by the monotonic clock), so tests step it by hand (`feed`,
+`tick`) and a step of the local wall clock neither fires nor holds back a timer.
 
 A write the state file refuses (disk full, read-only) loses nothing: the decisions wait in
 memory and are written, with the guard state then current, at the next feed or tick (at
@@ -23,12 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from remediator.contract.decision import Decision, Suppressed
-from remediator.inputs.records import Input
+from remediator.inputs.records import Input, PodEvent, PodSeen, Relisted, WorkloadSeen
 from remediator.logfields import get_logger
 from remediator.output import decision_json, suppressed_json
 from remediator.policy.outcome import Ignored
 from remediator.runtime.backlog import Backlog
-from remediator.runtime.clock import Clock, wait
+from remediator.runtime.clock import Clock, ClusterTime, wait
 from remediator.runtime.inbox import StoreHealth
 from remediator.runtime.metrics import RuntimeMetrics
 from remediator.runtime.outbox import Outbox
@@ -37,6 +39,9 @@ from remediator.timeline.tracker import StateChange
 
 log = get_logger("remediator.runtime")
 
+# Inputs stamped by the cluster (API server, kubelets): what ClusterTime is read from.
+# Alerts (Prometheus's clock, and `startsAt` is old news) and our own notes are not.
+_CLUSTER_STAMPED = (PodSeen, PodEvent, WorkloadSeen, Relisted)
 _ON = frozenset({"on", "true", "1", "yes", "engaged"})
 _OFF = frozenset({"off", "false", "0", "no", ""})
 
@@ -86,6 +91,7 @@ class Driver:
         self.session = session
         self.outbox = outbox
         self.clock = clock
+        self.cluster = ClusterTime(clock)  # the session's `now`: see ClusterTime
         self.metrics = metrics
         self._leading = leading
         self._wake_worker = wake_worker
@@ -99,17 +105,24 @@ class Driver:
         self.last_tick = clock.monotonic()
 
     # --- one step each: what the loops call, and what tests call on a virtual clock ------
-    def feed(self, inputs: list[Input]) -> None:
+    def feed(self, inputs: list[Input], watched: bool = True) -> None:
+        """`watched`: from the watch; False for a webhook's inputs (see Tracker.apply)."""
         batch = Batch()
-        self.session.advance(self.clock.now(), batch)  # an alert is judged at arrival time
         for item in inputs:
-            self.session.feed(item, batch)
+            if isinstance(item, _CLUSTER_STAMPED):
+                self.cluster.observe(item.at)  # the session moves to its time itself
+            else:
+                self.session.advance(self.cluster.now(), batch)  # judged at arrival time
+            self.session.feed(item, batch, watched)
         self._settle(batch)
         self.rearm.set()
 
     def tick(self) -> None:
         batch = Batch()
-        self.session.advance(self.clock.now(), batch)
+        if self.cluster.known or self.session.engine.next_deadline() is not None:
+            # (Before the cluster's time is known nothing of it is tracked: a wrong local
+            # clock is not let run the session's clock ahead of the cluster's.)
+            self.session.advance(self.cluster.now(), batch)
         self._settle(batch)
         # Deleted pods leave memory (and /metrics) once their grace has passed.
         self.session.tracker.prune(self.session.now, self._forget_after_s)
@@ -144,14 +157,14 @@ class Driver:
     # --- the loops ---------------------------------------------------------------------------
     async def consume(self, backlog: Backlog) -> None:
         while True:
-            inputs = await backlog.get()
+            inputs, watched = await backlog.get()
             self.metrics.queue_depth.set(backlog.depth)
-            self.feed(inputs)
+            self.feed(inputs, watched)
 
     async def timer(self, max_tick_s: float) -> None:
         while True:
             due = self.session.engine.next_deadline()
-            pause = max_tick_s if due is None else min(max_tick_s, due - self.clock.now())
+            pause = max_tick_s if due is None else min(max_tick_s, due - self.cluster.now())
             self.rearm.clear()
             await wait(self.rearm, max(pause, 0.0), self.clock)
             self.tick()

@@ -50,6 +50,7 @@ from remediator.runtime.worker import OutboxWorker, WorkerSettings
 from remediator.session import Session
 
 log = get_logger("remediator.runtime")
+_WATCHED = frozenset({"kube", "probe"})  # the rest are webhooks: their pods are bounded
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +138,7 @@ class Runtime:
     # --- intake (the loop's thread; accept_threadsafe from watch threads) -----------------
     def accept(self, inputs: list[Input], source: str) -> None:
         """The loop's own observers (first-token probe): never refused, never stored."""
-        self.backlog.put(inputs, reserved=False)
+        self.backlog.put(inputs, source in _WATCHED, reserved=False)
         self.metrics.queue_depth.set(self.backlog.depth)
 
     def accept_threadsafe(self, inputs: list[Input]) -> None:
@@ -155,7 +156,7 @@ class Runtime:
         if not self.backlog.reserve(n):
             return f"backlog full: {self.backlog.depth} inputs waiting for the core"
         if self.writer is None:
-            self.backlog.put(inputs)
+            self.backlog.put(inputs, watched=False)
         else:
             try:
                 await self.writer.store(kind, body, inputs)
@@ -169,7 +170,7 @@ class Runtime:
         if row_id is None:
             self.backlog.release(len(inputs))
         else:
-            self.backlog.put(inputs)
+            self.backlog.put(inputs, watched=False)
 
     def _restore_inbox(self) -> None:
         """Feed the kept inbox rows first, in order: what an earlier process stored and
@@ -185,7 +186,7 @@ class Runtime:
                     "stored input no longer decodes", extra={"row": row.id, "error": str(exc)}
                 )
                 continue
-            self.backlog.put(inputs, reserved=False)
+            self.backlog.put(inputs, watched=False, reserved=False)
         if rows:
             log.info("stored inputs fed again", extra={"rows": len(rows)})
 

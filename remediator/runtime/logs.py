@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
+import click
 import orjson
 
 from remediator.logfields import field_name
@@ -38,3 +40,18 @@ def setup_logging(level: str = "INFO", stream: IO[str] | None = None) -> None:
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)  # libraries stay quiet unless something is wrong
     logging.getLogger("remediator").setLevel(level.upper())
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def log_level_option(fn: F) -> F:
+    """`--log-level` as every long-running command takes it (env REMEDIATOR_LOG_LEVEL)."""
+    return click.option(
+        "--log-level",
+        envvar="REMEDIATOR_LOG_LEVEL",
+        default="INFO",
+        show_default=True,
+        type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+        help="Level of remediator's JSON logs.  [env REMEDIATOR_LOG_LEVEL]",
+    )(fn)

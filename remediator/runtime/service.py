@@ -38,6 +38,7 @@ from remediator.sources.http import Listen, make_app, serve_app
 from remediator.sources.kube_client import api_client
 from remediator.sources.kube_watch import KubeWatch, WatchSettings, targets
 from remediator.sources.metrics import SourceMetrics
+from remediator.timeline.tracker import DEFAULT_MAX_UNWATCHED
 
 log = get_logger("remediator.service")
 
@@ -70,6 +71,7 @@ class ServiceConfig:
     runtime: RuntimeSettings = RuntimeSettings()
     lease: LeaseSettings | None = None  # None: no election, this replica always acts
     watch_settings: WatchSettings = WatchSettings()
+    max_webhook_pods: int = DEFAULT_MAX_UNWATCHED  # pods known from webhooks alone
 
 
 def load_policy(cfg: ServiceConfig) -> PolicyFile:
@@ -86,6 +88,7 @@ class Service:
         self.clock = clock or SystemClock()  # one clock for the runtime, outbox and Lease
         self.registry = CollectorRegistry()
         self.session = Session(load_policy(cfg), self.registry)
+        self.session.tracker.max_unwatched = cfg.max_webhook_pods
         leader = leader or self._leadership()
         self.outbox = Outbox(cfg.state_db, self.clock.now)
         self.inbox = (
@@ -126,7 +129,9 @@ class Service:
         cfg = self.session.policy.rules.first_token_probe
         if not cfg.enabled:
             return None
-        return FirstTokenProber(cfg, self._probed, ProbeMetrics.on(self.registry))
+        # Its first tokens are stamped on the session's clock, never the local wall clock.
+        clock = self.runtime.driver.cluster.now
+        return FirstTokenProber(cfg, self._probed, ProbeMetrics.on(self.registry), clock)
 
     def _probed(self, inputs: list[Input]) -> None:
         self.runtime.accept(inputs, "probe")

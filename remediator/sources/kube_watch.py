@@ -11,8 +11,9 @@ failure is logged, counted and retried with capped exponential backoff. A stream
 the server ends normally is simply resumed. Nothing is dropped silently: a line
 the decoder refuses is logged and counted as an input error.
 
-A relist replays every object as ADDED; an object deleted while the watch was
-gone is not seen as DELETED (the tracker ages it out by its own rules).
+A relist replays every object as ADDED, then says the list is complete (`Relisted`,
+with every UID it held and the API server's time of it): an object deleted while the
+watch was gone is never seen as DELETED, so the core reconciles it from that.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import random
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import orjson
@@ -31,7 +33,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from remediator.inputs.decode import normalize
-from remediator.inputs.records import Input, InputError
+from remediator.inputs.records import Input, InputError, Relisted
 from remediator.logfields import get_logger
 from remediator.sources.metrics import SourceMetrics
 
@@ -89,6 +91,17 @@ def _list_fn(api: client.ApiClient, kind: str) -> Callable[..., Any]:
         "DaemonSet": apps.list_namespaced_daemon_set,
     }
     return fns[kind]
+
+
+def _server_time(resp: urllib3.HTTPResponse) -> float | None:
+    """The API server's clock, from the response's Date header (whole seconds)."""
+    date = resp.headers.get("Date")
+    if not date:
+        return None
+    try:
+        return parsedate_to_datetime(date).timestamp()
+    except (TypeError, ValueError):
+        return None
 
 
 def _lines(resp: urllib3.HTTPResponse) -> Iterator[bytes]:
@@ -193,21 +206,37 @@ class KubeWatch:
         return kw
 
     def _list(self) -> str:
-        """List every page; deliver the items; return the list's resourceVersion."""
+        """List every page; deliver the items, then `Relisted`; return its resourceVersion."""
         cont: str | None = None
+        uids: set[str] = set()
+        at: float | None = None
         while True:
             kw = self._kwargs(limit=_LIST_PAGE, _request_timeout=(10, 60))
             if cont:
                 kw["_continue"] = cont
             resp = self._call(self.target.namespace, **kw)
+            if at is None:
+                at = _server_time(resp)  # the first page's: every page is that snapshot
             doc = orjson.loads(resp.data)
             meta = doc.get("metadata") or {}
             list_kind = f"{self.target.kind}List"
             for item in doc.get("items") or ():  # one at a time: a bad item spoils no other
+                uid = (item.get("metadata") or {}).get("uid") if isinstance(item, dict) else None
+                if isinstance(uid, str) and uid:
+                    uids.add(uid)  # a refused item is still there: not reconciled away
                 self._apply({"kind": list_kind, "items": [item]})
             cont = meta.get("continue")
             if not cont:
-                return str(meta.get("resourceVersion") or "")
+                rv = str(meta.get("resourceVersion") or "")
+                self._relisted(uids, rv, at)
+                return rv
+
+    def _relisted(self, uids: set[str], rv: str, at: float | None) -> None:
+        t = self.target
+        version = int(rv) if rv.isdigit() else 0
+        self._deliver(
+            [Relisted(t.kind, t.namespace, frozenset(uids), version, t.field_selector, at)]
+        )
 
     def _watch(self, rv: str) -> str:
         """Stream events from `rv`; return the last version seen when the server ends it."""

@@ -36,6 +36,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from remediator.contract.decision import Decision, Suppressed
 from remediator.inputs.records import InputError
 from remediator.policy_file import PolicyFile
+from remediator.runtime.clock import ClusterTime, SystemClock
 from remediator.runtime.outbox import decision_from_json
 from remediator.streams.config import StreamsConfig
 from remediator.streams.core import (
@@ -107,6 +108,9 @@ def build_app(
     guard_table = app.Table("guard", partitions=1, schema=as_json)
     metrics = WorkerMetrics(registry)
     held = Partitions(policy, streams.inputs.partitions)
+    # Ticks move partition clocks on the cluster's time as the inputs show it, carried on
+    # by the monotonic clock, never by the local wall clock (see runtime.clock.ClusterTime).
+    cluster = ClusterTime(SystemClock())
     guard_box: dict[str, GuardCore] = {}
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
@@ -169,6 +173,8 @@ def build_app(
                     continue
                 remember(p, offset, value)
                 held.applied[p] = offset
+                if not value.startswith(INTERNAL):
+                    cluster.observe(core.now)
                 metrics.stage("partition", time.perf_counter() - started)
             metrics.inputs.inc()
             for candidate in out:
@@ -250,7 +256,7 @@ def build_app(
 
         @app.timer(streams.tick_s)  # type: ignore[untyped-decorator]
         async def tick() -> None:
-            now = time.time()
+            now = cluster.now()
             mine = {
                 tp.partition
                 for tp in app.consumer.assignment()

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from remediator.runtime.logs import log_level_option
 from remediator.streams.config import StreamsConfig, Topic
 
 
@@ -93,13 +94,7 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     envvar="REMEDIATOR_DRY_RUN_LOG",
     help="Without --argo-server: append what would run here (JSON lines).",
 )
-@click.option(
-    "--log-level",
-    envvar="REMEDIATOR_LOG_LEVEL",
-    default="INFO",
-    show_default=True,
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-)
+@log_level_option
 def worker(**kw: Any) -> None:
     """Run the core as a Faust worker on Kafka; start as many as the inputs topic has
     partitions. Topics are created (or checked) with their partition counts first."""
@@ -139,13 +134,7 @@ def worker(**kw: Any) -> None:
     envvar="REMEDIATOR_WEBHOOK_TOKEN_FILE",
     help="Bearer token for POST /events (else $REMEDIATOR_WEBHOOK_TOKEN).",
 )
-@click.option(
-    "--log-level",
-    envvar="REMEDIATOR_LOG_LEVEL",
-    default="INFO",
-    show_default=True,
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-)
+@log_level_option
 def ingest(**kw: Any) -> None:
     """Take webhooks (POST /events, as `remediator serve` does) and publish them to the
     inputs topic; answers 202 only once the broker acknowledged every record."""

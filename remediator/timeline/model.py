@@ -112,6 +112,7 @@ class PodTimeline:
     restarts: int = 0
     waiting_reason: str | None = None
     waiting_at: tuple[float, int] | None = None  # (time, resourceVersion) of that object
+    version: int = 0  # the newest resourceVersion seen of the pod (a relist compares it)
     unschedulable: str | None = None
     skew_lo: float | None = None  # max(kubelet time − API server creation) over Events
     failed: bool = False

@@ -11,7 +11,14 @@ import msgspec
 
 from remediator.inputs.kubelet import parse_pulled
 from remediator.inputs.pods import engine_run, init_times, spec_info
-from remediator.inputs.records import EngineStep, FirstToken, Input, PodEvent, PodSeen
+from remediator.inputs.records import (
+    EngineStep,
+    FirstToken,
+    Input,
+    PodEvent,
+    PodSeen,
+    Relisted,
+)
 from remediator.timeline.endpoint import Endpoint, port_of
 from remediator.timeline.engine_steps import EngineSteps
 from remediator.timeline.model import (
@@ -30,6 +37,7 @@ _SCHEDULED_TO = " to "
 _MAX_PARKED = 10_000
 _MAX_LABEL_SETS = 4_096
 _MAX_PARKED_STEPS = 64  # per pod: a start-up marks about ten steps, times TP workers
+DEFAULT_MAX_UNWATCHED = 10_000  # pods known from webhooks alone (the service's setting)
 
 
 class StateChange(msgspec.Struct, frozen=True):
@@ -60,6 +68,17 @@ class Tracker:
         self._ended: deque[tuple[float, str]] = deque()  # (deleted or first seen as orphan, uid)
         self._gone: dict[str, float] = {}  # pruned uid -> when: a late input is not a new pod
         self._gone_order: deque[tuple[float, str]] = deque()
+        # Pods known from webhooks alone (never seen by the watch), oldest first, bounded.
+        self.max_unwatched = DEFAULT_MAX_UNWATCHED
+        self.unwatched_dropped = 0  # forgotten to keep under the bound (a counter)
+        self.evicted: list[str] = []  # uids forgotten so, until the session drains them
+        self._unwatched: dict[str, None] = {}
+        self._new: str | None = None  # the timeline the input being applied created
+
+    @property
+    def unwatched(self) -> int:
+        """Pods tracked that only webhooks told of."""
+        return len(self._unwatched)
 
     def __len__(self) -> int:
         return len(self.by_uid)
@@ -75,7 +94,31 @@ class Tracker:
         uid = self._by_name.get((namespace, name))
         return self.by_uid.get(uid) if uid is not None else None
 
-    def apply(self, item: Input, now: float) -> StateChange | None:
+    def apply(self, item: Input, now: float, watched: bool = True) -> StateChange | None:
+        """`watched`: the input came from the watch (or a replay), not from a webhook. Pods
+        known from webhooks alone are capped at `max_unwatched`, the oldest forgotten first:
+        anyone with the webhook token could otherwise post pods until memory runs out."""
+        if watched:
+            if self._unwatched and isinstance(item, PodSeen):
+                self._unwatched.pop(item.uid, None)  # the watch sees it: not webhook-only
+            return self._apply(item, now)
+        self._new = None
+        change = self._apply(item, now)
+        if self._new is not None:
+            self._note_unwatched(self._new)
+        return change
+
+    def _note_unwatched(self, uid: str) -> None:
+        self._unwatched[uid] = None
+        while len(self._unwatched) > self.max_unwatched:
+            oldest = next(iter(self._unwatched))
+            del self._unwatched[oldest]
+            if oldest in self.by_uid:
+                self.forget(oldest)
+                self.unwatched_dropped += 1
+                self.evicted.append(oldest)  # the session tells the policy engine
+
+    def _apply(self, item: Input, now: float) -> StateChange | None:
         if self._gone and _uid_of(item) in self._gone:
             return None  # a late word about a pod already deleted and forgotten
         if isinstance(item, PodSeen):
@@ -102,6 +145,34 @@ class Tracker:
         if t.last_seen is None and t.uid.startswith("?"):
             self._ended.append((now, t.uid))  # an orphan: pruned unless its pod comes
         t.last_seen = now if t.last_seen is None else max(t.last_seen, now)
+        return self._moved(t, now)
+
+    def relisted(self, item: Relisted, now: float) -> list[StateChange]:
+        """A complete list of a namespace's pods: those it no longer holds were deleted
+        while the watch was away, known at the list's time. Only what the list covered:
+        its namespace, its field selector, and pods not seen newer than the list (a
+        webhook may have told of a pod created after it)."""
+        if item.kind != "Pod":
+            return []  # Events expire on their own; a missing one says nothing of its pod
+        when = item.at if item.at is not None else now
+        changes = []
+        for t in list(self.by_uid.values()):
+            if (
+                t.namespace != item.namespace
+                or not t.pod_seen
+                or t.deleted
+                or t.uid in item.uids
+                or not item.covers(t.name)
+                or (item.version and t.version > item.version)
+            ):
+                continue
+            t.deleted, t.deleted_at = True, when
+            change = self._moved(t, now)
+            if change is not None:
+                changes.append(change)
+        return changes
+
+    def _moved(self, t: PodTimeline, now: float) -> StateChange | None:
         before, after = t.counted, t.state()
         if after == before:
             return None
@@ -164,6 +235,7 @@ class Tracker:
         t = self.by_uid.pop(uid, None)
         if t is None:
             return
+        self._unwatched.pop(uid, None)
         self._count(t.namespace, t.counted, -1)
         if self._by_name.get((t.namespace, t.name)) == uid:
             del self._by_name[(t.namespace, t.name)]
@@ -195,8 +267,10 @@ class Tracker:
         if t is None:
             ns, nm = sys.intern(namespace), sys.intern(name)
             t = self.by_uid[uid] = PodTimeline(uid=uid, namespace=ns, name=nm)
+            self._new = uid
             orphan = self.by_uid.pop(_orphan_key(namespace, name), None)
             if orphan is not None:
+                self._unwatched.pop(orphan.uid, None)
                 self._adopt(t, orphan)
             self._by_name.setdefault((ns, nm), uid)
         return t
@@ -208,6 +282,7 @@ class Tracker:
         t = self.by_uid.get(uid)
         if t is None:
             t = self.by_uid[uid] = PodTimeline(uid=uid, namespace=ev.namespace, name=ev.pod)
+            self._new = uid
         return t
 
     def _adopt(self, t: PodTimeline, orphan: PodTimeline) -> None:
@@ -261,6 +336,7 @@ class Tracker:
         if p.ready is not None:
             t.see_ready(p.ready)
         t.restarts = max(t.restarts, run.restarts)
+        t.version = max(t.version, p.version)
         # What the pod shows now: the newest object decides, whatever order they came in.
         version = (p.at if p.at is not None else float("-inf"), p.version)
         if t.waiting_at is None or version >= t.waiting_at:

@@ -20,9 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import ssl
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -32,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster import Cluster, ClusterError, bin_dir, free_port, versions
+from procs import Procs
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -143,20 +142,10 @@ class Argo:
 
     def stop(self, name: str, wait: float = 15.0) -> None:
         """Stop one process we started, by its recorded PID (checked against its command line)."""
-        pid = self.state.get("pids", {}).pop(name, None)
-        if pid is not None and self._ours(pid, name):
-            os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + wait
-            while _alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
-                while _alive(pid):
-                    time.sleep(0.05)
-        self._save()
+        self.procs.stop(name, wait=wait)
 
     def running(self) -> bool:
-        return any(self._ours(pid, n) for n, pid in self.state.get("pids", {}).items())
+        return self.procs.running()
 
     @property
     def pids(self) -> dict[str, int]:
@@ -165,11 +154,12 @@ class Argo:
     def status(self) -> dict[str, Any]:
         return {
             "server": self.server_url if self.state else None,
-            "components": {
-                n: "running" if self._ours(pid, n) else "dead"
-                for n, pid in self.state.get("pids", {}).items()
-            },
+            "components": self.procs.states(),
         }
+
+    @property
+    def procs(self) -> Procs:
+        return Procs(self.state.setdefault("pids", {}), self.cluster.logs, self._exe, self._save)
 
     # -- install -----------------------------------------------------------------------------
     def install(self, hold_steps: bool = False) -> None:
@@ -263,54 +253,15 @@ class Argo:
         return Path(self.state["bin"]) / ("argo" if name == "argo-server" else name)
 
     def _start(self, name: str) -> None:
-        logs = self.cluster.logs
-        logs.mkdir(parents=True, exist_ok=True)
         args = self._args(name)
         # In auth mode client the server builds each caller's REST config from the default
         # loading rules ($KUBECONFIG), not from --kubeconfig: it only swaps in the caller's token.
         kubeconfig = next(a.split("=", 1)[1] for a in args if a.startswith("--kubeconfig="))
         env = {**os.environ, "LEADER_ELECTION_DISABLE": "true", "KUBECONFIG": kubeconfig}
-        with (logs / f"{name}.log").open("ab") as log:
-            proc = subprocess.Popen(
-                [str(self._exe(name)), *args],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                cwd=self.cluster.home,
-                env=env,
-            )
-        self.state["pids"][name] = proc.pid
-        self._save()
-
-    def _ours(self, pid: int, name: str) -> bool:
-        if not _alive(pid):
-            return False
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
-        except OSError:
-            return False
-        return cmd == str(self._exe(name))
+        self.procs.start(name, args, cwd=self.cluster.home, env=env)
 
     def _wait(self, check: Any, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            dead = [n for n, pid in self.state.get("pids", {}).items() if not _alive(pid)]
-            if dead:
-                raise ClusterError(
-                    f"{dead[0]} exited while waiting for {what}:\n{self._tail(dead[0])}"
-                )
-            if check():
-                return
-            time.sleep(0.2)
-        raise ClusterError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-    def _tail(self, name: str, lines: int = 15) -> str:
-        try:
-            text = (self.cluster.logs / f"{name}.log").read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
+        self.procs.wait(check, timeout, what)
 
     def _save(self) -> None:
         if self.state:
@@ -352,18 +303,3 @@ def _answers(url: str, token: str) -> bool:
         return exc.code < 500
     except (OSError, urllib.error.URLError):
         return False
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
-    except ChildProcessError:
-        try:
-            return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-        except OSError:
-            return False

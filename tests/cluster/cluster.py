@@ -31,6 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from procs import ClusterError, Procs
+
+__all__ = ["Cluster", "ClusterError", "bin_dir", "free_port", "versions"]
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 STAGES = HERE / "stages"
@@ -43,10 +47,6 @@ GPU_NODE_LABELS = {
     "nvidia.com/gpu.memory": "81559",
 }
 ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-
-
-class ClusterError(RuntimeError):
-    """The cluster could not be built, started or reached; the message says what to do."""
 
 
 def versions() -> dict[str, str]:
@@ -172,19 +172,7 @@ class Cluster:
 
     def stop(self, name: str, sig: int = signal.SIGTERM, wait: float = 15.0) -> None:
         """Stop one component we started, by its recorded PID (checked against its command line)."""
-        pid = self.state.get("pids", {}).pop(name, None)
-        if pid is None or not self._ours(pid, name):
-            self._save()
-            return
-        os.kill(pid, sig)
-        deadline = time.monotonic() + wait
-        while self._alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if self._alive(pid):
-            os.kill(pid, signal.SIGKILL)
-            while self._alive(pid):
-                time.sleep(0.05)
-        self._save()
+        self.procs.stop(name, sig, wait)
 
     def restart(self, name: str, timeout: float = 60.0) -> None:
         self.stop(name)
@@ -194,17 +182,14 @@ class Cluster:
         self._save()
 
     def running(self) -> bool:
-        return any(self._ours(pid, name) for name, pid in self.state.get("pids", {}).items())
+        return self.procs.running()
 
     @property
     def pids(self) -> dict[str, int]:
         return dict(self.state.get("pids", {}))
 
     def status(self) -> dict[str, Any]:
-        comps = {
-            name: ("running" if self._ours(pid, name) else "dead")
-            for name, pid in self.state.get("pids", {}).items()
-        }
+        comps = self.procs.states()
         return {
             "home": str(self.home),
             "server": self.server if self.state else None,
@@ -387,46 +372,22 @@ class Cluster:
             ]
         raise ClusterError(f"unknown component {name}")
 
-    def _start(self, name: str) -> None:
-        exe = Path(self.state["bin"]) / name
-        log = (self.logs / f"{name}.log").open("ab")
-        proc = subprocess.Popen(
-            [str(exe), *self._args(name)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,  # a Ctrl-C in the caller's terminal does not reach it
-            cwd=self.home,
+    @property
+    def procs(self) -> Procs:
+        return Procs(
+            self.state.setdefault("pids", {}),
+            self.logs,
+            exe=lambda name: Path(self.state.get("bin", "")) / name,
+            save=self._save,
         )
-        self.state["pids"][name] = proc.pid
-        self._save()
+
+    def _start(self, name: str) -> None:
+        self.procs.start(name, self._args(name), cwd=self.home)
 
     def _save(self) -> None:
         if self.state:
             self.home.mkdir(parents=True, exist_ok=True)
             self.state_file.write_text(json.dumps(self.state, indent=2))
-
-    @staticmethod
-    def _alive(pid: int) -> bool:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        try:  # a zombie child of ours is dead: reap it
-            done, _ = os.waitpid(pid, os.WNOHANG)
-            return done == 0
-        except ChildProcessError:
-            return Path(f"/proc/{pid}").exists() and not _zombie(pid)
-
-    def _ours(self, pid: int, name: str) -> bool:
-        """True when the PID is alive and still runs the binary we started (PIDs get reused)."""
-        if not self._alive(pid):
-            return False
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
-        except OSError:
-            return False
-        return cmd == str(Path(self.state.get("bin", "")) / name)
 
     def _admin_tls(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
@@ -450,27 +411,7 @@ class Cluster:
             return False
 
     def _wait(self, check: Any, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            dead = [n for n, pid in self.state["pids"].items() if not self._alive(pid)]
-            if dead:
-                log = self.logs / f"{dead[0]}.log"
-                raise ClusterError(
-                    f"{', '.join(dead)} exited while waiting for {what}; see {log}:\n"
-                    + self._tail(dead[0])
-                )
-            if check():
-                return
-            time.sleep(0.2)
-        raise ClusterError(
-            f"timed out after {timeout:.0f} s waiting for {what}; logs in {self.logs}"
-        )
-
-    def _tail(self, name: str, lines: int = 15) -> str:
-        try:
-            return "\n".join((self.logs / f"{name}.log").read_text().splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        self.procs.wait(check, timeout, what)
 
     def _create_nodes(self, count: int) -> None:
         for i in range(count):
@@ -494,13 +435,6 @@ class Cluster:
             return True
         except urllib.error.HTTPError:
             return False
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def gpu_node(index: int, gpus: int = 8) -> dict[str, Any]:

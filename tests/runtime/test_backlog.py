@@ -17,12 +17,12 @@ def inputs(n: int) -> list[Input]:
 async def test_webhooks_are_refused_at_the_limit_and_let_in_once_taken() -> None:
     backlog = Backlog(limit=3)
     assert backlog.reserve(2)
-    backlog.put(inputs(2))
+    backlog.put(inputs(2), watched=False)
     assert not backlog.reserve(2)  # 4 > 3: no room
     assert backlog.reserve(1)
     backlog.release(1)  # a write that failed gives its room back
     taken = await backlog.get()
-    assert len(taken) == 2 and backlog.depth == 0
+    assert len(taken[0]) == 2 and not taken[1] and backlog.depth == 0
     assert backlog.reserve(5)  # larger than the limit, but nothing waits: it gets in
 
 
@@ -44,7 +44,7 @@ async def test_a_watch_thread_waits_for_room_and_goes_on_when_the_core_takes() -
     await backlog.get()
     await asyncio.to_thread(done.wait, 10)
     assert done.is_set()
-    assert len(await backlog.get()) == 1
+    assert len((await backlog.get())[0]) == 1
     thread.join(5)
 
 
@@ -52,7 +52,7 @@ async def test_a_waiting_watch_thread_gives_up_when_stopped() -> None:
     backlog = Backlog(limit=1)
     loop = asyncio.get_running_loop()
     stopped = threading.Event()
-    backlog.put(inputs(1), reserved=False)
+    backlog.put(inputs(1), watched=True, reserved=False)
     result: list[bool] = []
     thread = threading.Thread(
         target=lambda: result.append(backlog.put_threadsafe(loop, inputs(1), stopped.is_set))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from remediator.inputs.records import Input, PodSeen
+from remediator.inputs.records import Input, PodSeen, Relisted
 from remediator.sources.kube_client import api_client
 from remediator.sources.kube_watch import KubeWatch, WatchSettings, WatchTarget, targets
 from remediator.sources.metrics import SourceMetrics
@@ -140,3 +140,25 @@ def test_targets_cover_every_kind_and_the_warmup_daemonset_by_name() -> None:
     assert {(t.kind, t.namespace) for t in got} >= {("Pod", "a"), ("Event", "b")}
     assert got[-1] == WatchTarget("DaemonSet", "kube-system", "metadata.name=gpu-warmup")
     assert len(got) == 9
+
+
+def test_every_list_ends_with_what_it_held(watching) -> None:  # type: ignore[no-untyped-def]
+    api, got, _, _ = watching
+    res = api.resource("v1", "pods")
+    first = api.store.get(res, "llm", "vllm-0")["metadata"]["uid"]
+    kept = api.store.create(pod("llm", "vllm-1"))["metadata"]["uid"]
+    wait(lambda: ("vllm-1", "ADDED") in got.pods())
+    api.store.delete(res, "llm", "vllm-0", {}, dry=False)
+    api.store.compact()  # the DELETED goes out on the open watch; the relist is what counts
+    api.close_watches()
+    wait(lambda: len(relists(got)) == 2)
+    before, after = relists(got)
+    assert (before.kind, before.namespace, before.uids) == ("Pod", "llm", frozenset({first}))
+    assert after.uids == frozenset({kept}) and after.version >= before.version > 0
+    assert after.selector is None
+    assert after.at is not None  # the server's Date header
+
+
+def relists(got: Got) -> list[Relisted]:
+    with got.lock:
+        return [i for i in got.items if isinstance(i, Relisted)]

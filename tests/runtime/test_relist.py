@@ -1,0 +1,66 @@
+"""A pod deleted while the watch was away (issue 10, #7): the relist after the 410 reconciles
+it, and no delete workflow is submitted for a pod that is no longer there."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from remediator.runtime.service import ServiceConfig
+from tests.runtime.conftest import NS, running, stuck_pod, wait_until
+from tests.standins.argo_server import ArgoStandin
+from tests.standins.kube_api import Fault, KubeApiServer
+from tests.standins.slack_server import SlackStandin
+
+BUDGET_S = 4.0  # long enough to cut the watch and delete the pod before it lapses
+POLICY = f"""
+stuck_pod:
+  selector: app=vllm-inference
+  namespaces: [llm]
+  budgets: {{engine_init: {BUDGET_S:g}, container_start: {BUDGET_S:g}}}
+  checks: 1
+  check_interval_s: 1
+  expected_cold_start_s: 0
+  adaptive: {{enabled: false}}
+"""
+
+
+async def test_a_pod_deleted_during_a_watch_gap_gets_no_workflow(
+    config: ServiceConfig,
+    policy_file: Path,
+    kube: KubeApiServer,
+    argo: ArgoStandin,
+    slack: SlackStandin,
+) -> None:
+    policy_file.write_text(POLICY)
+    started = time.monotonic()
+    uid = kube.store.create(stuck_pod())["metadata"]["uid"]
+    pods = kube.resource("v1", "pods")
+    async with running(config) as service:
+        tracker = service.session.tracker
+        await wait_until(lambda: tracker.get(uid) is not None, what="pod tracked")
+        # The gap: every pod watch request fails while the pod is deleted and the server's
+        # history compacted, so the watch can resume only by relisting.
+        kube.faults.append(Fault("GET", "/pods", 500, times=10_000))
+        kube.close_watches()
+        await wait_until(
+            lambda: service.registry.get_sample_value(
+                "remediator_watch_restarts_total", {"kind": "Pod", "reason": "error"}
+            ),
+            what="pod watch failing",
+        )
+        kube.store.delete(pods, NS, "vllm-llama-70b-0", {}, dry=False)
+        kube.store.compact()
+        kube.faults.clear()
+        await wait_until(
+            lambda: len([r for r in kube.sent("GET", "/pods") if not r.query.get("watch")]) == 2,
+            what="relisted",
+        )
+        assert time.monotonic() - started < BUDGET_S, "the budget lapsed before the test did"
+        await asyncio.sleep(BUDGET_S + 1.5 - (time.monotonic() - started))  # past the budget
+        assert service.outbox.rows() == []
+        timeline = tracker.get(uid)
+        assert timeline is not None and timeline.state() == "deleted"
+    assert argo.workflows == {}
+    assert slack.posted() == []
