@@ -53,6 +53,9 @@ NDJSON = "application/x-ndjson"
 
 
 class Intake(Protocol):
+    """Where accepted inputs go. `take` returns once they are stored (None) or says why they
+    are not (a 503 the sender retries); it may refuse a body with InputError (a 400)."""
+
     async def take(self, inputs: list[Input], kind: str, body: bytes) -> str | None: ...
     def healthy(self) -> tuple[bool, str]: ...
     def ready(self) -> tuple[bool, str]: ...
@@ -178,9 +181,9 @@ def make_app(
             return _closing(request, _refused(f"body unreadable: {exc}", None))
         try:
             inputs, kind, stored = _decode_body(request.headers, body)
-        except InputError as exc:
+            unavailable = await intake.take(inputs, kind, stored)
+        except InputError as exc:  # the body, or the intake's own reading of it (Kafka's cut)
             return _refused(str(exc), len(body))
-        unavailable = await intake.take(inputs, kind, stored)
         if unavailable is not None:
             return _unavailable(unavailable)
         said.clear()

@@ -3,29 +3,26 @@
 `Publisher` cuts each body by pod key (`streams.keys.split`) and sends every record
 with acks=all on an idempotent producer; the HTTP answer waits for all of them, so
 a 202 means the broker has the input and a 5xx means the sender must retry (a
-retried body is harmless: the core's decisions are idempotent by incident).
+retried body is harmless: the core's decisions are idempotent by incident). The HTTP
+edge is serve's own (`KafkaIntake` behind `sources.http.make_app`): the same auth, the
+same 400s for bad input, the same probes and metrics.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 
-import orjson
 from aiohttp import web
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
-from cloudevents.v1.exceptions import GenericException
-from cloudevents.v1.http import from_http
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter
 
-from remediator.inputs.records import InputError
-from remediator.sources.http import MAX_BODY, TokenSource, _authorized, _error
+from remediator.inputs.records import Input
+from remediator.sources.http import TokenSource, make_app
+from remediator.sources.metrics import SourceMetrics
 from remediator.streams.config import StreamsConfig
 from remediator.streams.core import tick_record
 from remediator.streams.keys import BROADCAST, split
-
-log = logging.getLogger("remediator.ingest")
 
 
 class Publisher:
@@ -82,47 +79,30 @@ class Publisher:
         return future
 
 
-def _body_of(headers: dict[str, str], body: bytes) -> bytes:
-    """A binary-mode CloudEvent becomes the structured document the workers decode."""
-    if any(k.lower().startswith("ce-") for k in headers):
+class KafkaIntake:
+    """serve's HTTP edge (`sources.http.make_app`: auth, decoding, 400/503, probes, metrics)
+    with the broker as its store: `take` returns once every record is acked."""
+
+    def __init__(self, publisher: Publisher) -> None:
+        self.publisher = publisher
+
+    async def take(self, inputs: list[Input], kind: str, body: bytes) -> str | None:
         try:
-            event = from_http(dict(headers), body)
-        except GenericException as exc:
-            raise InputError(f"binary-mode CloudEvent: {exc}") from None
-        return orjson.dumps({**event.get_attributes(), "data": event.data})
-    return body
+            await self.publisher.publish(body)
+        except KafkaError as exc:
+            return f"broker did not acknowledge: {exc!r}; retry"
+        return None
+
+    def healthy(self) -> tuple[bool, str]:
+        return True, "ok"
+
+    def ready(self) -> tuple[bool, str]:
+        if self.publisher.started:
+            return True, "producer started"
+        return False, "producer not started"
 
 
 def make_ingest_app(
     publisher: Publisher, registry: CollectorRegistry, token: TokenSource
 ) -> web.Application:
-    async def events(request: web.Request) -> web.Response:
-        if not _authorized(request, token):
-            return _error(401, "missing or wrong bearer token", hint="Authorization: Bearer ...")
-        try:
-            n = await publisher.publish(_body_of(dict(request.headers), await request.read()))
-        except InputError as exc:
-            return _error(400, str(exc), accepted=0)
-        except KafkaError as exc:
-            log.error("broker did not ack", extra={"error": repr(exc)})
-            return _error(503, f"broker did not acknowledge: {exc!r}; retry", accepted=0)
-        return web.json_response({"accepted": n}, status=202)
-
-    async def healthz(request: web.Request) -> web.Response:
-        return web.json_response({"ok": True})
-
-    async def readyz(request: web.Request) -> web.Response:
-        ok = publisher.started
-        return web.json_response({"ready": ok}, status=200 if ok else 503)
-
-    async def metrics(request: web.Request) -> web.Response:
-        resp = web.Response(body=generate_latest(registry))
-        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
-        return resp
-
-    app = web.Application(client_max_size=MAX_BODY)
-    app.router.add_post("/events", events)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics)
-    return app
+    return make_app(KafkaIntake(publisher), registry, token, SourceMetrics.on(registry))
