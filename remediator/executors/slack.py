@@ -3,10 +3,19 @@
 One message per incident when it acts (or only notifies), then replies in that
 message's thread as the workflow ends, so a channel shows one line per incident; dry-run
 "would have" notes and "could not act" notes go to the channel. The wording of every
-message lives here. Uses slack_sdk's AsyncWebClient; every post goes through `_send`,
+message lives here. Uses slack_sdk's AsyncWebClient; every call goes through `_call`,
 which waits out a 429's Retry-After (capped and bounded). `carry(Tell)` answers Posted,
 Unavailable (connection, timeout, 5xx, still rate limited) or Refused (anything else);
 `acted`/`ended` raise SlackError instead.
+
+Every message carries metadata naming its incident, action and kind of note. A Tell
+with `unsure_since` (a post begun then whose answer was never stored) first looks for
+that message in the channel (conversations.history, or conversations.replies in its
+thread; scopes channels:history / groups:history, and a channel id) and answers its
+ts without posting. chat.postMessage has no idempotency key, so this look is the only
+way to know. When the look itself is refused (a missing scope, a channel given by
+name), the message is posted again, marked as possibly repeated: a duplicate is
+noise, a lost "acted" or end reply leaves on-call blind.
 """
 
 from __future__ import annotations
@@ -44,6 +53,10 @@ from remediator.logfields import get_logger
 log = get_logger(__name__)
 
 _THREADS_KEPT = 10_000
+EVENT_TYPE = "remediator_note"  # the metadata event type of every message posted
+_LOOK_BACK_S = 300.0  # our clock and Slack's agree to well within this
+_PAGES = 5  # pages of 200 messages looked through for an interrupted post
+_REPEAT = "Re-sent after an interrupted post: it may repeat an earlier message."
 _END_ICON = {"Succeeded": ":white_check_mark:", "Failed": ":x:", "Error": ":warning:"}
 
 
@@ -137,6 +150,14 @@ def note_blocks(headline: str, d: Decision, detail: str) -> list[dict[str, Any]]
     ]
 
 
+def metadata(note: Note) -> dict[str, Any]:
+    """What finds a message again: which incident, which action, which kind of note."""
+    d = note.decision
+    kind = type(note).__name__.lower()  # acted, finished, wouldhave, couldnot
+    payload = {"incident": d.incident, "action": d.action, "note": kind}
+    return {"event_type": EVENT_TYPE, "event_payload": payload}
+
+
 def message(note: Note) -> tuple[str, list[dict[str, Any]]]:
     """The text and blocks of each kind of note."""
     d = note.decision
@@ -161,10 +182,14 @@ class SlackNotifier:
         self._config = config
         self._sleep = sleep  # the runtime's clock, so a 429 waits on it
         token = read_token(config.token_env, config.token_file_env, config.token_file)
+        # No retry handlers: slack_sdk's default one posts again after a dropped connection,
+        # a duplicate whenever Slack had taken the message. Retries are ours (`_call`: 429;
+        # the worker: the rest, after looking for the message).
         self._client = AsyncWebClient(
-            token=token, base_url=config.base_url, timeout=config.timeout_s
+            token=token, base_url=config.base_url, timeout=config.timeout_s, retry_handlers=[]
         )
         self._threads: OrderedDict[str, str] = OrderedDict()
+        self._channel_id: str | None = None  # as Slack answered a post: history needs an id
 
     def thread_of(self, incident: str) -> str | None:
         return self._threads.get(incident)
@@ -172,10 +197,74 @@ class SlackNotifier:
     async def carry(self, command: Command) -> Outcome:
         if not isinstance(command, Tell):
             return Refused(f"Slack carries Tell, not {type(command).__name__}")
+        note, thread = command.note, command.thread
         try:
-            return Posted(await self.tell(command.note, command.thread))
+            repeat = False
+            if command.unsure_since is not None:
+                found, repeat = await self._look(note, thread, command.unsure_since)
+                if found is not None:
+                    return Posted(found)
+            return Posted(await self.tell(note, thread, repeat=repeat))
         except SlackError as exc:
             return Unavailable(str(exc)) if exc.retry else Refused(str(exc))
+
+    async def _look(self, note: Note, thread: str | None, since: float) -> tuple[str | None, bool]:
+        """(the ts of this note posted since `since`, or None; whether a new post may
+        repeat one that could not be looked for)."""
+        incident = note.decision.incident
+        try:
+            found = await self.find(note, thread, since)
+        except SlackError as exc:
+            if exc.retry:
+                raise
+            log.warning(
+                "could not look for an interrupted slack post: posting again, it may repeat",
+                extra={"incident": incident, "error": str(exc)},
+            )
+            return None, True
+        if found is not None:
+            log.info(
+                "slack message of an interrupted post found: not posted again",
+                extra={"incident": incident, "slack_ts": found},
+            )
+            if isinstance(note, Acted) and thread is None:
+                self._remember(incident, found)
+        return found, False
+
+    async def find(self, note: Note, thread: str | None, since: float) -> str | None:
+        """The ts of this note (by its metadata) posted at or after `since`, or None."""
+        want = metadata(note)["event_payload"]
+        incident = note.decision.incident
+        threaded = isinstance(note, Acted | Finished)
+        if threaded and thread is None:
+            thread = self._threads.get(incident)
+        args: dict[str, Any] = {
+            "channel": self._channel_id or self._config.channel,
+            "oldest": f"{since - _LOOK_BACK_S:.6f}",
+            "include_all_metadata": True,
+            "limit": 200,
+        }
+        for _ in range(_PAGES):
+            if threaded and thread is not None:
+                page = await self._call(
+                    "conversations.replies",
+                    lambda: self._client.conversations_replies(ts=thread, **args),
+                    incident,
+                )
+            else:
+                page = await self._call(
+                    "conversations.history",
+                    lambda: self._client.conversations_history(**args),
+                    incident,
+                )
+            for msg in page.get("messages") or []:
+                meta = msg.get("metadata") or {}
+                if meta.get("event_type") == EVENT_TYPE and meta.get("event_payload") == want:
+                    return str(msg["ts"])
+            args["cursor"] = (page.get("response_metadata") or {}).get("next_cursor")
+            if not args["cursor"]:
+                return None
+        return None
 
     async def acted(self, decision: Decision, submitted: Submitted | None = None) -> str:
         """Post (or, for a repeat of the incident, reply) about an action taken."""
@@ -186,7 +275,7 @@ class SlackNotifier:
         d = decision or Decision("notify", "", ended.name, "", incident, 0.0)
         return await self.tell(Finished(d, ended))
 
-    async def tell(self, note: Note, thread: str | None = None) -> str:
+    async def tell(self, note: Note, thread: str | None = None, repeat: bool = False) -> str:
         """Post a note. Acts and ends go in the incident's thread (the one given, else the
         one this process posted); an end other than Succeeded is also broadcast to the
         channel, since someone has to look. Dry-run and could-not notes stand alone."""
@@ -195,30 +284,43 @@ class SlackNotifier:
         if threaded and thread is None:
             thread = self._threads.get(incident)
         text, blocks = message(note)
-        kwargs: dict[str, Any] = {"channel": self._config.channel, "text": text, "blocks": blocks}
+        if repeat:
+            blocks = [
+                *blocks,
+                {"type": "context", "elements": [{"type": "mrkdwn", "text": _REPEAT}]},
+            ]
+        kwargs: dict[str, Any] = {
+            "channel": self._config.channel,
+            "text": text,
+            "blocks": blocks,
+            "metadata": metadata(note),
+        }
         if threaded and thread is not None:
             broadcast = isinstance(note, Finished) and note.ended.phase != "Succeeded"
             kwargs.update(thread_ts=thread, reply_broadcast=broadcast)
-        response = await self._send(kwargs, incident)
+        response = await self._call(
+            "chat.postMessage", lambda: self._client.chat_postMessage(**kwargs), incident
+        )
         ts = str(response["ts"])
+        self._channel_id = str(response.get("channel") or "") or self._channel_id
         if threaded and thread is None:
             self._remember(incident, ts)
         # `slack_ts`, not `ts`: the log line's own timestamp is `ts`.
         log.info("slack message posted", extra={"incident": incident, "slack_ts": ts})
         return ts
 
-    async def _send(self, kwargs: dict[str, Any], incident: str) -> Any:
-        """The one place a post can fail: every failure class becomes a SlackError."""
+    async def _call(self, method: str, call: Callable[[], Awaitable[Any]], incident: str) -> Any:
+        """The one place a Slack call can fail: every failure class becomes a SlackError."""
         for attempt in range(self._config.rate_limit_retries + 1):
             try:
-                return await self._client.chat_postMessage(**kwargs)
+                return await call()
             except SlackApiError as err:
                 status = err.response.status_code
                 code = err.response.get("error", "unknown_error")
                 last = attempt == self._config.rate_limit_retries
                 if status != 429 or last:
                     retry = status == 429 or status >= 500
-                    why = f"Slack refused chat.postMessage: {code} ({status})"
+                    why = f"Slack refused {method}: {code} ({status})"
                     raise SlackError(why, retry=retry) from None
                 delay = self._retry_after(err.response.headers)
                 log.warning(

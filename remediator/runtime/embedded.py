@@ -49,6 +49,7 @@ class RuntimeSettings:
     stuck_after_s: float = 30.0  # /healthz fails when the timer has not ticked for this long
     fresh_for_s: float = 600.0  # a new leader executes pending rows younger than this
     forget_after_s: float = 600.0  # a deleted pod's timeline is kept this long, then pruned
+    outbox_retention_s: float = 7 * 86400.0  # closed outbox rows are deleted after this
 
 
 class Runtime:
@@ -84,7 +85,12 @@ class Runtime:
             self.clock,
             metrics,
             leader.identity,
-            WorkerSettings(poll_s=s.workflow_poll_s, fresh_for_s=s.fresh_for_s),
+            WorkerSettings(
+                poll_s=s.workflow_poll_s,
+                fresh_for_s=s.fresh_for_s,
+                retention_s=s.outbox_retention_s,
+            ),
+            is_leader=leader.is_leader,
         )
         self.driver = Driver(
             session,

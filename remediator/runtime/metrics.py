@@ -20,6 +20,7 @@ class RuntimeMetrics:
     leader: Gauge
     kill_switch: Gauge
     queue_depth: Gauge
+    outbox_pruned: Counter
 
     @classmethod
     def on(cls, registry: CollectorRegistry) -> RuntimeMetrics:
@@ -59,11 +60,18 @@ class RuntimeMetrics:
                 "Inputs decoded and waiting for the core.",
                 registry=registry,
             ),
+            outbox_pruned=Counter(
+                "remediator_outbox_pruned_total",
+                "Closed outbox rows (ended, expired, failed and told) deleted after the "
+                "retention period.",
+                registry=registry,
+            ),
         )
 
 
 class OutboxCollector(Collector):
-    """Outbox rows by state, read at scrape time (one small indexed query)."""
+    """Outbox rows by state, read at scrape time from the counts the outbox's triggers
+    keep (five rows, whatever the table holds)."""
 
     def __init__(self, outbox: Outbox) -> None:
         self._outbox = outbox
