@@ -210,6 +210,24 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     help="Seconds between Lease attempts.  [env REMEDIATOR_RETRY_PERIOD]",
 )
 @click.option(
+    "--idle-timeout",
+    envvar="REMEDIATOR_IDLE_TIMEOUT",
+    type=click.FloatRange(min=0, min_open=True),
+    default=75.0,
+    show_default=True,
+    help="Seconds an HTTP connection may go without a complete request before it is "
+    "closed.  [env REMEDIATOR_IDLE_TIMEOUT]",
+)
+@click.option(
+    "--outbox-retention",
+    envvar="REMEDIATOR_OUTBOX_RETENTION",
+    type=click.FloatRange(min=0, min_open=True),
+    default=7.0,
+    show_default=True,
+    help="Days a closed outbox row (ended, expired, failed and told) is kept before it is "
+    "deleted.  [env REMEDIATOR_OUTBOX_RETENTION]",
+)
+@click.option(
     "--log-level",
     envvar="REMEDIATOR_LOG_LEVEL",
     default="INFO",
@@ -239,6 +257,8 @@ def serve(
     lease_duration: float,
     renew_deadline: float,
     retry_period: float,
+    idle_timeout: float,
+    outbox_retention: float,
     log_level: str,
 ) -> None:
     """Run remediator as a service: watch inference pods, take webhooks, track every
@@ -276,8 +296,11 @@ def serve(
         slack_channel=slack_channel,
         slack_api_url=slack_api_url,
         dry_run=dry_run,
-        runtime=RuntimeSettings(kill_switch_file=kill_switch_file),
+        runtime=RuntimeSettings(
+            kill_switch_file=kill_switch_file, outbox_retention_s=outbox_retention * 86400
+        ),
         lease=lease,
+        http_idle_timeout_s=idle_timeout,
     )
     try:
         asyncio.run(_main(cfg))
