@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
@@ -81,8 +82,30 @@ class SlackConfig:
 
 
 def _esc(text: str) -> str:
-    """Slack mrkdwn control characters; user-derived text must not become markup."""
+    """Slack's "Escaping text": & < > as entities, so no text from outside (pod names,
+    reasons, GPU verdicts, workflow messages) becomes a mention (`<!channel>`, `<@U…>`) or
+    a link. Every mrkdwn text and the fallback text go through here or `_link`."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _link(url: str, label: str) -> str:
+    """`<url|label>`, the one control sequence we write: the URL percent-encoded where it
+    could end the link (`<`, `>`, `|`, spaces), its & as an entity; the label escaped."""
+    if not url:
+        return _esc(label)
+    safe_url = quote(url, safe=":/?#[]@!$&'()*+,;=%~").replace("&", "&amp;")
+    return f"<{safe_url}|{_esc(label)}>"
+
+
+def _clip(text: str, limit: int) -> str:
+    """At most `limit` characters, never ending in half an entity (`&am`)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    amp = cut.rfind("&", max(0, len(cut) - 5))
+    if amp != -1 and ";" not in cut[amp:]:
+        cut = cut[:amp]
+    return cut + "…"
 
 
 def _duration(seconds: float | None) -> str:
@@ -98,7 +121,7 @@ def act_blocks(d: Decision, submitted: Submitted | None) -> list[dict[str, Any]]
     if submitted is None:
         workflow = "none (notify only)"
     else:
-        workflow = f"<{submitted.url}|{_esc(submitted.name)}>"
+        workflow = _link(submitted.url, submitted.name)
         if not submitted.created:
             workflow += " (already submitted)"
     at = datetime.fromtimestamp(d.at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -116,7 +139,10 @@ def act_blocks(d: Decision, submitted: Submitted | None) -> list[dict[str, Any]]
                 {"type": "mrkdwn", "text": f"*Workflow*\n{workflow}"},
             ],
         },
-        {"type": "section", "text": {"type": "mrkdwn", "text": f"*Why*\n{_esc(d.reason)}"[:3000]}},
+        {
+            "type": "section",
+            "text": {"type": "mrkdwn", "text": _clip(f"*Why*\n{_esc(d.reason)}", 3000)},
+        },
         {"type": "context", "elements": [{"type": "mrkdwn", "text": f"remediator · decided {at}"}]},
     ]
 
@@ -124,12 +150,11 @@ def act_blocks(d: Decision, submitted: Submitted | None) -> list[dict[str, Any]]
 def end_blocks(ended: Ended) -> list[dict[str, Any]]:
     """The thread reply: how the workflow ended and how long it took."""
     icon = _END_ICON.get(ended.phase, ":grey_question:")
-    line = (
-        f"{icon} Workflow `{_esc(ended.name)}` *{ended.phase}* in {_duration(ended.duration_s())}"
-    )
+    took = _duration(ended.duration_s())
+    line = _clip(f"{icon} Workflow `{_esc(ended.name)}` *{_esc(ended.phase)}* in {took}", 3000)
     blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": line}}]
     if ended.message:
-        text = f"> {_esc(ended.message)}"[:3000]
+        text = _clip(f"> {_esc(ended.message)}", 3000)
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text}})
     return blocks
 
@@ -145,8 +170,11 @@ def note_blocks(headline: str, d: Decision, detail: str) -> list[dict[str, Any]]
                 {"type": "mrkdwn", "text": f"*Incident*\n`{_esc(d.incident)}`"},
             ],
         },
-        {"type": "section", "text": {"type": "mrkdwn", "text": f"*Why*\n{_esc(d.reason)}"[:3000]}},
-        {"type": "context", "elements": [{"type": "mrkdwn", "text": _esc(detail)[:3000]}]},
+        {
+            "type": "section",
+            "text": {"type": "mrkdwn", "text": _clip(f"*Why*\n{_esc(d.reason)}", 3000)},
+        },
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": _clip(_esc(detail), 3000)}]},
     ]
 
 
@@ -159,18 +187,22 @@ def metadata(note: Note) -> dict[str, Any]:
 
 
 def message(note: Note) -> tuple[str, list[dict[str, Any]]]:
-    """The text and blocks of each kind of note."""
+    """The fallback text (mrkdwn too: the notification shows it, so it is escaped) and
+    the blocks of each kind of note. Headers are plain_text: never parsed, never escaped."""
     d = note.decision
     if isinstance(note, Acted):
-        return f"{d.action} {d.where}: {d.reason}", act_blocks(d, note.submitted)
-    if isinstance(note, Finished):
+        text, blocks = f"{d.action} {d.where}: {d.reason}", act_blocks(d, note.submitted)
+    elif isinstance(note, Finished):
         e = note.ended
-        return f"workflow {e.name} {e.phase} in {_duration(e.duration_s())}", end_blocks(e)
-    if isinstance(note, WouldHave):
-        headline = f"Dry run, would have: {d.action} {d.where}"
-        return headline, note_blocks(headline, d, f"not done: {note.reason}")
-    headline = f"Could not act: {d.action} {d.where}"
-    return headline, note_blocks(headline, d, note.error)
+        text = f"workflow {e.name} {e.phase} in {_duration(e.duration_s())}"
+        blocks = end_blocks(e)
+    elif isinstance(note, WouldHave):
+        text = f"Dry run, would have: {d.action} {d.where}"
+        blocks = note_blocks(text, d, f"not done: {note.reason}")
+    else:
+        text = f"Could not act: {d.action} {d.where}"
+        blocks = note_blocks(text, d, note.error)
+    return _clip(_esc(text), 3000), blocks
 
 
 class SlackNotifier:
