@@ -178,7 +178,9 @@ class OutboxWorker:
         if not self.leading:
             return
         if row.state == "failed":  # failed, its "could not act" not yet told
-            await self._post(row, "end", CouldNot(row.decision, row.error or "failed"))
+            told = await self._post(row, "end", CouldNot(row.decision, row.error or "failed"))
+            if told is None:  # Slack is no longer configured: nothing to wait for
+                await self._mark(row, None, end_at=None)
         elif not action(row.decision.action).acts:
             out = await self._post(row, "act", Acted(self._for_people(row)))
             if isinstance(out, Unavailable):  # told later, not lost
