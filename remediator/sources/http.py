@@ -253,8 +253,9 @@ async def serve_app(
     registry: CollectorRegistry | None = None,
 ) -> tuple[web.AppRunner, int]:
     """Start the app; returns the runner (to clean up) and the bound port (for port 0).
-    aiohttp's keep-alive timer runs from the connection's start, so it closes a connection
-    that never sends a request as well as one idle after its last."""
+    aiohttp's keep-alive timer runs from the connection's start (since aio-libs/aiohttp
+    #13681; hence aiohttp>=3.14.5), so it closes a connection that never sends a request
+    as well as one idle after its last."""
     server_log = _ServerLog(logging.getLogger("aiohttp.server"), {})
     runner = web.AppRunner(
         app,
