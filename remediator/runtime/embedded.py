@@ -13,8 +13,8 @@ Every replica writes every decision let through to its own outbox (state is per
 replica); only the leader executes rows. A replica that becomes leader executes its
 pending rows written within `fresh_for_s` and marks older ones `expired`. Rows it
 inherited this way say so in Slack ("taken over from <old holder>"): the old leader
-may already have acted, which Argo answers with 409 (done), but a notify-only row
-leaves no trace in Argo to check, so it is posted again rather than maybe lost.
+may already have acted, which Argo answers with 409 (done); its Slack messages are
+looked for in the channel before they are posted (`runtime/worker.py`).
 """
 
 from __future__ import annotations

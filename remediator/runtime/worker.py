@@ -16,8 +16,9 @@ before the post, and a ts column, written after (`_post`). A ts stored: never po
 again. An intent without a ts: the post may have gone through (killed mid-post, or
 the answer lost), and Slack's chat.postMessage has no idempotency key, so the
 notifier is asked to look in the channel for it (`Tell.unsure_since`) before posting
-again. Only the leader posts: `is_leader` is asked before every post, since a Lease
-can lapse between two passes.
+again. A row inherited from another leader (each replica has its own outbox) is looked
+for the same way: the old leader may have posted it. Only the leader posts: `is_leader`
+is asked before every post, since a Lease can lapse between two passes.
 """
 
 from __future__ import annotations
@@ -300,9 +301,13 @@ class OutboxWorker:
             return None
         if not self._may_post():
             return Unavailable("not the leader")
-        since: float | None = None if begun else getattr(row, at_column)
-        if since is None and not begun:
-            await self._mark(row, None, **{at_column: self.clock.now()})
+        since: float | None = None
+        if not begun:
+            since = getattr(row, at_column)
+            if since is None:
+                await self._mark(row, None, **{at_column: self.clock.now()})
+                # The leader before us may have posted it from its own outbox: look first.
+                since = row.created_at if self._taken_over(row) else None
         out = await self._told(note, thread, unsure_since=since)
         if isinstance(out, Posted):
             await self._mark(row, None, **{ts_column: out.ts})
@@ -338,11 +343,18 @@ class OutboxWorker:
     async def _mark(self, row: Row, state: State | None, **fields: str | float | None) -> None:
         await asyncio.to_thread(self.outbox.mark, row.id, state, **fields)
 
-    def _for_people(self, row: Row) -> Decision:
-        """A row written before this replica took the lead over from another says so."""
+    def _taken_over(self, row: Row) -> str | None:
+        """The replica this one took the lead over from, for a row written before then."""
         if self._gained is None:
-            return row.decision
+            return None
         since, previous = self._gained
         if previous is None or previous == self.identity or row.created_at >= since:
+            return None
+        return previous
+
+    def _for_people(self, row: Row) -> Decision:
+        """A row written before this replica took the lead over from another says so."""
+        previous = self._taken_over(row)
+        if previous is None:
             return row.decision
         return replace(row.decision, reason=f"{row.decision.reason} (taken over from {previous})")

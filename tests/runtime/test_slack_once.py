@@ -53,6 +53,7 @@ class Replica:
         self.outbox = Outbox(tmp_path / "state.db", clock.now)
         self.session = Session(load_policy(POLICY))
         self.metrics = RuntimeMetrics.on(CollectorRegistry())
+        tmp_path.mkdir(parents=True, exist_ok=True)
         token = tmp_path / "slack-token"
         token.write_text(TOKEN)
         config = SlackConfig(
@@ -218,3 +219,27 @@ async def test_a_could_not_left_untold_by_a_crash_is_told_after_the_restart(
     (row,) = second.outbox.rows()
     assert (row.state, row.end_ts) == ("failed", told.ts)
     assert second.argo.carried == []  # failed stays failed: only the telling is resumed
+
+
+async def test_a_new_leader_does_not_repeat_what_the_old_one_posted(
+    tmp_path: Path, slack: SlackStandin
+) -> None:
+    """Two replicas, two outboxes, one Slack channel: the act message the old leader posted
+    is found by the new one, which replies in its thread instead of posting it again."""
+    clock = VirtualClock(T0)
+    old = Replica(tmp_path / "a", slack, Argo(running=0), clock)
+    new = Replica(tmp_path / "b", slack, Argo(running=0), clock)
+    new.worker.lead(False, None)
+    for replica in (old, new):
+        replica.feed(pod("vllm-0", started=T0))
+    for replica in (old, new):
+        await replica.at(61)  # the leader submits and posts; the standby writes its row
+    await old.crash()
+    await new.at(65)  # the Lease expires a few seconds later
+    new.worker.lead(True, "replica-a")
+    await new.at(70)  # submitted again (Argo: 409, done), its act message found
+    await new.at(71)  # ended: the reply goes into the old leader's thread
+    (act,) = acts(slack)
+    assert len(replies(slack, act)) == 1
+    (row,) = new.outbox.rows()
+    assert (row.state, row.slack_ts) == ("ended", act)
