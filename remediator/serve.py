@@ -220,6 +220,24 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     "are forgotten first (remediator_unwatched_pods_dropped_total).  "
     "[env REMEDIATOR_MAX_WEBHOOK_PODS]",
 )
+@click.option(
+    "--idle-timeout",
+    envvar="REMEDIATOR_IDLE_TIMEOUT",
+    type=click.FloatRange(min=0, min_open=True),
+    default=75.0,
+    show_default=True,
+    help="Seconds an HTTP connection may go without a complete request before it is "
+    "closed.  [env REMEDIATOR_IDLE_TIMEOUT]",
+)
+@click.option(
+    "--outbox-retention",
+    envvar="REMEDIATOR_OUTBOX_RETENTION",
+    type=click.FloatRange(min=0, min_open=True),
+    default=7.0,
+    show_default=True,
+    help="Days a closed outbox row (ended, expired, failed and told) is kept before it is "
+    "deleted.  [env REMEDIATOR_OUTBOX_RETENTION]",
+)
 @log_level_option
 def serve(
     policy: str | None,
@@ -244,6 +262,8 @@ def serve(
     renew_deadline: float,
     retry_period: float,
     max_webhook_pods: int,
+    idle_timeout: float,
+    outbox_retention: float,
     log_level: str,
 ) -> None:
     """Run remediator as a service: watch inference pods, take webhooks, track every
@@ -281,9 +301,12 @@ def serve(
         slack_channel=slack_channel,
         slack_api_url=slack_api_url,
         dry_run=dry_run,
-        runtime=RuntimeSettings(kill_switch_file=kill_switch_file),
+        runtime=RuntimeSettings(
+            kill_switch_file=kill_switch_file, outbox_retention_s=outbox_retention * 86400
+        ),
         lease=lease,
         max_webhook_pods=max_webhook_pods,
+        http_idle_timeout_s=idle_timeout,
     )
     try:
         asyncio.run(_main(cfg))

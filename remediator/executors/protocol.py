@@ -67,10 +67,13 @@ Note = Acted | Finished | WouldHave | CouldNot
 
 @dataclass(frozen=True, slots=True)
 class Tell:
-    """Tell people. `thread` is the message to reply under (the act message), if any."""
+    """Tell people. `thread` is the message to reply under (the act message), if any.
+    `unsure_since`: a post of this note was begun then (wall time) and its answer never
+    stored (a crash, a lost answer): look for it before posting it again."""
 
     note: Note
     thread: str | None = None
+    unsure_since: float | None = None
 
 
 Command = Submit | Poll | Tell

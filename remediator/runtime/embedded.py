@@ -22,8 +22,8 @@ Every replica writes every decision let through to its own outbox (state is per
 replica); only the leader executes rows. A replica that becomes leader executes its
 pending rows written within `fresh_for_s` and marks older ones `expired`. Rows it
 inherited this way say so in Slack ("taken over from <old holder>"): the old leader
-may already have acted, which Argo answers with 409 (done), but a notify-only row
-leaves no trace in Argo to check, so it is posted again rather than maybe lost.
+may already have acted, which Argo answers with 409 (done); its Slack messages are
+looked for in the channel before they are posted (`runtime/worker.py`).
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ class RuntimeSettings:
     restart_after_s: float = 1.0  # first pause before a failed task is restarted; doubles
     max_restarts: int = 5  # failures within restart_window_s that stop the process
     restart_window_s: float = 300.0
+    outbox_retention_s: float = 7 * 86400.0  # closed outbox rows are deleted after this
 
 
 class Runtime:
@@ -111,7 +112,12 @@ class Runtime:
             self.clock,
             metrics,
             leader.identity,
-            WorkerSettings(poll_s=s.workflow_poll_s, fresh_for_s=s.fresh_for_s),
+            WorkerSettings(
+                poll_s=s.workflow_poll_s,
+                fresh_for_s=s.fresh_for_s,
+                retention_s=s.outbox_retention_s,
+            ),
+            is_leader=leader.is_leader,
         )
         self.driver = Driver(
             session,

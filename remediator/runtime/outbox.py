@@ -12,7 +12,18 @@ A crash at any point loses nothing and doubles nothing: a pending row is submitt
 again on start, and the workflow name is deterministic, so a submit that had in
 fact gone through comes back 409 AlreadyExists, which counts as done. `notify`
 decisions run no workflow and go from pending to ended once Slack was told.
-Calls are small single-row statements; the caller may run them in a thread.
+
+Each row tells people twice at most: its act message (`act_at`, then `slack_ts`) and
+its end message, the thread reply or "could not act" (`end_at`, then `end_ts`). The
+`*_at` column is the intent, written before the post; the ts after it. An intent
+without a ts is a post that may have gone through (a crash or a lost answer): the
+worker looks before posting again. A failed row whose end message is not yet told
+stays open until it is.
+
+Counts by state live in `outbox_counts`, kept by triggers in the same transaction as
+the rows, so `/metrics` reads five rows, never the table. Closed rows are pruned
+after a retention period (`prune`). Calls are small statements; the caller may run
+them in a thread.
 """
 
 from __future__ import annotations
@@ -47,14 +58,52 @@ CREATE TABLE IF NOT EXISTS outbox (
     attempts   INTEGER NOT NULL DEFAULT 0,
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
+    act_at     REAL,
+    end_at     REAL,
+    end_ts     TEXT,
     UNIQUE (incident, action)
 );
-CREATE INDEX IF NOT EXISTS outbox_open ON outbox (state) WHERE state IN ('pending', 'submitted');
 CREATE TABLE IF NOT EXISTS guard_state (
     id         INTEGER PRIMARY KEY CHECK (id = 1),
     state      TEXT NOT NULL,
     updated_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS outbox_counts (
+    state TEXT PRIMARY KEY,
+    n     INTEGER NOT NULL
+);
+"""
+
+# Columns added since the first release, for state files written before them.
+_ADDED = {"act_at": "REAL", "end_at": "REAL", "end_ts": "TEXT"}
+
+_FIELDS = {"workflow", "phase", "error", "attempts", "act_at", "slack_ts", "end_at", "end_ts"}
+
+# Open: to execute, to follow, or (failed) still to tell. One expression, used by the
+# partial index and the query alike, so SQLite reads the index, never the table.
+_OPEN = (
+    "(state IN ('pending', 'submitted')"
+    " OR (state = 'failed' AND end_at IS NOT NULL AND end_ts IS NULL))"
+)
+_CLOSED = f"(state IN ('ended', 'failed', 'expired') AND NOT {_OPEN})"
+
+_INDEXES_AND_TRIGGERS = f"""
+DROP INDEX IF EXISTS outbox_open;
+CREATE INDEX IF NOT EXISTS outbox_todo ON outbox (id) WHERE {_OPEN};
+CREATE INDEX IF NOT EXISTS outbox_closed ON outbox (updated_at) WHERE {_CLOSED};
+CREATE TRIGGER IF NOT EXISTS outbox_count_insert AFTER INSERT ON outbox BEGIN
+    INSERT INTO outbox_counts (state, n) VALUES (new.state, 1)
+        ON CONFLICT (state) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS outbox_count_update AFTER UPDATE OF state ON outbox
+WHEN old.state IS NOT new.state BEGIN
+    UPDATE outbox_counts SET n = n - 1 WHERE state = old.state;
+    INSERT INTO outbox_counts (state, n) VALUES (new.state, 1)
+        ON CONFLICT (state) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS outbox_count_delete AFTER DELETE ON outbox BEGIN
+    UPDATE outbox_counts SET n = n - 1 WHERE state = old.state;
+END;
 """
 
 
@@ -78,9 +127,12 @@ class Row:
     workflow: str | None
     phase: str | None
     error: str | None
-    slack_ts: str | None
+    slack_ts: str | None  # the act message, once posted
     attempts: int
     created_at: float  # wall time the decision was written
+    act_at: float | None = None  # when posting the act message was begun
+    end_at: float | None = None  # when posting the end message was begun
+    end_ts: str | None = None  # the end message, once posted
 
     @property
     def incident(self) -> str:
@@ -99,6 +151,31 @@ class Outbox:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")  # a decision written is a decision kept
         self._db.executescript(_SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Add the columns, indexes and triggers a state file from before them lacks, and
+        count its rows once (the triggers keep the counts from then on)."""
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(outbox)")}
+        counted = self._db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'outbox_count_insert'"
+        ).fetchone()
+        script = [
+            f"ALTER TABLE outbox ADD COLUMN {c} {t};" for c, t in _ADDED.items() if c not in have
+        ]
+        if not counted:
+            script.append(
+                "DELETE FROM outbox_counts; INSERT INTO outbox_counts (state, n)"
+                " SELECT state, COUNT(*) FROM outbox GROUP BY state;"
+            )
+        try:
+            self._db.executescript(
+                "BEGIN IMMEDIATE;" + "".join(script) + _INDEXES_AND_TRIGGERS + "COMMIT;"
+            )
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
 
     def close(self) -> None:
         with self._lock:
@@ -140,18 +217,18 @@ class Outbox:
             (guard.to_json(), now),
         )
 
-    def mark(self, row_id: int, state: State, **fields: str | int | None) -> None:
-        """Move a row on; `fields` among workflow, phase, error, slack_ts, attempts."""
-        allowed = {"workflow", "phase", "error", "slack_ts", "attempts"}
-        unknown = set(fields) - allowed
+    def mark(self, row_id: int, state: State | None, **fields: str | float | None) -> None:
+        """Move a row on; `fields` among workflow, phase, error, attempts and the message
+        columns (act_at, slack_ts, end_at, end_ts)."""
+        unknown = set(fields) - _FIELDS
         if unknown:
             raise ValueError(f"unknown outbox fields {sorted(unknown)}")
-        sets = ", ".join(f"{k} = ?" for k in fields)
-        sql = (
-            f"UPDATE outbox SET state = ?, updated_at = ?{', ' if sets else ''}{sets} WHERE id = ?"
-        )
+        if state is not None:  # None: the state stays as it is
+            fields = {"state": state, **fields}
+        sets = "".join(f", {k} = ?" for k in fields)
+        sql = f"UPDATE outbox SET updated_at = ?{sets} WHERE id = ?"
         with self._lock:
-            self._db.execute(sql, (state, self._now(), *fields.values(), row_id))
+            self._db.execute(sql, (self._now(), *fields.values(), row_id))
 
     def expire(self, written_before: float, why: str) -> list[Row]:
         """Pending rows written before `written_before` become `expired`: a decision that
@@ -177,8 +254,9 @@ class Outbox:
         return str(found[0]) if found else None
 
     def open_rows(self) -> list[Row]:
-        """Pending and submitted rows, oldest first: what a (new) leader has to finish."""
-        return self._rows("WHERE state IN ('pending', 'submitted') ORDER BY id")
+        """Pending and submitted rows, and failed ones not yet told, oldest first: what a
+        (new) leader has to finish."""
+        return self._rows(f"WHERE {_OPEN} ORDER BY id")
 
     def rows(self) -> list[Row]:
         return self._rows("ORDER BY id")
@@ -188,18 +266,36 @@ class Outbox:
         return found[0] if found else None
 
     def counts(self) -> dict[str, int]:
+        """Rows by state, as the triggers keep them: a read of five rows, never a scan."""
         with self._lock:
-            found = self._db.execute("SELECT state, COUNT(*) FROM outbox GROUP BY state")
+            found = self._db.execute("SELECT state, n FROM outbox_counts WHERE n > 0")
             return {str(state): int(n) for state, n in found.fetchall()}
+
+    def prune(self, closed_before: float, batch: int = 1000) -> int:
+        """Delete closed rows (ended, expired, failed and told) last moved before
+        `closed_before`, `batch` rows per transaction so writers never wait long. Returns
+        how many went. A pruned (incident, action) could be recorded again: retention
+        must be longer than any incident lasts (days, against minutes)."""
+        deleted = 0
+        while True:
+            with self._lock:
+                cur = self._db.execute(
+                    "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox"
+                    f" WHERE {_CLOSED} AND updated_at < ? LIMIT ?)",
+                    (closed_before, batch),
+                )
+            deleted += max(cur.rowcount, 0)
+            if cur.rowcount < batch:
+                return deleted
 
     def _rows(self, where: str, args: tuple[Any, ...] = ()) -> list[Row]:
         sql = (
-            "SELECT id, decision, state, workflow, phase, error, slack_ts, attempts, created_at"
-            " FROM outbox " + where
+            "SELECT id, decision, state, workflow, phase, error, slack_ts, attempts, created_at,"
+            " act_at, end_at, end_ts FROM outbox " + where
         )
         with self._lock:
             found = self._db.execute(sql, args).fetchall()
         return [
-            Row(rid, decision_from_json(doc), state, wf, phase, err, ts, attempts, at)
-            for rid, doc, state, wf, phase, err, ts, attempts, at in found
+            Row(rid, decision_from_json(doc), state, wf, phase, err, ts, n, at, act, end, end_ts)
+            for rid, doc, state, wf, phase, err, ts, n, at, act, end, end_ts in found
         ]

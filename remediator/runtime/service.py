@@ -34,7 +34,7 @@ from remediator.runtime.outbox import Outbox
 from remediator.session import Session
 from remediator.sources.engine_logs import EngineLogFollower, LogMetrics
 from remediator.sources.first_token import FirstTokenProber, ProbeMetrics
-from remediator.sources.http import Listen, make_app, serve_app
+from remediator.sources.http import IDLE_TIMEOUT_S, Listen, make_app, serve_app
 from remediator.sources.kube_client import api_client
 from remediator.sources.kube_watch import KubeWatch, WatchSettings, targets
 from remediator.sources.metrics import SourceMetrics
@@ -72,6 +72,7 @@ class ServiceConfig:
     lease: LeaseSettings | None = None  # None: no election, this replica always acts
     watch_settings: WatchSettings = WatchSettings()
     max_webhook_pods: int = DEFAULT_MAX_UNWATCHED  # pods known from webhooks alone
+    http_idle_timeout_s: float = IDLE_TIMEOUT_S  # a connection with no request is closed
 
 
 def load_policy(cfg: ServiceConfig) -> PolicyFile:
@@ -195,7 +196,8 @@ class Service:
             self.source_metrics,
             timelines=self._timelines,
         )
-        self._runner, self.port = await serve_app(app, Listen.parse(self.cfg.listen))
+        listen, idle = Listen.parse(self.cfg.listen), self.cfg.http_idle_timeout_s
+        self._runner, self.port = await serve_app(app, listen, idle, self.registry)
         self._run_task = asyncio.create_task(self.runtime.run(), name="runtime")
         await asyncio.sleep(0)  # let the runtime bind the loop before watches deliver
         if self.cfg.watch and self.cfg.namespaces:

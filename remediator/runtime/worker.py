@@ -7,14 +7,26 @@
 
 It knows an action only through the action table (does it act on the cluster, or is
 it a note?) and executors only through `carry(command) -> outcome`; every failure of
-every executor is handled here, in `_carry` and `_tell`. Each row moves in its own
+every executor is handled here, in `_carry` and `_told`. Each row moves in its own
 task, so a slow call holds up only its row. Time is the injected clock's.
+
+Slack, at most once per message and never lost: a row's act message and its end
+message (the thread reply, or "could not act") each have an intent column, written
+before the post, and a ts column, written after (`_post`). A ts stored: never posted
+again. An intent without a ts: the post may have gone through (killed mid-post, or
+the answer lost), and Slack's chat.postMessage has no idempotency key, so the
+notifier is asked to look in the channel for it (`Tell.unsure_since`) before posting
+again. A row inherited from another leader (each replica has its own outbox) is looked
+for the same way: the old leader may have posted it. Only the leader posts: `is_leader`
+is asked before every post, since a Lease can lapse between two passes.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from remediator.contract.actions import action
 from remediator.contract.decision import Decision
@@ -39,9 +51,15 @@ from remediator.executors.protocol import (
 from remediator.logfields import get_logger
 from remediator.runtime.clock import Clock
 from remediator.runtime.metrics import RuntimeMetrics
-from remediator.runtime.outbox import Outbox, Row
+from remediator.runtime.outbox import Outbox, Row, State
 
 log = get_logger("remediator.runtime")
+
+Message = Literal["act", "end"]
+_COLUMNS: dict[Message, tuple[str, str]] = {
+    "act": ("act_at", "slack_ts"),
+    "end": ("end_at", "end_ts"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +68,8 @@ class WorkerSettings:
     retry_s: float = 2.0  # first wait after an executor was unavailable; doubles per attempt
     max_retry_s: float = 300.0
     fresh_for_s: float = 600.0  # a new leader executes pending rows younger than this
+    retention_s: float = 7 * 86400.0  # closed rows are deleted this long after closing
+    prune_every_s: float = 3600.0
 
 
 class OutboxWorker:
@@ -62,6 +82,7 @@ class OutboxWorker:
         metrics: RuntimeMetrics,
         identity: str,
         settings: WorkerSettings | None = None,
+        is_leader: Callable[[], bool] = lambda: True,
     ) -> None:
         self.outbox = outbox
         self.cluster = cluster
@@ -71,6 +92,8 @@ class OutboxWorker:
         self.identity = identity
         self.settings = settings or WorkerSettings()
         self.leading = False
+        self._is_leader = is_leader  # asked again before every post
+        self._next_prune = 0.0
         self._fresh_lead = False
         self._gained: tuple[float, str | None] | None = None  # (when, from whom) we lead
         self._carrying: dict[int, asyncio.Task[None]] = {}
@@ -94,6 +117,7 @@ class OutboxWorker:
     # --- one pass: what the loop calls, and what tests call on a virtual clock -----------
     async def step(self) -> None:
         """Expire what a standby must not run late; start a task for each open row."""
+        await self._prune()
         if not self.leading or self._fresh_lead:
             self._fresh_lead = False
             await self._expire_stale()
@@ -131,6 +155,18 @@ class OutboxWorker:
         self._notes.add(task)
         task.add_done_callback(self._notes.discard)
 
+    async def _prune(self) -> None:
+        """Closed rows older than the retention period go, on every replica (in a thread)."""
+        now = self.clock.now()
+        if now < self._next_prune:
+            return
+        self._next_prune = now + self.settings.prune_every_s
+        before = now - self.settings.retention_s
+        pruned = await asyncio.to_thread(self.outbox.prune, before)
+        if pruned:
+            self.metrics.outbox_pruned.inc(pruned)
+            log.info("outbox rows pruned", extra={"rows": pruned, "closed_before": before})
+
     async def _expire_stale(self) -> None:
         fresh_for = self.settings.fresh_for_s
         why = f"not executed: pending longer than {fresh_for:g}s before this replica led"
@@ -145,9 +181,17 @@ class OutboxWorker:
     async def _advance(self, row: Row) -> None:
         if not self.leading:
             return
-        if not action(row.decision.action).acts:
-            ts = await self._tell(Acted(self._for_people(row)))
-            await self._mark(row, "ended", phase="notified", slack_ts=ts)
+        if row.state == "failed":  # failed, its "could not act" not yet told
+            told = await self._post(row, "end", CouldNot(row.decision, row.error or "failed"))
+            if told is None:  # Slack is no longer configured: nothing to wait for
+                await self._mark(row, None, end_at=None)
+        elif not action(row.decision.action).acts:
+            out = await self._post(row, "act", Acted(self._for_people(row)))
+            if isinstance(out, Unavailable):  # told later, not lost
+                self._back_off(row, out.reason)
+                await self._mark(row, None, attempts=row.attempts + 1)
+                return
+            await self._mark(row, "ended", phase="notified")
             self.metrics.executions.labels(row.decision.action, "notified").inc()
         elif row.state == "pending":
             await self._submit(row)
@@ -166,9 +210,8 @@ class OutboxWorker:
             "outbox row submitted",
             extra={"incident": row.incident, "workflow": out.name, "result": result},
         )
-        ts = await self._tell(Acted(self._for_people(row), out))
-        if ts is not None:
-            await self._mark(row, "submitted", slack_ts=ts)
+        row = replace(row, state="submitted", workflow=out.name)
+        await self._post(row, "act", Acted(self._for_people(row), out))
         self._next_poll[row.id] = self.clock.now()  # look at once, then every poll_s
 
     async def _poll(self, row: Row) -> None:
@@ -180,17 +223,16 @@ class OutboxWorker:
         if not isinstance(out, Running | Ended):
             return
         thread = row.slack_ts
-        if thread is None:  # a restart between submit and the act message
+        if thread is None:  # a restart, or Slack down, between submit and the act message
             again = Submitted(name, "", "", row.incident, created=False, url=out.url)
-            thread = await self._tell(Acted(self._for_people(row), again))
-            if thread is not None:
-                await self._mark(row, "submitted", slack_ts=thread)
+            acted = await self._post(row, "act", Acted(self._for_people(row), again))
+            thread = acted.ts if isinstance(acted, Posted) else None
         if isinstance(out, Running):
             self._next_poll[row.id] = self.clock.now() + self.settings.poll_s
             return
         # Tell first, mark after: a reply that could not be posted (Slack unreachable) keeps
         # the row open, so the next pass polls and tells again instead of losing the reply.
-        told = await self._told(Finished(d, out), thread)
+        told = await self._post(row, "end", Finished(d, out), thread)
         if isinstance(told, Unavailable):
             self._next_poll[row.id] = self.clock.now() + self.settings.poll_s
             return
@@ -208,43 +250,92 @@ class OutboxWorker:
         d = row.decision
         out = await self.cluster.carry(command)
         if isinstance(out, Unavailable):
-            s = self.settings
-            wait = min(s.retry_s * 2 ** min(row.attempts, 30), s.max_retry_s)
-            self._next_try[row.id] = self.clock.now() + wait
             result = "unauthorized" if out.unauthorized else "unavailable"
             self.metrics.executions.labels(d.action, result).inc()
-            log.warning(
-                "executor unavailable, will retry",
-                extra={
-                    "incident": row.incident,
-                    "action": d.action,
-                    "error": out.reason,
-                    "retry_in_s": wait,
-                },
-            )
-            await self._mark(row, row.state, attempts=row.attempts + 1)
+            self._back_off(row, out.reason)
+            await self._mark(row, None, attempts=row.attempts + 1)
             if out.unauthorized and row.attempts == 0:  # tell on-call once, not every retry
                 await self._tell(CouldNot(d, f"{out.reason}; retrying with backoff"))
         elif isinstance(out, Refused):
             await self._failed(row, out.reason)
         return out
 
+    def _back_off(self, row: Row, reason: str) -> None:
+        s = self.settings
+        wait = min(s.retry_s * 2 ** min(row.attempts, 30), s.max_retry_s)
+        self._next_try[row.id] = self.clock.now() + wait
+        log.warning(
+            "executor unavailable, will retry",
+            extra={
+                "incident": row.incident,
+                "action": row.decision.action,
+                "error": reason,
+                "retry_in_s": wait,
+            },
+        )
+
     async def _failed(self, row: Row, error: str) -> None:
+        """Failed, and the end message's intent in the same write: a crash before it is
+        told leaves the row open until it is."""
         d = row.decision
         self.metrics.executions.labels(d.action, "failed").inc()
         log.error("outbox row failed", extra={"incident": d.incident, "error": error})
-        await self._mark(row, "failed", error=error[:2000])
-        await self._tell(CouldNot(d, error))
+        error = error[:2000]
+        if self.notifier is None or not self._may_post():
+            await self._mark(row, "failed", error=error)
+            return
+        now = self.clock.now()
+        await self._mark(row, "failed", error=error, end_at=now)
+        await self._post(
+            replace(row, state="failed", error=error), "end", CouldNot(d, error), begun=True
+        )
+
+    async def _post(
+        self, row: Row, message: Message, note: Note, thread: str | None = None, begun: bool = False
+    ) -> Outcome | None:
+        """A row's act or end message, posted at most once: the intent stored before the
+        post (unless the caller just did: `begun`), the ts after it. An intent left by an
+        earlier attempt makes the notifier look before posting again."""
+        at_column, ts_column = _COLUMNS[message]
+        ts: str | None = getattr(row, ts_column)
+        if ts is not None:
+            return Posted(ts)
+        if self.notifier is None:
+            return None
+        if not self._may_post():
+            return Unavailable("not the leader")
+        since: float | None = None
+        if not begun:
+            since = getattr(row, at_column)
+            if since is None:
+                await self._mark(row, None, **{at_column: self.clock.now()})
+                # The leader before us may have posted it from its own outbox: look first.
+                since = row.created_at if self._taken_over(row) else None
+        out = await self._told(note, thread, unsure_since=since)
+        if isinstance(out, Posted):
+            await self._mark(row, None, **{ts_column: out.ts})
+        elif isinstance(out, Refused):  # Slack said no: nothing went out, nothing to look for
+            await self._mark(row, None, **{at_column: None})
+        return out
+
+    def _may_post(self) -> bool:
+        return self.leading and self._is_leader()
 
     async def _tell(self, note: Note, thread: str | None = None) -> str | None:
         out = await self._told(note, thread)
         return out.ts if isinstance(out, Posted) else None
 
-    async def _told(self, note: Note, thread: str | None = None) -> Outcome | None:
-        """The notifier's failures, in one place: counted, logged, never raised."""
+    async def _told(
+        self, note: Note, thread: str | None = None, unsure_since: float | None = None
+    ) -> Outcome | None:
+        """The notifier's failures, in one place: counted, logged, never raised. Only the
+        leader posts."""
         if self.notifier is None:
             return None
-        out = await self.notifier.carry(Tell(note, thread))
+        if not self._may_post():
+            log.info("not leader: not told", extra={"incident": note.decision.incident})
+            return Unavailable("not the leader")
+        out = await self.notifier.carry(Tell(note, thread, unsure_since))
         if isinstance(out, Posted):
             return out
         self.metrics.slack_errors.inc()
@@ -252,14 +343,21 @@ class OutboxWorker:
         log.error("slack failed", extra={"incident": note.decision.incident, "error": reason})
         return out
 
-    async def _mark(self, row: Row, state: str, **fields: str | int | None) -> None:
-        await asyncio.to_thread(self.outbox.mark, row.id, state, **fields)  # type: ignore[arg-type]
+    async def _mark(self, row: Row, state: State | None, **fields: str | float | None) -> None:
+        await asyncio.to_thread(self.outbox.mark, row.id, state, **fields)
+
+    def _taken_over(self, row: Row) -> str | None:
+        """The replica this one took the lead over from, for a row written before then."""
+        if self._gained is None:
+            return None
+        since, previous = self._gained
+        if previous is None or previous == self.identity or row.created_at >= since:
+            return None
+        return previous
 
     def _for_people(self, row: Row) -> Decision:
         """A row written before this replica took the lead over from another says so."""
-        if self._gained is None:
-            return row.decision
-        since, previous = self._gained
-        if previous is None or previous == self.identity or row.created_at >= since:
+        previous = self._taken_over(row)
+        if previous is None:
             return row.decision
         return replace(row.decision, reason=f"{row.decision.reason} (taken over from {previous})")

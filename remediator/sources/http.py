@@ -20,6 +20,10 @@
 
 A body is decoded entirely before anything is queued, so a bad alert among good ones
 refuses the whole body: the sender retries it, nothing is half-applied.
+
+A connection that sends no complete request for `idle_timeout_s` (75 s, as nginx and
+Go's net/http) is closed: one that never sends, one that trickles its headers, one kept
+alive after its last request. `remediator_http_connections_open` shows how many are open.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from aiohttp.http_exceptions import HttpProcessingError
 from cloudevents.v1.exceptions import GenericException
 from cloudevents.v1.http import from_http
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from remediator.inputs.decode import decode, normalize
 from remediator.inputs.records import AlertSeen, Input, InputError
@@ -45,6 +51,7 @@ from remediator.sources.metrics import SourceMetrics
 log = get_logger(__name__)
 
 MAX_BODY = 4 * 1024 * 1024  # an Alertmanager group of many alerts stays far below this
+IDLE_TIMEOUT_S = 75.0  # a connection with no complete request for this long is closed
 STRUCTURED = "application/cloudevents+json"
 
 TokenSource = Callable[[], str]  # the expected bearer token, re-read on each call
@@ -252,11 +259,43 @@ class _ServerLog(logging.LoggerAdapter[logging.Logger]):
         self.logger.exception(msg, *args, exc_info=exc_info, **kw)
 
 
-async def serve_app(app: web.Application, listen: Listen) -> tuple[web.AppRunner, int]:
-    """Start the app; returns the runner (to clean up) and the bound port (for port 0)."""
+class _Connections(Collector):
+    """Open HTTP connections, read from the server at scrape time."""
+
+    def __init__(self, runner: web.AppRunner) -> None:
+        self._runner = runner
+
+    def collect(self) -> Iterable[Metric]:
+        server = self._runner.server
+        yield GaugeMetricFamily(
+            "remediator_http_connections_open",
+            "HTTP connections open now; one with no complete request for the idle timeout "
+            "is closed.",
+            value=len(server.connections) if server is not None else 0,
+        )
+
+
+async def serve_app(
+    app: web.Application,
+    listen: Listen,
+    idle_timeout_s: float = IDLE_TIMEOUT_S,
+    registry: CollectorRegistry | None = None,
+) -> tuple[web.AppRunner, int]:
+    """Start the app; returns the runner (to clean up) and the bound port (for port 0).
+    aiohttp's keep-alive timer runs from the connection's start (since aio-libs/aiohttp
+    #13681; hence aiohttp>=3.14.5), so it closes a connection that never sends a request
+    as well as one idle after its last."""
     server_log = _ServerLog(logging.getLogger("aiohttp.server"), {})
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=server_log)
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        handle_signals=False,
+        logger=server_log,
+        keepalive_timeout=idle_timeout_s,
+    )
     await runner.setup()
+    if registry is not None:
+        registry.register(_Connections(runner))
     site = web.TCPSite(runner, listen.host, listen.port)
     await site.start()
     addresses = runner.addresses

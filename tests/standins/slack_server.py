@@ -1,20 +1,25 @@
-"""A stand-in Slack Web API: chat.postMessage, as slack_sdk calls it.
+"""A stand-in Slack Web API: chat.postMessage, conversations.history and
+conversations.replies, as slack_sdk calls them.
 
 It records every request, checks the token, the channel, the fallback text, the
 Block Kit shape (types, limits) and that a thread_ts names a message it posted,
 answers like Slack (`{"ok": true, "ts": ...}`; `{"ok": false, "error": ...}`
-with HTTP 200), and can answer 429 with Retry-After, as Slack rate-limits.
+with HTTP 200), and can answer 429 with Retry-After, as Slack rate-limits. It can
+also take a post and drop the connection before answering (`drop_answer_next`: the
+post went through, the poster never heard), and refuse history reads with
+missing_scope (`history_scope=False`). Message ts are wall time, as Slack's are.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from tests.standins.loopback import LoopbackServer
 
@@ -36,7 +41,9 @@ class SlackStandin:
     token: str
     channels: frozenset[str] = frozenset({"C0REMEDIATE"})
     requests: list[Posted] = field(default_factory=list)
+    history_scope: bool = True  # the token has channels:history
     _rate_limits: deque[int] = field(default_factory=deque)
+    _drops: int = 0
     _next_ts: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: LoopbackServer | None = None
@@ -44,6 +51,10 @@ class SlackStandin:
     def rate_limit_next(self, retry_after_s: int = 0, times: int = 1) -> None:
         """The next `times` calls get 429 with this Retry-After."""
         self._rate_limits.extend([retry_after_s] * times)
+
+    def drop_answer_next(self, times: int = 1) -> None:
+        """The next `times` posts are taken, then the connection closes with no answer."""
+        self._drops += times
 
     def posted(self) -> list[Posted]:
         """Messages Slack accepted."""
@@ -65,11 +76,12 @@ class SlackStandin:
     def handle(
         self, path: str, auth: str | None, ctype: str, raw: bytes
     ) -> tuple[int, dict[str, str], dict[str, Any]]:
-        method = path.removeprefix("/api/")
+        url = urlsplit(path)
+        method = url.path.removeprefix("/api/")
         if ctype.startswith("application/json"):
             body = json.loads(raw or b"{}")
         else:
-            body = {k: v[0] for k, v in parse_qs(raw.decode()).items()}
+            body = {k: v[0] for k, v in parse_qs(raw.decode() or url.query).items()}
         with self._lock:
             record = Posted(method, auth, body, 200)
             self.requests.append(record)
@@ -79,14 +91,51 @@ class SlackStandin:
                 return 429, {"Retry-After": str(after)}, {"ok": False, "error": "ratelimited"}
             if auth != f"Bearer {self.token}":
                 return 200, {}, {"ok": False, "error": "invalid_auth"}
+            if method in ("conversations.history", "conversations.replies"):
+                return 200, {}, self._read(method, body)
             if method != "chat.postMessage":
                 return 200, {}, {"ok": False, "error": "unknown_method"}
             error = self._check(body)
             if error:
                 return 200, {}, {"ok": False, "error": error}
             self._next_ts += 1
-            record.ts = f"1714557600.{self._next_ts:06d}"
+            record.ts = f"{int(time.time())}.{self._next_ts:06d}"
+            if self._drops:
+                self._drops -= 1
+                return 0, {}, {}  # taken; no answer
             return 200, {}, {"ok": True, "channel": body["channel"], "ts": record.ts}
+
+    def _read(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
+        """History (top-level and broadcast messages) or one thread, newest first, after
+        `oldest`, paged by `limit` and `cursor`; metadata with include_all_metadata."""
+        if not self.history_scope:
+            return {"ok": False, "error": "missing_scope", "needed": "channels:history"}
+        if args.get("channel") not in self.channels:
+            return {"ok": False, "error": "channel_not_found"}
+        oldest = float(args.get("oldest") or 0)
+        with_meta = str(args.get("include_all_metadata")).lower() in ("1", "true")
+        found = []
+        for r in reversed(self.posted()):
+            thread = r.body.get("thread_ts")
+            if method == "conversations.history":
+                shown = thread is None or bool(r.body.get("reply_broadcast"))
+            else:
+                shown = args.get("ts") in (r.ts, thread)
+            if shown and r.body.get("channel") == args["channel"] and float(r.ts or 0) > oldest:
+                msg = {"type": "message", "ts": r.ts, "text": r.body.get("text")}
+                if with_meta and r.body.get("metadata"):
+                    msg["metadata"] = r.body["metadata"]
+                found.append(msg)
+        start, limit = int(args.get("cursor") or 0), int(args.get("limit") or 100)
+        page = found[start : start + limit]
+        more = start + limit < len(found)
+        cursor = str(start + limit) if more else ""
+        return {
+            "ok": True,
+            "messages": page,
+            "has_more": more,
+            "response_metadata": {"next_cursor": cursor},
+        }
 
     def _check(self, body: dict[str, Any]) -> str | None:
         if body.get("channel") not in self.channels:
@@ -123,6 +172,9 @@ def _check_blocks(blocks: Any) -> str | None:
 
 def _handler(standin: SlackStandin) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.do_POST()
+
         def do_POST(self) -> None:  # noqa: N802
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             status, headers, payload = standin.handle(
@@ -131,6 +183,9 @@ def _handler(standin: SlackStandin) -> type[BaseHTTPRequestHandler]:
                 self.headers.get("Content-Type", ""),
                 raw,
             )
+            if status == 0:  # the post went through; the answer never comes
+                self.close_connection = True
+                return
             data = json.dumps(payload).encode()
             self.send_response(status)
             for key, value in headers.items():
