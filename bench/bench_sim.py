@@ -51,6 +51,9 @@ class Listener:
     def take(self) -> list[Decision]:
         return []
 
+    def applied(self, decision: Decision) -> None:
+        return None
+
     def held(self) -> int:
         return 0
 

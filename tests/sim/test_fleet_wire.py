@@ -49,6 +49,9 @@ class Recorder:
     def take(self) -> list[Decision]:
         return self.core.take()
 
+    def applied(self, decision: Decision) -> None:
+        self.core.applied(decision)
+
     def held(self) -> int:
         return self.core.held()
 

@@ -26,6 +26,7 @@ class Controller(Protocol):
     def feed(self, item: Input) -> None: ...
     def advance(self, now: float) -> None: ...
     def take(self) -> list[Decision]: ...
+    def applied(self, decision: Decision) -> None: ...  # the simulation carried it out
     def held(self) -> int: ...
     def next_due(self) -> float | None: ...
 
@@ -46,6 +47,9 @@ class NoRemediation:
 
     def take(self) -> list[Decision]:
         return []
+
+    def applied(self, decision: Decision) -> None:
+        return None
 
     def next_due(self) -> float | None:
         return None
@@ -105,6 +109,9 @@ class CorePolicy:
         out, self.sink.acts = self.sink.acts, []
         return out
 
+    def applied(self, decision: Decision) -> None:
+        return None
+
     def held(self) -> int:
         return self.sink.held_count
 
@@ -162,6 +169,9 @@ class SeedRule:
     def take(self) -> list[Decision]:
         out, self._acts = self._acts, []
         return out
+
+    def applied(self, decision: Decision) -> None:
+        return None
 
     def held(self) -> int:
         return 0

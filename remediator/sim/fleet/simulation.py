@@ -397,6 +397,7 @@ class Simulation:
         self._push(at, _APPLY, d)
 
     def _apply(self, d: Decision) -> None:
+        self.ctl.applied(d)  # the workflow's step has run: it ends (Succeeded)
         if d.action == "delete-pod":
             pod = self._by_uid.get(d.uid or "")
             if pod is None or not pod.alive:
