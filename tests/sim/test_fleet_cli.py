@@ -80,6 +80,10 @@ def test_demo_runs_without_a_cluster() -> None:
                                        "--seconds", "1200"])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "delete-pod" in result.output and "cold starts" in result.output
+    # The runtime's outbox worker told Slack, and replied in the thread when it ended.
+    assert "slack: Remediating: delete-pod" in result.output
+    assert "*Succeeded* in" in result.output
+    assert "outbox rows: ended" in result.output
 
 
 _values = st.recursive(

@@ -135,9 +135,10 @@ def simulate(scenario_file: str, policies: tuple[str, ...], seeds: str | None, o
 def demo(scenario_file: str | None, speed: float, seconds: float, seed: int, plain: bool) -> None:
     """Watch remediator run a simulated GPU fleet: no cluster, no network.
 
-    The simulator (accelerated virtual time) feeds the same core the service runs; the
-    live view shows pods by phase, incidents, the actions taken and held, and the Slack
-    messages the service would send.
+    The simulator (accelerated virtual time) feeds the embedded runtime the service runs
+    (driver, outbox, outbox worker) and plays its Argo and Slack; the live view shows pods
+    by phase, incidents, the actions taken and held, and the Slack messages the worker
+    posts (each act message and its thread reply when the workflow ends).
     """
     from remediator.sim.fleet.demo import run_demo
 

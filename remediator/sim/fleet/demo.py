@@ -1,23 +1,22 @@
-"""`remediator demo`: the core the service runs, fed by the fleet simulator in accelerated
-time, in one process, with a live terminal view (rich) of pods by phase, incidents, the
-actions taken and held, and the Slack messages the service would send. No cluster, no
-network: the simulator is the cluster, and its workflows act at once.
+"""`remediator demo`: the embedded runtime (Driver, Outbox, OutboxWorker) fed by the fleet
+simulator in accelerated time, in one process, with a live terminal view (rich) of pods by
+phase, incidents, the actions taken and held, and the Slack messages the worker posts (act
+messages and their thread replies). No cluster, no network: the simulator is the cluster,
+Argo and Slack (`runtime_controller.py`).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from remediator.contract.decision import Decision, Suppressed
-from remediator.executors.argo_params import template_for
-from remediator.executors.protocol import Submitted
-from remediator.executors.slack import act_blocks
+from remediator.contract.decision import Decision
 from remediator.policy_file import PolicyFile
 from remediator.sim.fleet.cluster import Pod
-from remediator.sim.fleet.controllers import CorePolicy
+from remediator.sim.fleet.runtime_controller import Post, RuntimePolicy
 from remediator.sim.fleet.scenario import (
     DeploymentSpec,
     Faults,
@@ -40,22 +39,6 @@ DEMO = Scenario(
 PHASES = (*UNFINISHED, "ready")
 
 
-def slack_text(d: Decision) -> str:
-    """The Slack message the notifier would post, as plain text (header, fields, why)."""
-    submitted = None
-    if d.action != "notify":
-        template = template_for(d)
-        name = f"{template}-{d.incident[-5:]}"
-        submitted = Submitted(name, "argo", template, d.incident, True,
-                              f"https://argo.example/workflows/argo/{name}")  # fmt: skip
-    blocks = act_blocks(d, submitted)
-    lines = [blocks[0]["text"]["text"]]
-    for f in blocks[1]["fields"]:
-        lines.append(f["text"].replace("\n", ": ", 1))
-    lines.append(blocks[2]["text"]["text"].replace("\n", ": ", 1))
-    return "\n".join(lines)
-
-
 @dataclass
 class View:
     """What the live view shows, updated from the simulation's observer."""
@@ -63,7 +46,7 @@ class View:
     phases: dict[str, Counter[str]] = field(default_factory=dict)
     pods: dict[str, Pod] = field(default_factory=dict)
     events: deque[str] = field(default_factory=lambda: deque(maxlen=12))
-    slack: deque[str] = field(default_factory=lambda: deque(maxlen=3))
+    slack: deque[str] = field(default_factory=lambda: deque(maxlen=4))
     held: deque[str] = field(default_factory=lambda: deque(maxlen=5))
     actions: Counter[str] = field(default_factory=Counter)
     now: float = 0.0
@@ -82,11 +65,17 @@ class View:
             self.actions[obj.action] += 1
             target = f"{obj.namespace}/{obj.target}" if obj.namespace else obj.target
             self.events.append(f"{stamp} {obj.action} {target}")
-            self.slack.append(f"[{stamp}] " + slack_text(obj))
 
-    def suppressed(self, s: Suppressed) -> None:
-        stamp = f"{int(s.decision.at - BASE_TIME) // 60:3d}"
-        self.held.append(f"{stamp}m {s.guardrail}: {s.reason[:110]}")
+    def post(self, post: Post) -> str:
+        """A message the worker posted to (simulated) Slack, a thread reply under its
+        message; returns its first line, stamped."""
+        t = int(post.at - BASE_TIME)
+        text = ("  ↳ " if post.thread else "") + post.text
+        self.slack.append(f"[{t // 60:3d}:{t % 60:02d}] {text}")
+        return f"{t // 60:3d}:{t % 60:02d} slack: {text.splitlines()[0]}"
+
+    def suppressed(self, guardrail: str, reason: str) -> None:
+        self.held.append(f"{int(self.now) // 60:3d}m {guardrail}: {reason[:110]}")
 
     def by_phase(self) -> dict[str, Counter[str]]:
         out: dict[str, Counter[str]] = {}
@@ -124,22 +113,21 @@ def render(view: View) -> Any:
         table,
         Panel("\n".join(view.events) or "-", title=f"incidents and actions ({acts})"),
         Panel("\n".join(view.held) or "-", title="held by guardrails"),
-        Panel("\n\n".join(view.slack) or "-", title="Slack (would send)"),
+        Panel("\n\n".join(view.slack) or "-", title="Slack (posted by the outbox worker)"),
     )
 
 
-class _Sink(CorePolicy):
-    """The core, with held decisions shown as they happen."""
+class _Held(logging.Handler):
+    """The runtime's own `suppressed` log lines (what a guardrail held, and why), shown."""
 
     def __init__(self, view: View) -> None:
-        super().__init__("default", PolicyFile(), keep_suppressed=True)
+        super().__init__(logging.INFO)
         self.view = view
 
-    def take(self) -> list[Decision]:
-        for s in self.sink.held_items:
-            self.view.suppressed(s)
-        self.sink.held_items.clear()
-        return super().take()
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage() == "suppressed":
+            fields = vars(record)
+            self.view.suppressed(str(fields.get("guardrail")), str(fields.get("reason")))
 
 
 def run_demo(
@@ -167,15 +155,31 @@ def run_demo(
         if live is not None:
             live.update(render(view))
 
-    sim = Simulation(scenario, seed, _Sink(view), observer=observe)
-    if plain:
-        result = sim.run()
-    else:
-        from rich.live import Live
+    def posted(post: Post) -> None:
+        line = view.post(post)
+        if plain:
+            print(line, flush=True)
 
-        with Live(render(view), refresh_per_second=8) as live:
+    runtime = RuntimePolicy("default", PolicyFile(), show=posted)
+    logger = logging.getLogger("remediator.runtime")
+    held, level = _Held(view), logger.level
+    logger.addHandler(held)
+    logger.setLevel(logging.INFO)
+    try:
+        sim = Simulation(scenario, seed, runtime, observer=observe)
+        if plain:
             result = sim.run()
-            live.update(render(view))
+        else:
+            from rich.live import Live
+
+            with Live(render(view), refresh_per_second=8) as live:
+                result = sim.run()
+                live.update(render(view))
+        rows = runtime.outbox.counts()
+    finally:
+        logger.removeHandler(held)
+        logger.setLevel(level)
+        runtime.close()
     print(
         f"\n{result.cold_starts} cold starts, {result.deletions} pods deleted "
         f"({result.false_kills} would have come up), {len(result.ready_s)} replicas served, "
@@ -183,3 +187,4 @@ def run_demo(
         if result.ready_s
         else "no replicas"
     )
+    print("outbox rows: " + (", ".join(f"{k} {v}" for k, v in sorted(rows.items())) or "none"))
