@@ -62,9 +62,7 @@ class NoRemediation:
 class _Sink:
     """A Session sink that keeps what the simulation needs and counts the rest."""
 
-    keep_suppressed: bool = False
     acts: list[Decision] = field(default_factory=list)
-    held_items: list[Suppressed] = field(default_factory=list)
     held_count: int = 0
 
     def transition(self, change: StateChange) -> None:
@@ -75,8 +73,6 @@ class _Sink:
 
     def suppressed(self, suppressed: Suppressed) -> None:
         self.held_count += 1
-        if self.keep_suppressed:
-            self.held_items.append(suppressed)
 
     def ignored(self, ignored: Ignored) -> None:
         return None
@@ -87,10 +83,10 @@ class CorePolicy:
 
     wants_inputs = True
 
-    def __init__(self, name: str, config: PolicyFile, keep_suppressed: bool = False) -> None:
+    def __init__(self, name: str, config: PolicyFile) -> None:
         self.name = name
         self.session = Session(config)
-        self.sink = _Sink(keep_suppressed=keep_suppressed)
+        self.sink = _Sink()
 
     def feed(self, item: Input) -> None:
         self.session.feed(item, self.sink)
