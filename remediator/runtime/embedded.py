@@ -8,10 +8,8 @@ This module only wires the two halves together, supervises their tasks and answe
 probes. Webhook inputs are written to the inbox (the state file) before `take` says yes; a
 restart feeds the inbox's kept rows again (runtime/inbox.py says which and why).
 
-Supervision: a task that raises is logged with its exception and restarted after a pause
-(doubling from `restart_after_s`); one that fails `max_restarts` times within
-`restart_window_s` stops the runtime with `failure` set, and serve exits non-zero so the
-orchestrator restarts the process: never a process half alive. A state file that refuses
+Every task runs under `runtime/supervisor.py`: restarted when it fails, the runtime stopped
+(`failure` set, serve exits non-zero) when it keeps failing. A state file that refuses
 writes is not a task failure: the writers keep what they could not write and try again, and
 `/healthz` and `/readyz` say so until a write succeeds.
 
@@ -29,7 +27,6 @@ looked for in the channel before they are posted (`runtime/worker.py`).
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -46,6 +43,7 @@ from remediator.runtime.inbox import Inbox, InboxWriter, StoreFailed, StoreHealt
 from remediator.runtime.leader import Leadership
 from remediator.runtime.metrics import RuntimeMetrics
 from remediator.runtime.outbox import Outbox
+from remediator.runtime.supervisor import Restarts, Supervisor
 from remediator.runtime.worker import OutboxWorker, WorkerSettings
 from remediator.session import Session
 
@@ -65,9 +63,7 @@ class RuntimeSettings:
     forget_after_s: float = 600.0  # a deleted pod's timeline is kept this long, then pruned
     backlog_limit: int = 10_000  # inputs waiting for the core; webhooks get 503 beyond it
     store_retry_s: float = 1.0  # a state file that refused a write is tried again this often
-    restart_after_s: float = 1.0  # first pause before a failed task is restarted; doubles
-    max_restarts: int = 5  # failures within restart_window_s that stop the process
-    restart_window_s: float = 300.0
+    restarts: Restarts = Restarts()  # when a failed task is restarted, when it stops all
     outbox_retention_s: float = 7 * 86400.0  # closed outbox rows are deleted after this
 
 
@@ -103,8 +99,7 @@ class Runtime:
         self._stop = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._restarting: dict[str, str] = {}  # task -> why, while it waits to restart
-        self.failure: str | None = None  # why the runtime stopped itself
+        self.supervisor = Supervisor(self.clock, s.restarts, metrics.task_restarts, self._stop)
         self.worker = OutboxWorker(
             outbox,
             cluster or Recorder(),
@@ -197,12 +192,9 @@ class Runtime:
             log.info("stored inputs fed again", extra={"rows": len(rows)})
 
     def healthy(self) -> tuple[bool, str]:
-        if self.failure is not None:
-            return False, self.failure
-        if self._restarting:
-            return False, "; ".join(
-                f"task {n} failed: {why}" for n, why in self._restarting.items()
-            )
+        failed = self.supervisor.status()
+        if failed is not None:
+            return False, failed
         failing = self.store.failing()
         if failing is not None:
             return False, f"state file refuses writes ({failing})"
@@ -220,6 +212,11 @@ class Runtime:
         if failing is not None:
             return False, f"cannot store inputs ({failing})"
         return self._sources_ready()
+
+    @property
+    def failure(self) -> str | None:
+        """Why the runtime stopped itself (a task kept failing), or None."""
+        return self.supervisor.failure
 
     def stop(self) -> None:
         self._stop.set()
@@ -241,7 +238,7 @@ class Runtime:
         if self.writer is not None:
             parts["inbox"] = self.writer.run
         self._tasks = [
-            asyncio.create_task(self._supervise(n, make), name=n) for n, make in parts.items()
+            asyncio.create_task(self.supervisor.run(n, make), name=n) for n, make in parts.items()
         ]
         self._on_leadership(self.leader.is_leader(), None)  # `Always` leads from the start
         self._work.set()  # resume open rows at once
@@ -265,43 +262,6 @@ class Runtime:
         if self.writer is not None:
             self.writer.close()
             await asyncio.gather(*(t for t in self._tasks if t not in loops))
-
-    async def _supervise(self, name: str, make: Callable[[], Awaitable[None]]) -> None:
-        """Run `make()` again each time it fails; give up (stop everything) when it keeps
-        failing. The loops never end by themselves, so an end is a failure too."""
-        s = self.settings
-        failed: deque[float] = deque()
-        while True:
-            try:
-                await make()
-                if self._stop.is_set():
-                    return  # the inbox writer, told to finish
-                raise RuntimeError(f"task {name} ended")
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                why = f"{type(exc).__name__}: {exc}"
-                now = self.clock.monotonic()
-                failed.append(now)
-                while failed and failed[0] < now - s.restart_window_s:
-                    failed.popleft()
-                if len(failed) >= s.max_restarts:
-                    self.failure = f"task {name} failed {len(failed)} times; last: {why}"
-                    log.critical(
-                        "task keeps failing: stopping", extra={"task": name}, exc_info=True
-                    )
-                    self._stop.set()
-                    return
-                pause = s.restart_after_s * 2 ** (len(failed) - 1)
-                log.error(
-                    "task failed, restarting",
-                    extra={"task": name, "error": why, "restart_in_s": pause},
-                    exc_info=True,
-                )
-                self.metrics.task_restarts.labels(name).inc()
-                self._restarting[name] = why
-            await self.clock.sleep(pause)
-            self._restarting.pop(name, None)
 
     def _on_leadership(self, leading: bool, previous: str | None) -> None:
         self._leader_gauge.set(1 if leading else 0)
