@@ -90,6 +90,20 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
 @click.option("--argo-server", envvar="ARGO_SERVER", help="Argo Server URL; without it: dry run.")
 @click.option("--argo-namespace", envvar="ARGO_NAMESPACE", default="argo", show_default=True)
 @click.option(
+    "--slack-channel",
+    envvar="SLACK_CHANNEL",
+    default=None,
+    help="Channel the executor tells what it did (bot token: SLACK_BOT_TOKEN or "
+    "SLACK_BOT_TOKEN_FILE). Unset: no Slack.  [env SLACK_CHANNEL]",
+)
+@click.option(
+    "--slack-api-url",
+    envvar="SLACK_API_URL",
+    default="https://slack.com/api/",
+    show_default=True,
+    help="Slack Web API base URL (an egress proxy, or a test server).  [env SLACK_API_URL]",
+)
+@click.option(
     "--dry-run-log",
     envvar="REMEDIATOR_DRY_RUN_LOG",
     help="Without --argo-server: append what would run here (JSON lines).",
@@ -120,6 +134,16 @@ def worker(**kw: Any) -> None:
         carrier = ArgoCarrier(argo)
     else:
         carrier = DryRunRecorder(kw["dry_run_log"])
+    if kw["slack_channel"]:
+        from remediator.executors.secrets import MissingSecret
+        from remediator.executors.slack import SlackConfig, SlackNotifier
+        from remediator.streams.executor import TellingCarrier
+
+        config = SlackConfig(channel=kw["slack_channel"], base_url=kw["slack_api_url"])
+        try:
+            carrier = TellingCarrier(carrier, SlackNotifier(config))
+        except MissingSecret as exc:
+            raise click.ClickException(str(exc)) from None
     asyncio.run(ensure_topics(cfg))
     app = build_app(cfg, policy, carrier, CollectorRegistry())
     faust.Worker(app, loglevel=kw["log_level"].lower(), override_logging=False,

@@ -3,10 +3,13 @@
 Idempotent by construction: the workflow name is derived from the incident and the
 action (`argo_params.workflow_name`), so a command carried twice (redelivered after
 a crash) submits nothing new: Argo answers 409 AlreadyExists, counted as done.
+`TellingCarrier` tells on-call in Slack (the notifier behind `executors.protocol`) what
+the carrier did, once: a redelivered command, which creates nothing, tells nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import logging
@@ -17,6 +20,7 @@ from typing import Protocol
 from remediator.contract.decision import Decision
 from remediator.executors import argo_params
 from remediator.executors.argo import ArgoError, ArgoExecutor, SubmitRejected
+from remediator.executors.protocol import Acted, Executor, Posted, Submitted, Tell
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +30,7 @@ class Outcome:
     status: str  # created | exists | recorded | skipped | rejected | unavailable
     name: str | None = None  # the workflow's name, where one is run
     detail: str = ""
+    submitted: Submitted | None = None  # what Argo answered to a submit that created one
 
 
 class Carrier(Protocol):
@@ -50,7 +55,9 @@ class ArgoCarrier:
             # committed and is carried again (by this worker or the next).
             log.error("argo unavailable", extra={"incident": decision.incident, "error": str(exc)})
             raise
-        return Outcome("created" if submitted.created else "exists", submitted.name)
+        if not submitted.created:
+            return Outcome("exists", submitted.name)
+        return Outcome("created", submitted.name, submitted=submitted)
 
 
 class DryRunRecorder:
@@ -81,3 +88,35 @@ class DryRunRecorder:
                 return Outcome("exists", name)
             f.write(json.dumps(line) + "\n")
         return Outcome("recorded", name)
+
+
+class TellingCarrier:
+    """Carries with `inner`, then tells on-call what was done: the act message of a workflow
+    created (or recorded, in a dry run), the notice of a `notify`. Nothing is told for a
+    command that created nothing (redelivered: it was told the first time). Slack down: a
+    few tries, then a logged error; the command itself is done and stays done."""
+
+    def __init__(self, inner: Carrier, notifier: Executor, tries: int = 3) -> None:
+        self.inner = inner
+        self.notifier = notifier
+        self.tries = tries
+
+    async def carry(self, decision: Decision) -> Outcome:
+        outcome = await self.inner.carry(decision)
+        if outcome.status in ("created", "recorded") or (
+            outcome.status == "skipped" and decision.action == "notify"
+        ):
+            await self._tell(Tell(Acted(decision, outcome.submitted)), decision)
+        return outcome
+
+    async def _tell(self, tell: Tell, decision: Decision) -> None:
+        for attempt in range(self.tries):
+            told = await self.notifier.carry(tell)
+            if isinstance(told, Posted):
+                return
+            if attempt + 1 < self.tries:
+                await asyncio.sleep(2.0**attempt)
+        log.error(
+            "slack not told",
+            extra={"incident": decision.incident, "action": decision.action, "outcome": str(told)},
+        )
