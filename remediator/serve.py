@@ -132,7 +132,9 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     "--slack-channel",
     envvar="SLACK_CHANNEL",
     default=None,
-    help="Channel the bot posts to (id or #name). Unset: no Slack.  [env SLACK_CHANNEL]",
+    help="Channel id (C0123456789) the bot posts to. A #name posts too, but after a crash "
+    "only the id lets it find what it already posted (channels:history) instead of posting "
+    "again. Unset: no Slack.  [env SLACK_CHANNEL]",
 )
 @click.option(
     "--slack-api-url",
