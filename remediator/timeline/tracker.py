@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import replace
 
 import msgspec
 
@@ -38,6 +37,7 @@ _MAX_PARKED = 10_000
 _MAX_LABEL_SETS = 4_096
 _MAX_PARKED_STEPS = 64  # per pod: a start-up marks about ten steps, times TP workers
 DEFAULT_MAX_UNWATCHED = 10_000  # pods known from webhooks alone (the service's setting)
+_NO_TIME = float("-inf")  # a Pod object without any timestamp: older than any with one
 
 
 class StateChange(msgspec.Struct, frozen=True):
@@ -320,31 +320,41 @@ class Tracker:
                 t.first_token = parked if t.first_token is None else min(t.first_token, parked)
         if p.created is not None:
             t.created = p.created
-        if p.pod_ip and t.endpoint is not None and p.pod_ip != t.endpoint.ip:
-            t.endpoint = replace(t.endpoint, ip=p.pod_ip)
+        ip, was = p.pod_ip, t.endpoint
+        if ip and was is not None and ip != was.ip:
+            t.endpoint = Endpoint(was.container, ip, was.port, was.model)  # (replace() is slow)
         if p.node and p.node != t.node:
             t.node = sys.intern(p.node)
-        if p.scheduled is not None:
-            t.scheduled = p.scheduled if t.scheduled is None else min(t.scheduled, p.scheduled)
-        run = engine_run(p.statuses, t.main_container)
-        if run.started is not None and not (t.runs_seen and run.started == t.started):
-            t.see(run.started, RUN, -1.0, t.main_container)  # (the run seen last time: known)
-        if run.first_started is not None and run.first_started != run.started:
-            t.see(run.first_started, RUN, -1.0, t.main_container)
-        if p.init_statuses or p.initialized is not None:
-            self._init(t, p)
-        if p.ready is not None:
-            t.see_ready(p.ready)
-        t.restarts = max(t.restarts, run.restarts)
-        t.version = max(t.version, p.version)
+        scheduled = p.scheduled
+        if scheduled is not None and (t.scheduled is None or scheduled < t.scheduled):
+            t.scheduled = scheduled
+        main = t.main_container
+        run = engine_run(p.statuses, main)
+        started, first = run.started, run.first_started
+        if started is not None and not (t.runs_seen and started == t.started):
+            t.see(started, RUN, -1.0, main)  # (the run seen last time: known)
+        if first is not None and first != started:
+            t.see(first, RUN, -1.0, main)
+        if p.init_statuses or (p.initialized is not None and t.has_init):
+            self._init(t, p)  # (else there is nothing for it to take)
+        ready = p.ready
+        if ready is not None and (t.ready is None or ready < t.ready):
+            t.see_ready(ready)
+        if run.restarts > t.restarts:
+            t.restarts = run.restarts
+        version = p.version
+        if version > t.version:
+            t.version = version
         # What the pod shows now: the newest object decides, whatever order they came in.
-        version = (p.at if p.at is not None else float("-inf"), p.version)
-        if t.waiting_at is None or version >= t.waiting_at:
-            t.waiting_at, t.waiting_reason = version, run.waiting
-            t.unschedulable = p.unschedulable if p.scheduled is None else None
-        if p.phase == "Failed":
+        at = p.at if p.at is not None else _NO_TIME
+        shown = t.waiting_at
+        if shown is None or at > shown[0] or (at == shown[0] and version >= shown[1]):
+            t.waiting_at, t.waiting_reason = (at, version), run.waiting
+            t.unschedulable = p.unschedulable if scheduled is None else None
+        phase = p.phase
+        if phase == "Failed":
             t.failed = True
-        elif p.phase == "Succeeded":
+        elif phase == "Succeeded":
             t.succeeded = True
         if p.deleting:
             t.terminating = True
