@@ -14,7 +14,8 @@ Forms handled (kubelet `images/image_manager.go` and `kuberuntime_container.go` 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 from remediator.inputs.timefmt import parse_go_duration
 
@@ -25,8 +26,7 @@ _IMAGE_NAME = re.compile(r'[Ii]mage "([^"]+)"')
 _CONTAINER_NAME = re.compile(r"(?:Created|Started) container:? (\S+)")
 
 
-@dataclass(frozen=True, slots=True)
-class PullInfo:
+class PullInfo(msgspec.Struct, frozen=True):
     image: str | None
     seconds: float | None  # the pull itself
     including_waiting: float | None  # pull plus time queued behind other pulls
