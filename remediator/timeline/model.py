@@ -133,7 +133,7 @@ class PodTimeline:
         log = self.log
         if log is None:
             log = self.log = []
-        elif entry in log:
+        elif log and when <= log[-1][0] and entry in log:  # (sorted: a later one is new)
             return  # a resync or a count bump re-sends the same fact
         if (not log or when >= log[-1][0]) and len(log) < _MAX_LOG:
             # In time order, the usual case: the derived facts follow without a re-derive.

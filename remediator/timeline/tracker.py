@@ -142,10 +142,15 @@ class Tracker:
             return None  # a step inside engine init: no state changes
         else:
             return None
-        if t.last_seen is None and t.uid.startswith("?"):
-            self._ended.append((now, t.uid))  # an orphan: pruned unless its pod comes
-        t.last_seen = now if t.last_seen is None else max(t.last_seen, now)
-        return self._moved(t, now)
+        last = t.last_seen
+        if last is None:
+            if t.uid.startswith("?"):
+                self._ended.append((now, t.uid))  # an orphan: pruned unless its pod comes
+            t.last_seen = now
+        elif now > last:
+            t.last_seen = now
+        after = t.state()
+        return self._moved_to(t, after, now) if after != t.counted else None
 
     def relisted(self, item: Relisted, now: float) -> list[StateChange]:
         """A complete list of a namespace's pods: those it no longer holds were deleted
@@ -173,9 +178,11 @@ class Tracker:
         return changes
 
     def _moved(self, t: PodTimeline, now: float) -> StateChange | None:
-        before, after = t.counted, t.state()
-        if after == before:
-            return None
+        after = t.state()
+        return self._moved_to(t, after, now) if after != t.counted else None
+
+    def _moved_to(self, t: PodTimeline, after: str, now: float) -> StateChange:
+        before = t.counted
         t.counted = after
         self._count(t.namespace, before, -1)
         self._count(t.namespace, after, +1)
@@ -427,7 +434,9 @@ def _event(t: PodTimeline, ev: PodEvent) -> None:
         return
     if ev.created is not None:
         # An Event is created after it happened: kubelet time − creation ≤ the node's skew.
-        t.skew_lo = latest(t.skew_lo, when - ev.created)
+        lo = when - ev.created
+        if t.skew_lo is None or lo > t.skew_lo:
+            t.skew_lo = lo
     if ev.init:
         # An init container (weights download, sidecar): its pulls and runs are `init`.
         t.has_init = True
