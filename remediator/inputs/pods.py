@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -17,8 +16,7 @@ _EMPTY_SPEC = PodSpec()
 _NO_LABELS: dict[str, str] = {}
 
 
-@dataclass(frozen=True, slots=True)
-class SpecInfo:
+class SpecInfo(msgspec.Struct, frozen=True):
     """What the pod spec says about the engine; parsed once per pod."""
 
     container: str | None  # the main (GPU) container
