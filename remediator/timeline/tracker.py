@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import msgspec
 
-from remediator.inputs.kubelet import parse_pulled
+from remediator.inputs.kubelet import already_present, pull_seconds
 from remediator.inputs.pods import engine_run, init_times, spec_info
 from remediator.inputs.records import (
     EngineStep,
@@ -447,11 +447,10 @@ def _event(t: PodTimeline, ev: PodEvent) -> None:
     if reason == "Pulling":
         t.see(when, PULLING, -1.0, container)
     elif reason == "Pulled":
-        info = parse_pulled(ev.message)
-        if info.already_present:
+        if already_present(ev.message):
             t.see(when, PRESENT, -1.0, container)
         else:
-            reported = info.reported
+            reported = pull_seconds(ev.message)
             t.see(when, PULLED, reported if reported is not None else -1.0, container)
     elif reason == "Started":
         t.see(when, STARTED, -1.0, container)
