@@ -26,7 +26,7 @@ _IMAGE_NAME = re.compile(r'[Ii]mage "([^"]+)"')
 _CONTAINER_NAME = re.compile(r"(?:Created|Started) container:? (\S+)")
 
 
-class PullInfo(msgspec.Struct, frozen=True):
+class PullInfo(msgspec.Struct, frozen=True, gc=False):
     image: str | None
     seconds: float | None  # the pull itself
     including_waiting: float | None  # pull plus time queued behind other pulls

@@ -16,7 +16,7 @@ _EMPTY_SPEC = PodSpec()
 _NO_LABELS: dict[str, str] = {}
 
 
-class SpecInfo(msgspec.Struct, frozen=True):
+class SpecInfo(msgspec.Struct, frozen=True, gc=False):
     """What the pod spec says about the engine; parsed once per pod."""
 
     container: str | None  # the main (GPU) container
@@ -99,7 +99,7 @@ def _deletion_asked(meta: ObjectMeta) -> float | None:
     return parse_time(meta.deletionTimestamp) - (meta.deletionGracePeriodSeconds or 0)
 
 
-class EngineRun(msgspec.Struct, frozen=True):
+class EngineRun(msgspec.Struct, frozen=True, gc=False):
     """The engine container as one Pod object shows it (a struct: one per Pod update, and
     msgspec builds it ~8x faster than a frozen dataclass)."""
 

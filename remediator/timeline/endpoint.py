@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 
 
-class Endpoint(msgspec.Struct, frozen=True):
+class Endpoint(msgspec.Struct, frozen=True, gc=False):
     container: str | None  # the main (GPU) container: whose log holds vLLM's steps
     ip: str | None  # status.podIP, once the pod has one
     port: int | None  # the pod's --port, when its args name one

@@ -40,7 +40,7 @@ DEFAULT_MAX_UNWATCHED = 10_000  # pods known from webhooks alone (the service's 
 _NO_TIME = float("-inf")  # a Pod object without any timestamp: older than any with one
 
 
-class StateChange(msgspec.Struct, frozen=True):
+class StateChange(msgspec.Struct, frozen=True, gc=False):
     """A timeline moved from one state to another (or was first seen)."""
 
     timeline: PodTimeline
