@@ -122,7 +122,9 @@ class Tracker:
         if self._gone and _uid_of(item) in self._gone:
             return None  # a late word about a pod already deleted and forgotten
         if isinstance(item, PodSeen):
-            t = self._timeline(item.uid, item.namespace, item.name)
+            t = self.by_uid.get(item.uid)  # (_timeline() only for a new one: a call less)
+            if t is None:
+                t = self._timeline(item.uid, item.namespace, item.name)
             self._pod(t, item)
         elif isinstance(item, PodEvent):
             t = self._event_timeline(item)
