@@ -52,6 +52,23 @@ class Session:
             ["action", "guardrail"],
             registry=self.registry,
         )
+        self._suppressed_children: dict[tuple[str, str], Counter] = {}
+        self._decided_children: dict[str, Counter] = {}
+
+    def _suppressed_child(self, action: str, guardrail: str) -> Counter:
+        # prometheus-client's labels() validates and locks on every call: keep the children
+        # (a held pod is looked at again each check interval: a settle per look).
+        key = (action, guardrail)
+        child = self._suppressed_children.get(key)
+        if child is None:
+            child = self._suppressed_children[key] = self._suppressed.labels(action, guardrail)
+        return child
+
+    def _decided_child(self, action: str) -> Counter:
+        child = self._decided_children.get(action)
+        if child is None:
+            child = self._decided_children[action] = self._decided.labels(action)
+        return child
 
     @classmethod
     def from_policy_file(cls, path: str | None) -> Session:
@@ -117,11 +134,11 @@ class Session:
             return
         result, self.guard_state = self.pipeline.run(outcome, now, self.guard_state)
         if isinstance(result, Suppressed):
-            self._suppressed.labels(outcome.action, result.guardrail).inc()
+            self._suppressed_child(outcome.action, result.guardrail).inc()
             out.suppressed(result)
             if result.retry_at is not None:
                 self.engine.retry_later(outcome, now, result.retry_at)
             return
-        self._decided.labels(result.action).inc()
+        self._decided_child(result.action).inc()
         self.engine.acted(result, now)
         out.decision(result)

@@ -38,6 +38,7 @@ from remediator.inputs.vllm_log import parse_line
 from remediator.inputs.workloads import WORKLOAD_KINDS, workload_seen
 
 _WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
+_WATCH_TYPE: dict[str, WatchType] = {"ADDED": "ADDED", "MODIFIED": "MODIFIED", "DELETED": "DELETED"}
 _ARGO_RESOURCE_TYPES: dict[str, WatchType] = {
     "ADD": "ADDED",
     "UPDATE": "MODIFIED",
@@ -79,11 +80,11 @@ def decode(raw: bytes | str) -> list[Input]:
 
 
 def _typed(wtype: str, obj: Pod | Event) -> list[Input]:
-    if wtype in ("BOOKMARK", "ERROR"):
-        return []  # progress markers and relist requests are the watch source's business
-    if wtype not in _WATCH_TYPES:
+    watch = _WATCH_TYPE.get(wtype)  # one lookup: this runs for every line
+    if watch is None:
+        if wtype in ("BOOKMARK", "ERROR"):
+            return []  # progress markers and relist requests are the watch source's business
         raise InputError(f"unknown watch event type {wtype!r}")
-    watch = cast(WatchType, wtype)
     if isinstance(obj, Pod):
         return [pod_seen(watch, obj)]
     ev = pod_event(watch, obj)

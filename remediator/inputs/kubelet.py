@@ -14,7 +14,8 @@ Forms handled (kubelet `images/image_manager.go` and `kuberuntime_container.go` 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 from remediator.inputs.timefmt import parse_go_duration
 
@@ -25,8 +26,7 @@ _IMAGE_NAME = re.compile(r'[Ii]mage "([^"]+)"')
 _CONTAINER_NAME = re.compile(r"(?:Created|Started) container:? (\S+)")
 
 
-@dataclass(frozen=True, slots=True)
-class PullInfo:
+class PullInfo(msgspec.Struct, frozen=True, gc=False):
     image: str | None
     seconds: float | None  # the pull itself
     including_waiting: float | None  # pull plus time queued behind other pulls
@@ -43,18 +43,34 @@ def parse_pulled(message: str) -> PullInfo:
     """Parse the message of a `Pulled` event. Never raises: unknown text → all None."""
     name = _IMAGE_NAME.search(message)
     image = name.group(1) if name else None
-    if "already present on machine" in message:
+    if already_present(message):
         return PullInfo(image, None, None, None, True)
-    seconds = waiting = None
-    m = _PULLED_IN.search(message)
-    if m:
-        try:
-            seconds = parse_go_duration(m.group(1))
-            waiting = parse_go_duration(m.group(2)) if m.group(2) else None
-        except ValueError:
-            seconds = waiting = None
+    seconds, waiting = _pull_durations(message)
     size = _IMAGE_SIZE.search(message)
     return PullInfo(image, seconds, waiting, int(size.group(1)) if size else None, False)
+
+
+def already_present(message: str) -> bool:
+    return "already present on machine" in message
+
+
+def pull_seconds(message: str) -> float | None:
+    """`parse_pulled(message).reported` of a pull: the timeline's one need, without the
+    image name and size searches (one Pulled event per pod)."""
+    seconds, waiting = _pull_durations(message)
+    return waiting if waiting is not None else seconds
+
+
+def _pull_durations(message: str) -> tuple[float | None, float | None]:
+    m = _PULLED_IN.search(message)
+    if not m:
+        return None, None
+    try:
+        return parse_go_duration(m.group(1)), (
+            parse_go_duration(m.group(2)) if m.group(2) else None
+        )
+    except ValueError:
+        return None, None
 
 
 def container_from_message(message: str) -> str | None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from remediator.inputs.records import InputError, PodSeen, WatchType
 from remediator.inputs.schema import Container, ContainerStatus, ObjectMeta, Pod, PodSpec
@@ -15,8 +16,7 @@ _EMPTY_SPEC = PodSpec()
 _NO_LABELS: dict[str, str] = {}
 
 
-@dataclass(frozen=True, slots=True)
-class SpecInfo:
+class SpecInfo(msgspec.Struct, frozen=True, gc=False):
     """What the pod spec says about the engine; parsed once per pod."""
 
     container: str | None  # the main (GPU) container
@@ -99,9 +99,9 @@ def _deletion_asked(meta: ObjectMeta) -> float | None:
     return parse_time(meta.deletionTimestamp) - (meta.deletionGracePeriodSeconds or 0)
 
 
-@dataclass(frozen=True, slots=True)
-class EngineRun:
-    """The engine container as one Pod object shows it."""
+class EngineRun(msgspec.Struct, frozen=True, gc=False):
+    """The engine container as one Pod object shows it (a struct: one per Pod update, and
+    msgspec builds it ~8x faster than a frozen dataclass)."""
 
     first_started: float | None  # its first run's start: lastState's when it has restarted
     started: float | None  # the current run's start (state.running)

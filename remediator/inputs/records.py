@@ -18,7 +18,7 @@ WatchType = Literal["ADDED", "MODIFIED", "DELETED"]
 JSON = dict[str, Any]
 
 
-class PodSeen(msgspec.Struct, frozen=True):
+class PodSeen(msgspec.Struct, frozen=True, gc=False):
     """A Pod as a watch event (or a list item) shows it."""
 
     watch: WatchType
@@ -43,7 +43,7 @@ class PodSeen(msgspec.Struct, frozen=True):
     pod_ip: str | None = None  # status.podIP: where a first-token probe connects
 
 
-class PodEvent(msgspec.Struct, frozen=True):
+class PodEvent(msgspec.Struct, frozen=True, gc=False):
     """A core/v1 or events.k8s.io/v1 Event whose subject is a Pod."""
 
     watch: WatchType
@@ -61,7 +61,7 @@ class PodEvent(msgspec.Struct, frozen=True):
     at: float | None
 
 
-class WorkloadSeen(msgspec.Struct, frozen=True):
+class WorkloadSeen(msgspec.Struct, frozen=True, gc=False):
     """A Deployment, StatefulSet or DaemonSet."""
 
     watch: WatchType
@@ -82,7 +82,7 @@ class WorkloadSeen(msgspec.Struct, frozen=True):
     at: float | None
 
 
-class AlertSeen(msgspec.Struct, frozen=True):
+class AlertSeen(msgspec.Struct, frozen=True, gc=False):
     """One alert of an Alertmanager webhook (version 4)."""
 
     status: Literal["firing", "resolved"]
@@ -96,7 +96,7 @@ class AlertSeen(msgspec.Struct, frozen=True):
     at: float | None
 
 
-class FirstToken(msgspec.Struct, frozen=True):
+class FirstToken(msgspec.Struct, frozen=True, gc=False):
     """The engine answered its first request (from a probe, a log line or a sidecar)."""
 
     namespace: str
@@ -105,7 +105,7 @@ class FirstToken(msgspec.Struct, frozen=True):
     at: float
 
 
-class EngineStep(msgspec.Struct, frozen=True):
+class EngineStep(msgspec.Struct, frozen=True, gc=False):
     """A vLLM start-up log line that marks an engine-init step (see inputs.vllm_log), stamped
     with the kubelet's time for the line. Lines that mark nothing never become inputs."""
 
@@ -118,7 +118,7 @@ class EngineStep(msgspec.Struct, frozen=True):
     at: float
 
 
-class GpuVerdict(msgspec.Struct, frozen=True):
+class GpuVerdict(msgspec.Struct, frozen=True, gc=False):
     """The outcome of a GPU memory verification on one node."""
 
     node: str
@@ -128,7 +128,7 @@ class GpuVerdict(msgspec.Struct, frozen=True):
     at: float | None
 
 
-class Relisted(msgspec.Struct, frozen=True):
+class Relisted(msgspec.Struct, frozen=True, gc=False):
     """A (re)list of one kind in one namespace is complete: what it did not hold is gone.
 
     The watch source sends it after the last page of every list, so objects deleted while

@@ -61,6 +61,8 @@ def parse_go_duration(text: str) -> float:
     s = s.lstrip("+-")
     if s == "0":
         return 0.0
+    if s[-1:] == "s" and s[:-1].replace(".", "", 1).isdecimal():
+        return sign * float(s[:-1])  # plain seconds ("49.657983991s"): what kubelets write
     pos, total = 0, 0.0
     for m in _GO_PART.finditer(s):
         if m.start() != pos:

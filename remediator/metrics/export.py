@@ -20,6 +20,7 @@ from remediator.timeline.tracker import StateChange, Tracker
 # Cold starts of large models run from seconds (warm node) to tens of minutes (cold pull).
 COLD_START_BUCKETS = (1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1800)
 _TOTAL_BIT = 1 << len(PHASES)
+_PHASE_BITS = _TOTAL_BIT - 1
 _ALL_BITS = (_TOTAL_BIT << 1) - 1
 
 
@@ -52,6 +53,7 @@ class TimelineMetrics:
         self._phase_children: dict[tuple[str, str, str], Histogram] = {}
         self._step_models: set[str] = set()
         self._engine_children: dict[tuple[str, str, str], Histogram] = {}
+        self._series: set[tuple[str, str, str, str]] = set()  # those _init_series made
 
     def observe(self, change: StateChange) -> None:
         """Export what this change made known, once per phase per pod."""
@@ -61,14 +63,15 @@ class TimelineMetrics:
         model = t.model or "unknown"
         if change.before is None and t.pod_seen:
             self._init_series(model, t)
-        for i, (phase, value) in enumerate(t.phases().items()):
-            bit = 1 << i
-            if value is None or t.observed & bit:
-                continue
-            t.observed |= bit
-            self._phase(phase, model, t.namespace).observe(value)
-            if phase == "engine_init":
-                self._engine(model, t.tp_size or "", t.gpu_util or "").observe(value)
+        if t.observed & _PHASE_BITS != _PHASE_BITS:
+            for i, value in enumerate(t.phase_values(t.observed)):
+                if value is None:
+                    continue  # not known yet, or observed already (left out)
+                t.observed |= 1 << i
+                phase = PHASES[i]
+                self._phase(phase, model, t.namespace).observe(value)
+                if phase == "engine_init":
+                    self._engine(model, t.tp_size or "", t.gpu_util or "").observe(value)
         if change.after in ("ready", "serving"):
             self.observe_steps(t)
         # Total once the cold start has ended (first token, else Ready).
@@ -81,6 +84,10 @@ class TimelineMetrics:
     def _init_series(self, model: str, t: PodTimeline) -> None:
         """A model's series exist at zero from its first pod on: Prometheus' increase() only
         counts what happens after a series appears, so a first cold start is not lost."""
+        key = (model, t.namespace, t.tp_size or "", t.gpu_util or "")
+        if key in self._series:
+            return  # (once per pod otherwise: eight lookups)
+        self._series.add(key)
         for phase in (*PHASES, "total"):
             self._phase(phase, model, t.namespace)
         self._engine(model, t.tp_size or "", t.gpu_util or "")

@@ -7,7 +7,7 @@ and only throws away progress, so those are diagnosed and told, never deleted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from remediator.contract.decision import Decision
 from remediator.policy.incident import incident_id
@@ -17,9 +17,9 @@ DELETE_PHASES = frozenset({"engine_init", "container_start"})
 GPU_RESOURCE = "nvidia.com/gpu"
 
 
-@dataclass(frozen=True, slots=True)
-class Facts:
-    """What the guardrails need to know about the pod's workload and model."""
+class Facts(msgspec.Struct, frozen=True, gc=False):
+    """What the guardrails need to know about the pod's workload and model (a struct: one
+    per timer that fires, ~6x cheaper to build than a frozen dataclass)."""
 
     workload: str | None
     replicas: int | None

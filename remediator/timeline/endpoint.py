@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
+class Endpoint(msgspec.Struct, frozen=True, gc=False):
     container: str | None  # the main (GPU) container: whose log holds vLLM's steps
     ip: str | None  # status.podIP, once the pod has one
     port: int | None  # the pod's --port, when its args name one

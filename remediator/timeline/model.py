@@ -133,7 +133,7 @@ class PodTimeline:
         log = self.log
         if log is None:
             log = self.log = []
-        elif entry in log:
+        elif log and when <= log[-1][0] and entry in log:  # (sorted: a later one is new)
             return  # a resync or a count bump re-sends the same fact
         if (not log or when >= log[-1][0]) and len(log) < _MAX_LOG:
             # In time order, the usual case: the derived facts follow without a re-derive.
@@ -323,19 +323,45 @@ class PodTimeline:
         return self.started
 
     def phases(self) -> dict[str, float | None]:
-        skew = self.clock_skew()
-        sched = self.scheduled_at()
-        ready, first = self.ready, self.started_first
-        if skew:
-            ready, first = self._n(ready, skew), self._n(first, skew)
+        sched, init, pull, start, engine, first = self.phase_values()
         return {
-            "scheduling": _span(sched, self.created),
-            "init": _span(self._n(self.init_end(), skew), sched) if self.has_init else None,
-            "image_pull": self.image_pull(),
-            "container_start": _span(first, self.pull_end(skew)),
-            "engine_init": _span(self.ready, self.started),
-            "first_token": _span(self.first_token, ready),
+            "scheduling": sched,
+            "init": init,
+            "image_pull": pull,
+            "container_start": start,
+            "engine_init": engine,
+            "first_token": first,
         }
+
+    def phase_values(self, skip: int = 0) -> tuple[float | None, ...]:
+        """The phases' seconds in PHASES order; those whose bit (1 << index) is set in `skip`
+        are left out (None). The exporter's hot path: no dict, and the clock skew only
+        worked out when a phase that needs it can be known."""
+        sched = self.scheduled if self.scheduled is not None else self.scheduled_event
+        skew: float | None = None
+        scheduling = init = image_pull = container_start = engine_init = first_token = None
+        if not skip & 1:
+            scheduling = _span(sched, self.created)
+        if not skip & 2 and self.has_init and sched is not None:
+            end = self.init_end()
+            if end is not None:
+                skew = self.clock_skew()
+                init = _span(end - skew if skew else end, sched)
+        if not skip & 4:
+            image_pull = self.image_pull()
+        first = self.started_first
+        if not skip & 8 and first is not None:
+            if skew is None:
+                skew = self.clock_skew()
+            container_start = _span(first - skew if skew else first, self.pull_end(skew))
+        if not skip & 16:
+            engine_init = _span(self.ready, self.started)
+        ready = self.ready
+        if not skip & 32 and self.first_token is not None and ready is not None:
+            if skew is None:
+                skew = self.clock_skew()
+            first_token = _span(self.first_token, ready - skew if skew else ready)
+        return scheduling, init, image_pull, container_start, engine_init, first_token
 
     def total(self) -> float | None:
         end = self.first_token

@@ -5,11 +5,10 @@ from __future__ import annotations
 import sys
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import replace
 
 import msgspec
 
-from remediator.inputs.kubelet import parse_pulled
+from remediator.inputs.kubelet import already_present, pull_seconds
 from remediator.inputs.pods import engine_run, init_times, spec_info
 from remediator.inputs.records import (
     EngineStep,
@@ -38,9 +37,10 @@ _MAX_PARKED = 10_000
 _MAX_LABEL_SETS = 4_096
 _MAX_PARKED_STEPS = 64  # per pod: a start-up marks about ten steps, times TP workers
 DEFAULT_MAX_UNWATCHED = 10_000  # pods known from webhooks alone (the service's setting)
+_NO_TIME = float("-inf")  # a Pod object without any timestamp: older than any with one
 
 
-class StateChange(msgspec.Struct, frozen=True):
+class StateChange(msgspec.Struct, frozen=True, gc=False):
     """A timeline moved from one state to another (or was first seen)."""
 
     timeline: PodTimeline
@@ -122,7 +122,9 @@ class Tracker:
         if self._gone and _uid_of(item) in self._gone:
             return None  # a late word about a pod already deleted and forgotten
         if isinstance(item, PodSeen):
-            t = self._timeline(item.uid, item.namespace, item.name)
+            t = self.by_uid.get(item.uid)  # (_timeline() only for a new one: a call less)
+            if t is None:
+                t = self._timeline(item.uid, item.namespace, item.name)
             self._pod(t, item)
         elif isinstance(item, PodEvent):
             t = self._event_timeline(item)
@@ -142,10 +144,15 @@ class Tracker:
             return None  # a step inside engine init: no state changes
         else:
             return None
-        if t.last_seen is None and t.uid.startswith("?"):
-            self._ended.append((now, t.uid))  # an orphan: pruned unless its pod comes
-        t.last_seen = now if t.last_seen is None else max(t.last_seen, now)
-        return self._moved(t, now)
+        last = t.last_seen
+        if last is None:
+            if t.uid.startswith("?"):
+                self._ended.append((now, t.uid))  # an orphan: pruned unless its pod comes
+            t.last_seen = now
+        elif now > last:
+            t.last_seen = now
+        after = t.state()
+        return self._moved_to(t, after, now) if after != t.counted else None
 
     def relisted(self, item: Relisted, now: float) -> list[StateChange]:
         """A complete list of a namespace's pods: those it no longer holds were deleted
@@ -173,9 +180,11 @@ class Tracker:
         return changes
 
     def _moved(self, t: PodTimeline, now: float) -> StateChange | None:
-        before, after = t.counted, t.state()
-        if after == before:
-            return None
+        after = t.state()
+        return self._moved_to(t, after, now) if after != t.counted else None
+
+    def _moved_to(self, t: PodTimeline, after: str, now: float) -> StateChange:
+        before = t.counted
         t.counted = after
         self._count(t.namespace, before, -1)
         self._count(t.namespace, after, +1)
@@ -320,31 +329,41 @@ class Tracker:
                 t.first_token = parked if t.first_token is None else min(t.first_token, parked)
         if p.created is not None:
             t.created = p.created
-        if p.pod_ip and t.endpoint is not None and p.pod_ip != t.endpoint.ip:
-            t.endpoint = replace(t.endpoint, ip=p.pod_ip)
+        ip, was = p.pod_ip, t.endpoint
+        if ip and was is not None and ip != was.ip:
+            t.endpoint = Endpoint(was.container, ip, was.port, was.model)  # (replace() is slow)
         if p.node and p.node != t.node:
             t.node = sys.intern(p.node)
-        if p.scheduled is not None:
-            t.scheduled = p.scheduled if t.scheduled is None else min(t.scheduled, p.scheduled)
-        run = engine_run(p.statuses, t.main_container)
-        if run.started is not None and not (t.runs_seen and run.started == t.started):
-            t.see(run.started, RUN, -1.0, t.main_container)  # (the run seen last time: known)
-        if run.first_started is not None and run.first_started != run.started:
-            t.see(run.first_started, RUN, -1.0, t.main_container)
-        if p.init_statuses or p.initialized is not None:
-            self._init(t, p)
-        if p.ready is not None:
-            t.see_ready(p.ready)
-        t.restarts = max(t.restarts, run.restarts)
-        t.version = max(t.version, p.version)
+        scheduled = p.scheduled
+        if scheduled is not None and (t.scheduled is None or scheduled < t.scheduled):
+            t.scheduled = scheduled
+        main = t.main_container
+        run = engine_run(p.statuses, main)
+        started, first = run.started, run.first_started
+        if started is not None and not (t.runs_seen and started == t.started):
+            t.see(started, RUN, -1.0, main)  # (the run seen last time: known)
+        if first is not None and first != started:
+            t.see(first, RUN, -1.0, main)
+        if p.init_statuses or (p.initialized is not None and t.has_init):
+            self._init(t, p)  # (else there is nothing for it to take)
+        ready = p.ready
+        if ready is not None and (t.ready is None or ready < t.ready):
+            t.see_ready(ready)
+        if run.restarts > t.restarts:
+            t.restarts = run.restarts
+        version = p.version
+        if version > t.version:
+            t.version = version
         # What the pod shows now: the newest object decides, whatever order they came in.
-        version = (p.at if p.at is not None else float("-inf"), p.version)
-        if t.waiting_at is None or version >= t.waiting_at:
-            t.waiting_at, t.waiting_reason = version, run.waiting
-            t.unschedulable = p.unschedulable if p.scheduled is None else None
-        if p.phase == "Failed":
+        at = p.at if p.at is not None else _NO_TIME
+        shown = t.waiting_at
+        if shown is None or at > shown[0] or (at == shown[0] and version >= shown[1]):
+            t.waiting_at, t.waiting_reason = (at, version), run.waiting
+            t.unschedulable = p.unschedulable if scheduled is None else None
+        phase = p.phase
+        if phase == "Failed":
             t.failed = True
-        elif p.phase == "Succeeded":
+        elif phase == "Succeeded":
             t.succeeded = True
         if p.deleting:
             t.terminating = True
@@ -417,7 +436,9 @@ def _event(t: PodTimeline, ev: PodEvent) -> None:
         return
     if ev.created is not None:
         # An Event is created after it happened: kubelet time − creation ≤ the node's skew.
-        t.skew_lo = latest(t.skew_lo, when - ev.created)
+        lo = when - ev.created
+        if t.skew_lo is None or lo > t.skew_lo:
+            t.skew_lo = lo
     if ev.init:
         # An init container (weights download, sidecar): its pulls and runs are `init`.
         t.has_init = True
@@ -428,11 +449,10 @@ def _event(t: PodTimeline, ev: PodEvent) -> None:
     if reason == "Pulling":
         t.see(when, PULLING, -1.0, container)
     elif reason == "Pulled":
-        info = parse_pulled(ev.message)
-        if info.already_present:
+        if already_present(ev.message):
             t.see(when, PRESENT, -1.0, container)
         else:
-            reported = info.reported
+            reported = pull_seconds(ev.message)
             t.see(when, PULLED, reported if reported is not None else -1.0, container)
     elif reason == "Started":
         t.see(when, STARTED, -1.0, container)
