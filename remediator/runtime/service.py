@@ -189,14 +189,15 @@ class Service:
 
     async def start(self) -> None:
         self._webhook_token()  # fail at start, not on the first webhook
+        listen, idle = Listen.parse(self.cfg.listen), self.cfg.http_idle_timeout_s
         app = make_app(
             self.runtime,
             self.registry,
             self._webhook_token,
             self.source_metrics,
             timelines=self._timelines,
+            body_timeout_s=idle,
         )
-        listen, idle = Listen.parse(self.cfg.listen), self.cfg.http_idle_timeout_s
         self._runner, self.port = await serve_app(app, listen, idle, self.registry)
         self._run_task = asyncio.create_task(self.runtime.run(), name="runtime")
         await asyncio.sleep(0)  # let the runtime bind the loop before watches deliver

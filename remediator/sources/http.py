@@ -23,11 +23,14 @@ refuses the whole body: the sender retries it, nothing is half-applied.
 
 A connection that sends no complete request for `idle_timeout_s` (75 s, as nginx and
 Go's net/http) is closed: one that never sends, one that trickles its headers, one kept
-alive after its last request. `remediator_http_connections_open` shows how many are open.
+alive after its last request; a body not received whole within the same time is a 408
+and the connection is closed (a slow body would otherwise hold its handler forever).
+`remediator_http_connections_open` shows how many are open.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 from collections.abc import Callable, Iterable
@@ -176,6 +179,7 @@ def make_app(
     token: TokenSource,
     metrics: SourceMetrics,
     timelines: Timelines | None = None,
+    body_timeout_s: float = IDLE_TIMEOUT_S,
 ) -> web.Application:
     async def events(request: web.Request) -> web.Response:
         if not _authorized(request, token):
@@ -183,9 +187,14 @@ def make_app(
             resp = _error(401, "missing or wrong bearer token", hint="Authorization: Bearer ...")
             return _closing(request, resp) if request.content.exception() else resp
         try:
-            body = await request.read()
+            body = await asyncio.wait_for(request.read(), body_timeout_s)
         except web.RequestPayloadError as exc:  # e.g. a Content-Encoding it does not decode to
             return _closing(request, _refused(f"body unreadable: {exc}", None))
+        except TimeoutError:
+            why = f"request body not received within {body_timeout_s:g}s"
+            metrics.input_errors.labels("http").inc()
+            log.warning("webhook refused", extra={"status": 408, "error": why})
+            return _closing(request, _error(408, why, accepted=0))
         try:
             inputs, kind, stored = _decode_body(request.headers, body)
             unavailable = await intake.take(inputs, kind, stored)

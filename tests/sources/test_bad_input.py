@@ -6,9 +6,11 @@ each case below gave a 500 before its fix."""
 from __future__ import annotations
 
 import gzip
+import socket
 import zlib
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -229,3 +231,23 @@ def test_fuzzed_bodies_and_headers_never_get_a_5xx(
     refusals = [line for line in logs_at_debug.lines if line["level"] == "warning"]
     assert len(refusals) <= sum(n for status, n in statuses.items() if status >= 400)
     assert statuses[202] and statuses[400] and statuses[401]  # each kind of answer was reached
+
+
+def test_a_body_that_never_arrives_whole_is_408_and_closed(
+    config: ServiceConfig, logs_at_debug: LogRecorder
+) -> None:
+    """A client that sends its headers and part of the body, then stalls (slowloris), gets 408
+    after the idle timeout and its connection is closed: the handler is not held forever."""
+    with service_in_thread(replace(config, http_idle_timeout_s=0.5)) as svc:
+        assert svc.port is not None
+        with socket.create_connection(("127.0.0.1", svc.port), timeout=10) as sock:
+            head = b"POST /events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            head += b"%s: %s\r\n" % AUTH + b"Content-Type: application/json\r\n"
+            sock.sendall(head + b"Content-Length: 1000\r\n\r\n" + b'{"version": "4"')
+            answer = b""
+            while chunk := sock.recv(4096):  # b"": the server closed the connection
+                answer += chunk
+    assert answer.startswith(b"HTTP/1.1 408"), answer
+    assert b"request body not received within 0.5s" in answer
+    refusals = [x for x in logs_at_debug.lines if x["msg"] == "webhook refused"]
+    assert [x["status"] for x in refusals] == [408] and "exc" not in refusals[0]
