@@ -52,9 +52,12 @@ class Batch:
 
     acts: list[Decision] = field(default_factory=list)
     held: list[Suppressed] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)  # uids of pods that went away
 
     def transition(self, change: StateChange) -> None:
         t = change.timeline
+        if change.after == "deleted":
+            self.gone.append(t.uid)
         log.debug(
             "transition",
             extra={"pod": f"{t.namespace}/{t.name}", "from": change.before, "to": change.after},
@@ -141,6 +144,22 @@ class Driver:
         wrote = bool(self._unwritten)
         if wrote and self._write() and leader:
             self._wake_worker()
+        for uid in batch.gone:
+            self._drop_for_gone_pod(uid)
+
+    def _drop_for_gone_pod(self, uid: str) -> None:
+        """A pod that went away (a watch DELETED, a relist without it) takes its pending
+        deletion with it: the worker never submits a workflow for a pod already gone."""
+        try:
+            dropped = self.outbox.drop_for_gone_pod(uid, "not executed: the pod was gone")
+        except sqlite3.Error as exc:  # the worker's UID precondition still spares a new pod
+            self.store.failed("outbox", exc)
+            return
+        for row in dropped:
+            log.info(
+                "pending action dropped: the pod is gone",
+                extra={"incident": row.incident, "action": row.decision.action, "row": row.id},
+            )
 
     def _write(self) -> bool:
         """Every decision not yet written, with the guard state; False when the file

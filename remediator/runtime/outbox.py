@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from remediator.contract.actions import action
 from remediator.contract.decision import Decision
 from remediator.guard.state import GuardState
 
@@ -245,6 +246,24 @@ class Outbox:
                     [(why, now, r.id) for r in stale],
                 )
         return stale
+
+    def drop_for_gone_pod(self, uid: str, why: str) -> list[Row]:
+        """Pending pod deletions aimed at a pod that is gone become `expired`: acting on
+        them would be wasted and announced (a pod deleted while the watch was cut)."""
+        gone = [
+            r
+            for r in self._rows("WHERE state = 'pending' ORDER BY id")
+            if r.decision.uid == uid and action(r.decision.action).deletes_pods
+        ]
+        if gone:
+            now = self._now()
+            with self._lock:
+                self._db.executemany(
+                    "UPDATE outbox SET state = 'expired', error = ?, updated_at = ?"
+                    " WHERE id = ? AND state = 'pending'",
+                    [(why, now, r.id) for r in gone],
+                )
+        return gone
 
     # --- reads -------------------------------------------------------------------------
     def guard_state(self) -> str | None:

@@ -300,3 +300,25 @@ async def test_the_timer_loop_fires_on_virtual_time(wall: None) -> None:
         assert [r.state for r in rig.outbox.rows()] == ["pending"]
     finally:
         timer.cancel()
+
+
+async def test_a_pending_delete_of_a_pod_that_went_away_is_dropped_not_submitted(
+    wall: None,
+) -> None:
+    """Argo is down when the budget lapses, so the delete waits, pending; meanwhile the pod goes
+    (its DELETED, or a relist without it): the row is expired, and Argo, back, gets nothing."""
+    down = Argo(submit=Unavailable("argo down"))
+    rig = Rig(down, slack_ok())
+    stuck = pod("vllm-0", started=T0)
+    rig.feed(stuck)
+    await rig.at(61)
+    assert rig.rows() == [("delete-pod", "pending", None, None)]
+    submits = len(rig.argo.carried)
+    rig.feed({"type": "DELETED", "object": {**stuck, "metadata": {
+        **stuck["metadata"], "deletionTimestamp": iso(T0 + 70), "deletionGracePeriodSeconds": 0,
+    }}})  # fmt: skip
+    down.submit = None  # Argo is back
+    await rig.at(600)
+    assert rig.rows() == [("delete-pod", "expired", None, None)]
+    assert rig.outbox.rows()[0].error == "not executed: the pod was gone"
+    assert len(rig.argo.carried) == submits  # nothing submitted for a pod no longer there
