@@ -129,6 +129,7 @@ def worker(**kw: Any) -> None:
                   web_port=listen.port, tick_s=kw["tick_s"])  # fmt: skip
     policy = load_policy_file(kw["policy"]) if kw["policy"] else PolicyFile()
     carrier: Carrier
+    argo: ArgoExecutor | None = None
     if kw["argo_server"]:
         argo = ArgoExecutor(ArgoConfig(host=kw["argo_server"], namespace=kw["argo_namespace"]))
         carrier = ArgoCarrier(argo)
@@ -141,7 +142,7 @@ def worker(**kw: Any) -> None:
 
         config = SlackConfig(channel=kw["slack_channel"], base_url=kw["slack_api_url"])
         try:
-            carrier = TellingCarrier(carrier, SlackNotifier(config))
+            carrier = TellingCarrier(carrier, SlackNotifier(config), follow=argo)
         except MissingSecret as exc:
             raise click.ClickException(str(exc)) from None
     asyncio.run(ensure_topics(cfg))

@@ -20,7 +20,17 @@ from typing import Protocol
 from remediator.contract.decision import Decision
 from remediator.executors import argo_params
 from remediator.executors.argo import ArgoError, ArgoExecutor, SubmitRejected
-from remediator.executors.protocol import Acted, Executor, Posted, Submitted, Tell
+from remediator.executors.protocol import (
+    Acted,
+    Ended,
+    Executor,
+    Finished,
+    Poll,
+    Posted,
+    Refused,
+    Submitted,
+    Tell,
+)
 
 log = logging.getLogger(__name__)
 
@@ -93,30 +103,66 @@ class DryRunRecorder:
 class TellingCarrier:
     """Carries with `inner`, then tells on-call what was done: the act message of a workflow
     created (or recorded, in a dry run), the notice of a `notify`. Nothing is told for a
-    command that created nothing (redelivered: it was told the first time). Slack down: a
-    few tries, then a logged error; the command itself is done and stays done."""
+    command that created nothing (redelivered: it was told the first time). With `follow`
+    (the Argo executor), a workflow it created is polled to its end in the background and the
+    end is replied in the act message's thread, as serve does; that follow lives in this
+    process only (a worker that dies mid-follow leaves the end untold: logged, not retried).
+    Slack down: a few tries, then a logged error; the command itself is done and stays done."""
 
-    def __init__(self, inner: Carrier, notifier: Executor, tries: int = 3) -> None:
+    def __init__(
+        self,
+        inner: Carrier,
+        notifier: Executor,
+        follow: Executor | None = None,
+        *,
+        tries: int = 3,
+        poll_s: float = 5.0,
+        give_up_s: float = 3600.0,
+    ) -> None:
         self.inner = inner
         self.notifier = notifier
-        self.tries = tries
+        self.follow = follow
+        self.tries, self.poll_s, self.give_up_s = tries, poll_s, give_up_s
+        self._following: set[asyncio.Task[None]] = set()
 
     async def carry(self, decision: Decision) -> Outcome:
         outcome = await self.inner.carry(decision)
         if outcome.status in ("created", "recorded") or (
             outcome.status == "skipped" and decision.action == "notify"
         ):
-            await self._tell(Tell(Acted(decision, outcome.submitted)), decision)
+            ts = await self._tell(Tell(Acted(decision, outcome.submitted)), decision)
+            if ts is not None and outcome.submitted is not None and self.follow is not None:
+                task = asyncio.create_task(self._to_the_end(decision, outcome.submitted, ts))
+                self._following.add(task)
+                task.add_done_callback(self._following.discard)
         return outcome
 
-    async def _tell(self, tell: Tell, decision: Decision) -> None:
+    async def _to_the_end(self, decision: Decision, submitted: Submitted, ts: str) -> None:
+        assert self.follow is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.give_up_s
+        while loop.time() < deadline:
+            seen = await self.follow.carry(Poll(decision, submitted.name))
+            if isinstance(seen, Ended):
+                await self._tell(Tell(Finished(decision, seen), thread=ts), decision)
+                return
+            if isinstance(seen, Refused):
+                break
+            await asyncio.sleep(self.poll_s)
+        where = {"incident": decision.incident, "workflow": submitted.name}
+        log.error("workflow not followed to its end", extra=where)
+
+    async def _tell(self, tell: Tell, decision: Decision) -> str | None:
+        """The message's ts once posted, else None (after `tries`, logged)."""
+        told: object = None
         for attempt in range(self.tries):
             told = await self.notifier.carry(tell)
             if isinstance(told, Posted):
-                return
+                return told.ts
             if attempt + 1 < self.tries:
                 await asyncio.sleep(2.0**attempt)
         log.error(
             "slack not told",
             extra={"incident": decision.incident, "action": decision.action, "outcome": str(told)},
         )
+        return None
