@@ -29,20 +29,30 @@ def slack(monkeypatch: pytest.MonkeyPatch) -> Iterator[SlackStandin]:
         yield server
 
 
+def telling(argo: ArgoStandin, token_file: Path, slack: SlackStandin) -> TellingCarrier:
+    """The real Argo executor (also the follower) and the real Slack notifier, on stand-ins."""
+    executor = ArgoExecutor(config_for(argo, token_file), backoff=Backoff(initial_s=0.01))
+    notifier = SlackNotifier(SlackConfig(channel=CHANNEL, base_url=slack.url))
+    return TellingCarrier(ArgoCarrier(executor), notifier, follow=executor, poll_s=0.01)
+
+
+async def two_posts(slack: SlackStandin) -> None:
+    """The act message and the end reply (the stand-in moves a workflow a phase per GET)."""
+    for _ in range(500):
+        if len(slack.posted()) == 2:
+            return
+        await asyncio.sleep(0.01)
+
+
 async def test_a_created_workflow_is_told_then_followed_to_its_end_in_the_thread(
     argo: ArgoStandin, token_file: Path, slack: SlackStandin
 ) -> None:
-    executor = ArgoExecutor(config_for(argo, token_file), backoff=Backoff(initial_s=0.01))
-    notifier = SlackNotifier(SlackConfig(channel=CHANNEL, base_url=slack.url))
-    carrier = TellingCarrier(ArgoCarrier(executor), notifier, follow=executor, poll_s=0.01)
+    carrier = telling(argo, token_file, slack)
     decision = delete_decision()
     first = await carrier.carry(decision)
     again = await carrier.carry(decision)  # redelivered after a crash: Argo says it exists
     assert (first.status, again.status) == ("created", "exists")
-    for _ in range(500):  # the stand-in moves a workflow one phase per GET
-        if len(slack.posted()) == 2:
-            break
-        await asyncio.sleep(0.01)
+    await two_posts(slack)
     act, end = slack.posted()
     assert "delete-pod" in act.body["text"] and "thread_ts" not in act.body
     assert end.body["thread_ts"] == act.ts and "Succeeded" in end.body["text"]
@@ -51,16 +61,11 @@ async def test_a_created_workflow_is_told_then_followed_to_its_end_in_the_thread
 async def test_a_failed_workflow_is_told_as_failed(
     argo: ArgoStandin, token_file: Path, slack: SlackStandin
 ) -> None:
-    executor = ArgoExecutor(config_for(argo, token_file), backoff=Backoff(initial_s=0.01))
-    notifier = SlackNotifier(SlackConfig(channel=CHANNEL, base_url=slack.url))
-    carrier = TellingCarrier(ArgoCarrier(executor), notifier, follow=executor, poll_s=0.01)
+    carrier = telling(argo, token_file, slack)
     decision = delete_decision()
     out = await carrier.carry(decision)
     assert out.name is not None
     argo.script(out.name, "Running", "Failed", message="pod not found")
-    for _ in range(500):
-        if len(slack.posted()) == 2:
-            break
-        await asyncio.sleep(0.01)
+    await two_posts(slack)
     end = slack.posted()[1]
     assert "Failed" in end.body["text"] and end.body["thread_ts"] == slack.posted()[0].ts
