@@ -62,7 +62,16 @@ class CouldNot:
     error: str
 
 
-Note = Acted | Finished | WouldHave | CouldNot
+@dataclass(frozen=True, slots=True)
+class Spared:
+    """A delete not made: looked at again just before it, the pod was no longer stuck
+    (Ready, moved on a phase, another instance, gone)."""
+
+    decision: Decision
+    reason: str
+
+
+Note = Acted | Finished | WouldHave | CouldNot | Spared
 
 
 @dataclass(frozen=True, slots=True)
