@@ -96,11 +96,13 @@ def coldstart(
       kubectl coldstart -n llm vllm-llama-70b-7d9c-x2x4q    # one pod
       kubectl coldstart -n llm -l app=vllm -w               # follow until Ctrl-C
       kubectl coldstart -n llm -o json | jq -c 'select(.kind=="waiting")'
+    No target and no -l: every pod of the namespace.
 
     \b
-    Needs only read access: list pods and events (either Event API), get deployments or
-    statefulsets when one is named, get pods/log with --logs (without it, that is said
-    once and everything else is shown). No remediator service, no Prometheus.
+    Needs only read access: list pods and events (either Event API; and watch them for
+    --watch), get deployments or statefulsets when one is named, get pods/log with --logs
+    (without it, that is said once and everything else is shown). No remediator
+    service, no Prometheus.
     NO_COLOR set (or output not a terminal): no colours.
 
     \b
