@@ -12,7 +12,7 @@ import click
 import orjson
 
 from remediator.coldstart.kube import Forbidden, Kube, KubeError, load
-from remediator.coldstart.render import Style, json_docs, text
+from remediator.coldstart.render import Style, json_docs, text, use_color
 from remediator.coldstart.snapshot import LOG_BYTES, Snapshot, selectors, take
 from remediator.coldstart.target import TargetError, parse_target
 from remediator.contract.errors import ConfigError
@@ -103,7 +103,7 @@ def coldstart(
     --watch), get deployments or statefulsets when one is named, get pods/log with --logs
     (without it, that is said once and everything else is shown). No remediator
     service, no Prometheus.
-    NO_COLOR set (or output not a terminal): no colours.
+    NO_COLOR set (to anything), or output not a terminal: no colours.
 
     \b
     Exit codes: 0 shown (whatever state the pods are in; Ctrl-C ends --watch with 0);
@@ -140,7 +140,7 @@ def coldstart(
         click.echo(f"warning: {snap.refused} objects refused as malformed", err=True)
     scope = f"{ns} {goal.label}"
     out = sys.stdout
-    color = out.isatty() and "NO_COLOR" not in os.environ
+    color = use_color(out, os.environ)
     try:
         if not watch:
             _show(out, snap, snap.now(), output, scope, Style(color), [])
