@@ -103,7 +103,7 @@ def coldstart(
     --watch), get deployments or statefulsets when one is named, get pods/log with --logs
     (without it, that is said once and everything else is shown). No remediator
     service, no Prometheus.
-    NO_COLOR set (to anything), or output not a terminal: no colours.
+    NO_COLOR set (not empty), or output not a terminal: no colours.
 
     \b
     Exit codes: 0 shown (whatever state the pods are in; Ctrl-C ends --watch with 0);
