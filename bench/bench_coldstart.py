@@ -76,13 +76,13 @@ from remediator.coldstart.kube import Kube, load
 from remediator.coldstart.render import text
 from remediator.coldstart.snapshot import take
 from remediator.coldstart.target import Target
-from remediator.session import Session
+from remediator.timeline.tracker import Tracker
 t1 = time.perf_counter()
 api, _ = load({str(kubeconfig)!r}, None)
 kube = Kube(api)
 t2 = time.perf_counter()
 target = Target(selector="app=vllm-inference")
-snap = take(kube, {NS!r}, target, Session(), {{"label_selector": "app=vllm-inference"}})
+snap = take(kube, {NS!r}, target, Tracker(), {{"label_selector": "app=vllm-inference"}})
 t3 = time.perf_counter()
 lines = list(text(snap.timelines(), snap.now(), "x"))
 t4 = time.perf_counter()

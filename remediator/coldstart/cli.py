@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 import threading
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import click
 import orjson
@@ -16,7 +16,7 @@ from remediator.coldstart.render import Style, json_docs, text, use_color
 from remediator.coldstart.snapshot import LOG_BYTES, Snapshot, selectors, take
 from remediator.coldstart.target import TargetError, parse_target
 from remediator.contract.errors import ConfigError
-from remediator.session import Session
+from remediator.timeline.tracker import Tracker
 
 EXIT_ERROR = 1  # the API could not be asked (unreachable, kubeconfig, not found)
 EXIT_USAGE = 2
@@ -116,16 +116,13 @@ def coldstart(
         goal = parse_target(target, selector)
     except TargetError as exc:
         raise click.UsageError(str(exc)) from None
-    try:
-        session = Session.from_policy_file(policy)
-    except ConfigError as exc:
-        raise click.UsageError(f"policy file {policy}: {exc}") from None
+    tracker = Tracker(_engines(policy))
     try:
         api, default_ns = load(kubeconfig, context)
         ns = namespace or default_ns
         kube = Kube(api)
         pod_sel = selectors(kube, ns, goal)
-        snap = take(kube, ns, goal, session, pod_sel, logs=logs, log_bytes=log_bytes)
+        snap = take(kube, ns, goal, tracker, pod_sel, logs=logs, log_bytes=log_bytes)
     except TargetError as exc:
         _fail(str(exc), EXIT_ERROR)
     except Forbidden as exc:
@@ -155,7 +152,19 @@ def coldstart(
         sys.exit(0)
 
 
-def _fail(message: str, code: int) -> None:
+def _engines(policy: str | None) -> tuple[str, ...]:
+    """The engine containers serve's policy names (else the tracker finds the GPU one)."""
+    if policy is None:
+        return ()
+    from remediator.policy_file import load_policy_file  # only with --policy: its imports cost
+
+    try:
+        return load_policy_file(policy).rules.stuck_pod.engine_containers
+    except ConfigError as exc:
+        raise click.UsageError(f"policy file {policy}: {exc}") from None
+
+
+def _fail(message: str, code: int) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
 

@@ -68,7 +68,7 @@ def test_the_json_timelines_are_replays_and_so_serves() -> None:
 
 def test_engine_init_steps_show_under_the_bars_and_in_the_figures() -> None:
     snap = snapshot_of(STEPS)
-    screen = list(text(snap.timelines(), snap.session.now, "llm all pods"))
+    screen = list(text(snap.timelines(), snap.clock, "llm all pods"))
     assert " · cuda_graphs        37.0s ▒▒▒  0.45 GiB" in screen, screen
     assert "   · cuda_graphs         37.0s    37.0s  1" in screen
 

@@ -54,7 +54,7 @@ def test_the_workload_figures_are_the_ready_pods_phases() -> None:
 def test_a_pod_waiting_for_gpus_says_what_the_scheduler_said() -> None:
     snap = snapshot_of(INCIDENT, namespace="inference-canary")
     groups = workloads(snap.timelines())
-    now = snap.session.now
+    now = snap.clock
     told = [x for w in groups for t in w.pods if (x := waiting(t, w, now)) is not None]
     gpu = [x for x in told if x.phase == "scheduling"]
     assert gpu, told

@@ -12,14 +12,14 @@ from remediator.coldstart.kube import Page
 from remediator.coldstart.snapshot import Snapshot, _decode, event_selector
 from remediator.coldstart.target import Target
 from remediator.inputs.records import PodSeen
-from remediator.session import Session
+from remediator.timeline.tracker import Tracker
 from tests.coldstart.support import REDIS_PODS
 
 GOOD = json.loads(REDIS_PODS.read_text())["items"][0]
 
 
 def _snap() -> Snapshot:
-    return Snapshot(Session(), "default", Target())
+    return Snapshot(Tracker(), "default", Target())
 
 
 def test_a_malformed_item_is_counted_and_the_rest_kept() -> None:
