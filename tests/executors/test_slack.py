@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,16 +10,14 @@ import pytest
 from remediator.executors.argo import Ended, Submitted
 from remediator.executors.slack import SlackConfig, SlackError, SlackNotifier
 from tests.executors.conftest import delete_decision
+from tests.standins.fixtures import slack_fixture
 from tests.standins.slack_server import SlackStandin
 
 SLACK_TOKEN = "xoxb-test-1234-abcd"
 CHANNEL = "C0REMEDIATE"
 
 
-@pytest.fixture
-def slack() -> Iterator[SlackStandin]:
-    with SlackStandin(token=SLACK_TOKEN) as server:
-        yield server
+slack = slack_fixture(SLACK_TOKEN)
 
 
 def notifier_for(slack: SlackStandin, tmp_path: Path, token: str = SLACK_TOKEN) -> SlackNotifier:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from remediator.executors.protocol import (
     WouldHave,
 )
 from remediator.executors.slack import SlackConfig, SlackNotifier
+from tests.standins.fixtures import slack_fixture
 from tests.standins.slack_server import SlackStandin
 
 TOKEN = "xoxb-escape-test"
@@ -80,10 +80,7 @@ def notes(d: Decision, name: str, url: str, message: str, phase: str) -> list[No
     ]
 
 
-@pytest.fixture(scope="module")
-def slack() -> Iterator[SlackStandin]:
-    with SlackStandin(token=TOKEN) as server:
-        yield server
+slack = slack_fixture(TOKEN, scope="module")
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -5,11 +5,10 @@ holds when the process dies mid-post: the post taken by Slack, its ts never stor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from prometheus_client import CollectorRegistry
 
 from remediator.contract.decision import Decision
@@ -26,16 +25,14 @@ from remediator.runtime.outbox import Outbox
 from remediator.runtime.worker import OutboxWorker, WorkerSettings
 from remediator.session import Session
 from tests.runtime.test_virtual_clock import POLICY, T0, Argo, pod
+from tests.standins.fixtures import slack_fixture
 from tests.standins.slack_server import SlackStandin
 
 TOKEN = "xoxb-once-test"
 CHANNEL = "C0REMEDIATE"
 
 
-@pytest.fixture
-def slack() -> Iterator[SlackStandin]:
-    with SlackStandin(token=TOKEN) as server:
-        yield server
+slack = slack_fixture(TOKEN)
 
 
 class Replica:
