@@ -80,7 +80,7 @@ def notes(d: Decision, name: str, url: str, message: str, phase: str) -> list[No
     ]
 
 
-slack = slack_fixture(TOKEN, scope="module")
+slack = slack_fixture(TOKEN)
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -97,7 +97,6 @@ slack = slack_fixture(TOKEN, scope="module")
     phase=text,
 )
 def test_no_outside_string_becomes_slack_markup(
-    slack: SlackStandin,
     tmp_path_factory: pytest.TempPathFactory,
     namespace: str,
     target: str,
@@ -109,15 +108,14 @@ def test_no_outside_string_becomes_slack_markup(
     phase: str,
 ) -> None:
     d = Decision("delete-pod", namespace, target, reason, incident or "i", 1_714_557_600.0)
-    notifier = notifier_for(slack, tmp_path_factory.mktemp("slack") / "token")
-    seen = len(slack.requests)
 
-    async def post_all() -> None:
+    async def post_all(notifier: SlackNotifier) -> None:
         for note in notes(d, name, url, message, phase):
             await notifier.tell(note)
 
-    asyncio.run(post_all())
-    posted = [r for r in slack.requests[seen:] if r.ts is not None]
+    with SlackStandin(token=TOKEN) as slack:  # a server per example: nothing carried over
+        asyncio.run(post_all(notifier_for(slack, tmp_path_factory.mktemp("slack") / "token")))
+    posted = [r for r in slack.requests if r.ts is not None]
     assert len(posted) == 5  # every note accepted (the stand-in checks the Block Kit shape)
     for p in posted:
         for shown in mrkdwn(p.body):
@@ -130,8 +128,7 @@ def test_a_gpu_verdict_mention_reaches_the_channel_as_text(
     """The report: `<!channel>` inside a GPU verdict reached the channel (fallback text)."""
     reason = "GPU 3: memory did not settle <!channel> & <@U123>"
     d = Decision("notify", "llm", "gpu-node-7", reason, "gpu-verdict-1", 1_714_557_600.0)
-    seen = len(slack.requests)
     asyncio.run(notifier_for(slack, tmp_path / "token").tell(Acted(d)))
-    (posted,) = slack.requests[seen:]
+    (posted,) = slack.requests
     assert "&lt;!channel&gt; &amp; &lt;@U123&gt;" in posted.body["text"]
     assert all("<!channel>" not in t for t in mrkdwn(posted.body))
