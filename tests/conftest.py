@@ -17,8 +17,9 @@ example or running one can be slow for reasons that have nothing to do with the 
 test. The `shared` profile keeps every property's example count and checks, and drops only the
 timing ones (per-example deadline, "generation is slow"), which fail by load, not by defect.
 
-Shared state: tests/sharing.py watches the module-level lists, dicts and sets of `tests.*`; a
-test that changes one in place fails at its teardown (`--no-globals-watch` turns it off).
+Shared state: tests/sharing.py watches the module-level lists, dicts and sets of the modules
+in tests/ and the data that wider-scoped fixtures hand out; a test that changes one in place
+fails (`--no-globals-watch` turns both off).
 
 Servers: the tests under SERVERS start real servers (the control plane, Argo, Kafka, Prometheus
 and Alertmanager); they are marked `servers`. The rest is the unit part: `-m "not servers"`.
@@ -34,7 +35,14 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.sharing import GlobalsWatch
+from tests.sharing import (
+    GlobalsWatch,
+    changed_fixtures,
+    fingerprints,
+    shared_fixture_values,
+)
+
+pytest_plugins = ["pytester"]  # tests/test_suite_order.py runs small suites with these hooks
 
 settings.register_profile(
     "shared",
@@ -65,7 +73,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--no-globals-watch",
         action="store_true",
-        help="do not fail a test that changes module-level data of tests.* (tests/sharing.py)",
+        help="do not fail a test that changes module-level or shared fixture data",
     )
 
 
@@ -74,7 +82,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "servers: starts real servers (control plane, Argo, Kafka, Prometheus)"
     )
     if not config.getoption("no_globals_watch"):
-        config.stash[_WATCH] = GlobalsWatch()
+        config.stash[_WATCH] = GlobalsWatch(TESTS)
 
 
 def base_seed(config: pytest.Config) -> int:
@@ -127,6 +135,17 @@ def hypothesis_seed(item: pytest.Item) -> int | None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    shared = shared_fixture_values(item)
+    before = fingerprints(shared)
+    result = yield from _seeded(item)
+    changed = changed_fixtures(shared, before)
+    if changed and _WATCH in item.config.stash:
+        message = "this test changed data other tests read:\n  " + "\n  ".join(changed)
+        pytest.fail(message, pytrace=False)
+    return result
+
+
+def _seeded(item: pytest.Item) -> Generator[None, None, None]:
     seed = hypothesis_seed(item)
     test = getattr(item.obj, "__func__", item.obj) if seed is not None else None  # type: ignore[attr-defined]
     if test is None or getattr(test, _OWN_SEED, None) is not None:  # an explicit @seed wins

@@ -7,10 +7,11 @@ later test fails (or passes) because of what ran before it, in some orders and s
   module constants, its arguments or its earlier results. A test may then change what it built
   (hypothesis tests replace fields anywhere in a document) without touching the next build.
 - `GlobalsWatch`: the conftest fingerprints every mutable module-level value (list, dict, set,
-  bytearray, a dataclass that is not frozen) of the modules under `tests.` after collection
+  bytearray, a dataclass that is not frozen) of the modules in tests/ after collection
   and again after each test's teardown; a value that changed fails that test's teardown with
   the module, the name and what it became. A mutation no longer waits for the unlucky order
-  to show: the test that made it goes red, every run it makes it.
+  to show: the test that made it goes red, every run it makes it. The same holds for the data
+  a module- or session-scoped fixture hands to several tests (`shared_fixture_values`).
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ import copy
 import dataclasses
 import functools
 import hashlib
+import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import ParamSpec, TypeVar
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -71,15 +74,17 @@ def _shown(value: object, limit: int = 300) -> str:
 
 
 class GlobalsWatch:
-    """Fingerprints of the mutable module-level values of modules named `prefix…`."""
+    """Fingerprints of the mutable module-level values of the modules whose files are under
+    `root` (the suite's folder)."""
 
-    def __init__(self, prefixes: tuple[str, ...] = ("tests.",)) -> None:
-        self.prefixes = prefixes
+    def __init__(self, root: Path) -> None:
+        self.root = str(root.resolve()) + os.sep
         self.known: dict[tuple[str, str], tuple[int, bytes]] = {}
 
     def _values(self) -> Iterator[tuple[tuple[str, str], object]]:
         for name, module in list(sys.modules.items()):
-            if module is None or not name.startswith(self.prefixes):
+            path = getattr(module, "__file__", None)
+            if not isinstance(path, str) or not path.startswith(self.root):
                 continue
             for attr, value in list(vars(module).items()):
                 if not attr.startswith("__") and _watched(value):
@@ -95,3 +100,27 @@ class GlobalsWatch:
                 changed.append(f"{key[0]}.{key[1]} changed in place; now {_shown(value)}")
             self.known[key] = seen
         return changed
+
+
+def shared_fixture_values(item: Any) -> dict[str, object]:
+    """The values of the data fixtures (lists, dicts, sets, tuples) this test gets from a
+    module, package or session scope: other tests read the same objects."""
+    out: dict[str, object] = {}
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    for name, value in getattr(item, "funcargs", {}).items():
+        chain = defs.get(name)
+        if chain and chain[-1].scope != "function" and type(value) in (*_CONTAINERS, tuple):
+            out[name] = value
+    return out
+
+
+def fingerprints(values: dict[str, object]) -> dict[str, bytes]:
+    return {name: _fingerprint(value) for name, value in values.items()}
+
+
+def changed_fixtures(values: dict[str, object], before: dict[str, bytes]) -> list[str]:
+    return [
+        f"fixture {name!r} (shared beyond this test) changed in place; now {_shown(value)}"
+        for name, value in values.items()
+        if _fingerprint(value) != before[name]
+    ]

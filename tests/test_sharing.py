@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -91,10 +92,11 @@ def test_fresh_copies_share_no_list_or_dict_even_within_one_result() -> None:
 
 def test_the_watch_names_a_module_level_value_changed_in_place() -> None:
     module = types.ModuleType("tests._watched_probe")
+    module.__file__ = str(Path(__file__).parent / "_watched_probe.py")
     module.DATA = {"args": ["--model"]}  # type: ignore[attr-defined]
     sys.modules[module.__name__] = module
     try:
-        watch = GlobalsWatch()
+        watch = GlobalsWatch(Path(__file__).parent)
         assert watch.check() == []
         module.DATA["args"][0] = None  # type: ignore[attr-defined]
         changed = watch.check()

@@ -413,7 +413,7 @@ def gpu_node(index: int, gpus: int = 8) -> dict[str, Any]:
         "spec": {"podCIDR": f"10.{100 + hi}.{lo}.0/24"},
         "status": {
             "capacity": capacity,
-            "allocatable": capacity,
+            "allocatable": dict(capacity),  # its own: a test may change one of the two
             "addresses": [
                 {"type": "InternalIP", "address": f"10.64.{hi}.{lo + 1}"},
                 {"type": "Hostname", "address": name},
