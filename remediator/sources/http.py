@@ -107,6 +107,28 @@ def _authorized(request: web.Request, token: TokenSource) -> bool:
 _SDK_BAD_INPUT = (GenericException, ValueError, TypeError, AttributeError, RecursionError)
 
 
+def _ce_headers_utf8(headers: Any) -> None:
+    """A binary-mode event's attributes are its ce-* headers: every one must be UTF-8 text
+    (CloudEvents HTTP binding 3.1.3.2). aiohttp keeps other bytes as lone surrogates, which
+    the SDK would quote into an error nothing can encode."""
+    for name, value in headers.items():
+        if name.lower().startswith("ce-") and not _utf8(value):
+            raise InputError(f"header {_printable(name)} is not UTF-8 text")
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _printable(text: str) -> str:
+    """`text` with any byte that is not UTF-8 shown as an escape, for a log line or an answer."""
+    return text.encode("utf-8", "backslashreplace").decode()
+
+
 def _decode_body(headers: Any, body: bytes) -> tuple[list[Input], str, bytes]:
     """(inputs, kind, what `decode` makes the same inputs from) or InputError. Binary-mode
     CloudEvents go through the SDK and are kept as the structured event they are.
@@ -115,6 +137,7 @@ def _decode_body(headers: Any, body: bytes) -> tuple[list[Input], str, bytes]:
     is application/cloudevents+json, even if ce-* headers came along."""
     ctype = headers.get("Content-Type", "").split(";")[0].strip().lower()
     if ctype != STRUCTURED and any(k.lower().startswith("ce-") for k in headers):
+        _ce_headers_utf8(headers)
         try:
             event = from_http(dict(headers), body)
         except _SDK_BAD_INPUT as exc:
@@ -211,7 +234,7 @@ def make_app(
 
     def _refused(error: str, size: int | None) -> web.Response:
         """400: nothing of the body was applied. One log line, no traceback."""
-        error = " ".join(error.split())[:500]  # one line, bounded, whatever the input held
+        error = _printable(" ".join(error.split())[:500])  # one line, bounded, encodable
         metrics.input_errors.labels("http").inc()
         log.warning("webhook refused", extra={"status": 400, "error": error, "bytes": size})
         return _error(400, error, accepted=0)
