@@ -274,8 +274,8 @@ def serve(
 
     Every decision let through the guardrails is written to the outbox (--state-db)
     before it is submitted; after a crash the outbox is resumed, and a workflow that
-    was already submitted is recognised (409) rather than run twice. SIGTERM stops
-    it gracefully.
+    was already submitted is recognised (409) rather than run twice. SIGTERM, SIGINT
+    and SIGHUP stop it gracefully (there is no reload: a restart re-reads everything).
     """
     setup_logging(log_level)
     try:
@@ -350,7 +350,9 @@ async def _main(cfg: ServiceConfig) -> None:
     service = Service(cfg)
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    # SIGHUP too: a closed terminal or a stray `kill -HUP` (the usual "reload") is a graceful
+    # stop, never instant death; the orchestrator starts it again, which re-reads everything.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stopping.set)
     await service.start()
     waiter = asyncio.create_task(stopping.wait())

@@ -11,6 +11,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests.logcheck import DIED
 from tests.runtime.conftest import POLICY, WEBHOOK_TOKEN
 
@@ -63,7 +65,10 @@ def test_help_names_every_option_and_env_var() -> None:
         assert word in out, word
 
 
-def test_sigterm_stops_gracefully(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_stop_gracefully(sig: signal.Signals, tmp_path: Path) -> None:
+    """SIGHUP (a closed terminal, `kill -HUP`) killed serve at once (issue 18 #9): now it
+    stops it as SIGTERM does, the state file closed and the exit code 0."""
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
     proc = serve(
@@ -98,7 +103,7 @@ def test_sigterm_stops_gracefully(tmp_path: Path) -> None:
     assert port, lines
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as resp:
         assert resp.status == 200
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     _, rest = proc.communicate(timeout=60)
     assert proc.returncode == 0, rest
     assert "service stopped" in rest
