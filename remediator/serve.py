@@ -156,8 +156,10 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     "--kill-switch-file",
     envvar="REMEDIATOR_KILL_SWITCH_FILE",
     default=None,
-    help="File polled every 5 s: 'on' stops every action, 'off' or missing resumes; "
-    "anything else counts as on.  [env REMEDIATOR_KILL_SWITCH_FILE]",
+    help="File polled every 5 s: 'on' stops every action, 'off' or missing resumes. "
+    "Anything else counts as on (fail closed): another word, text that is not UTF-8 (or "
+    "UTF-16/32 with a BOM), a file that cannot be read; logged once, shown in /readyz and "
+    "remediator_kill_switch_unclear.  [env REMEDIATOR_KILL_SWITCH_FILE]",
 )
 @click.option(
     "--no-leader-election",

@@ -211,7 +211,11 @@ class Runtime:
         failing = self.store.failing("inbox")
         if failing is not None:
             return False, f"cannot store inputs ({failing})"
-        return self._sources_ready()
+        ready, why = self._sources_ready()
+        unclear = self.driver.kill_switch_unclear
+        if unclear is not None:  # still ready (webhooks are taken), but said where SREs look
+            why += f"; kill switch engaged: its file is unclear ({unclear})"
+        return ready, why
 
     @property
     def failure(self) -> str | None:

@@ -19,6 +19,7 @@ class RuntimeMetrics:
     slack_errors: Counter
     leader: Gauge
     kill_switch: Gauge
+    kill_switch_unclear: Gauge
     queue_depth: Gauge
     task_restarts: Counter
     outbox_pruned: Counter
@@ -53,7 +54,13 @@ class RuntimeMetrics:
             ),
             kill_switch=Gauge(
                 "remediator_kill_switch_engaged",
-                "1 while the kill-switch file says on.",
+                "1 while the kill-switch file says on (or cannot be read clearly).",
+                registry=registry,
+            ),
+            kill_switch_unclear=Gauge(
+                "remediator_kill_switch_unclear",
+                "1 while the kill-switch file cannot be read, decoded or understood (then "
+                "the switch is on).",
                 registry=registry,
             ),
             queue_depth=Gauge(
