@@ -7,7 +7,10 @@ import codecs
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from remediator.runtime.kill_switch_file import OFF, ON, decode, read_switch
 from remediator.runtime.service import Service, ServiceConfig
 from tests.logcheck import LogRecorder
 from tests.runtime.conftest import running, stuck_pod, wait_until
@@ -129,3 +132,21 @@ def held(service: Service) -> float:
         "remediator_suppressed_total", {"action": "delete-pod", "guardrail": "kill_switch"}
     )
     return value or 0.0
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.binary(max_size=40) | st.sampled_from([b"off", b"OFF\n", b"\xef\xbb\xbfoff", b""]))
+def test_any_bytes_are_read_without_an_error_and_only_a_clear_off_releases(
+    tmp_path: Path, data: bytes
+) -> None:
+    path = tmp_path / "switch"
+    path.write_bytes(data)
+    reading = read_switch(str(path))
+    try:
+        text: str | None = decode(data).strip().lower()
+    except UnicodeDecodeError:
+        text = None
+    assert reading.engaged == (text not in OFF)
+    assert (reading.unclear is None) == (text in ON | OFF)
