@@ -24,7 +24,9 @@ log = get_logger("remediator.serve")
 
 _EPILOG = """\b
 Secrets (environment only, never flags, never logged):
-  REMEDIATOR_WEBHOOK_TOKEN / _FILE  bearer token POST /events requires (required)
+  REMEDIATOR_WEBHOOK_TOKEN / _FILE  bearer token POST /events requires (required); the
+                                    file is re-read on each request (rotate it in place or
+                                    by rename); missing or empty: 503 and /readyz fails
   ARGO_TOKEN / ARGO_TOKEN_FILE      Argo Server token (required unless --dry-run)
   SLACK_BOT_TOKEN / _FILE           xoxb-... bot token (required with --slack-channel)
 
