@@ -115,11 +115,11 @@ class BearerToken:
     """The token POST /events requires, read from its source on every request, so a rotated
     secret is picked up. A read may meet a file mid-rewrite (empty, or half written), so a
     token that does not match, or a file with no token, is read again (for ~1 s, unless the
-    same other token is read twice) before the answer. A file still in flux after that (empty, missing, or a beginning of the token
-    given) admits the token last admitted, for `grace_s` after it was: a good token is never
-    refused for a moment's truncation, and a complete other token in the file ends the grace
-    at once. No token at all, after that, is why the request is unavailable (503: the sender
-    retries), never a crash."""
+    same other token is read twice) before the answer. A file still in flux after that
+    (empty, missing, or a beginning of the token given) admits the token last admitted, for
+    `grace_s` after it was: a good token is never refused for a moment's truncation, and a
+    complete other token in the file ends the grace at once. No token at all, after that, is
+    why the request is unavailable (503: the sender retries), never a crash."""
 
     def __init__(
         self,
