@@ -8,7 +8,8 @@
 It knows an action only through the action table (does it act on the cluster, or is
 it a note?) and executors only through `carry(command) -> outcome`; every failure of
 every executor is handled here, in `_carry` and `_told`. Each row moves in its own
-task, so a slow call holds up only its row. Time is the injected clock's.
+task, so a slow call holds up only its row. Time is the injected clock's: polls and
+retries are scheduled on its monotonic clock, rows are stamped in its wall time.
 
 Slack, at most once per message and never lost: a row's act message and its end
 message (the thread reply, or "could not act") each have an intent column, written
@@ -93,10 +94,13 @@ class OutboxWorker:
         self.settings = settings or WorkerSettings()
         self.leading = False
         self._is_leader = is_leader  # asked again before every post
-        self._next_prune = 0.0
+        self._next_prune: float | None = None  # monotonic; None: prune on the first pass
         self._fresh_lead = False
         self._gained: tuple[float, str | None] | None = None  # (when, from whom) we lead
         self._carrying: dict[int, asyncio.Task[None]] = {}
+        # In-memory schedules on the monotonic clock, so a step of the wall clock (NTP, a VM
+        # resumed) neither stops the polls for an hour nor fires them all at once. They need
+        # not survive a restart: a new process looks at every open row at once.
         self._next_poll: dict[int, float] = {}
         self._next_try: dict[int, float] = {}  # backoff after Unavailable
         self._notes: set[asyncio.Task[str | None]] = set()
@@ -123,13 +127,15 @@ class OutboxWorker:
             await self._expire_stale()
         if not self.leading:
             return
-        now = self.clock.now()
         for row in await asyncio.to_thread(self.outbox.open_rows):
-            if row.id not in self._carrying and now >= self._next_try.get(row.id, 0.0):
+            if row.id not in self._carrying and self._due(self._next_try, row.id):
                 self._next_try.pop(row.id, None)
                 task = asyncio.create_task(self._advance(row), name=f"row-{row.id}")
                 self._carrying[row.id] = task
                 task.add_done_callback(self._forget)
+
+    def _due(self, schedule: dict[int, float], row_id: int) -> bool:
+        return self.clock.monotonic() >= schedule.get(row_id, float("-inf"))
 
     def _forget(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and (exc := task.exception()) is not None:
@@ -157,11 +163,10 @@ class OutboxWorker:
 
     async def _prune(self) -> None:
         """Closed rows older than the retention period go, on every replica (in a thread)."""
-        now = self.clock.now()
-        if now < self._next_prune:
+        if self._next_prune is not None and self.clock.monotonic() < self._next_prune:
             return
-        self._next_prune = now + self.settings.prune_every_s
-        before = now - self.settings.retention_s
+        self._next_prune = self.clock.monotonic() + self.settings.prune_every_s
+        before = self.clock.now() - self.settings.retention_s  # rows are stamped in wall time
         pruned = await asyncio.to_thread(self.outbox.prune, before)
         if pruned:
             self.metrics.outbox_pruned.inc(pruned)
@@ -195,7 +200,7 @@ class OutboxWorker:
             self.metrics.executions.labels(row.decision.action, "notified").inc()
         elif row.state == "pending":
             await self._submit(row)
-        elif self.clock.now() >= self._next_poll.get(row.id, 0.0):
+        elif self._due(self._next_poll, row.id):
             await self._poll(row)
 
     async def _submit(self, row: Row) -> None:
@@ -212,7 +217,7 @@ class OutboxWorker:
         )
         row = replace(row, state="submitted", workflow=out.name)
         await self._post(row, "act", Acted(self._for_people(row), out))
-        self._next_poll[row.id] = self.clock.now()  # look at once, then every poll_s
+        self._next_poll[row.id] = self.clock.monotonic()  # look at once, then every poll_s
 
     async def _poll(self, row: Row) -> None:
         d, name = row.decision, row.workflow
@@ -228,13 +233,13 @@ class OutboxWorker:
             acted = await self._post(row, "act", Acted(self._for_people(row), again))
             thread = acted.ts if isinstance(acted, Posted) else None
         if isinstance(out, Running):
-            self._next_poll[row.id] = self.clock.now() + self.settings.poll_s
+            self._next_poll[row.id] = self.clock.monotonic() + self.settings.poll_s
             return
         # Tell first, mark after: a reply that could not be posted (Slack unreachable) keeps
         # the row open, so the next pass polls and tells again instead of losing the reply.
         told = await self._post(row, "end", Finished(d, out), thread)
         if isinstance(told, Unavailable):
-            self._next_poll[row.id] = self.clock.now() + self.settings.poll_s
+            self._next_poll[row.id] = self.clock.monotonic() + self.settings.poll_s
             return
         self._next_poll.pop(row.id, None)
         await self._mark(row, "ended", phase=out.phase)
@@ -263,7 +268,7 @@ class OutboxWorker:
     def _back_off(self, row: Row, reason: str) -> None:
         s = self.settings
         wait = min(s.retry_s * 2 ** min(row.attempts, 30), s.max_retry_s)
-        self._next_try[row.id] = self.clock.now() + wait
+        self._next_try[row.id] = self.clock.monotonic() + wait
         log.warning(
             "executor unavailable, will retry",
             extra={
