@@ -131,6 +131,7 @@ class Unavailable:
 
     reason: str
     unauthorized: bool = False
+    cause: str = ""  # a short fixed word naming the failure class (a metric's label), if known
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +139,7 @@ class Refused:
     """Said no (bad request, bad parameter, unknown channel): trying again cannot help."""
 
     reason: str
+    cause: str = ""  # a short fixed word naming the failure class (a metric's label), if known
 
 
 Outcome = Submitted | Running | Ended | Posted | Unavailable | Refused

@@ -42,7 +42,11 @@ class RuntimeMetrics:
             ),
             slack_errors=Counter(
                 "remediator_slack_errors_total",
-                "Slack messages that could not be posted.",
+                "Slack messages not posted after the notifier's tries, by the last failure's "
+                "class (ratelimited, slack_error: Slack's transient ok:false, server_error, "
+                "not_slack: a proxy's page, cut_off, bad_answer, timeout, connection; refused: "
+                "a permanent error). A message not posted is tried again later.",
+                ["reason"],
                 registry=registry,
             ),
             leader=Gauge(

@@ -19,7 +19,10 @@ the answer lost), and Slack's chat.postMessage has no idempotency key, so the
 notifier is asked to look in the channel for it (`Tell.unsure_since`) before posting
 again. A row inherited from another leader (each replica has its own outbox) is looked
 for the same way: the old leader may have posted it. Only the leader posts: `is_leader`
-is asked before every post, since a Lease can lapse between two passes.
+is asked before every post, since a Lease can lapse between two passes. An end waits
+for its act message while that cannot get through, so it always goes into the act's
+thread; only an act Slack refused for good leaves the end alone, and the notifier then
+writes the act's context into it.
 """
 
 from __future__ import annotations
@@ -232,6 +235,11 @@ class OutboxWorker:
             again = Submitted(name, "", "", row.incident, created=False, url=out.url)
             acted = await self._post(row, "act", Acted(self._for_people(row), again))
             thread = acted.ts if isinstance(acted, Posted) else None
+            if isinstance(acted, Unavailable) and isinstance(out, Ended):
+                # The end waits for its act message, to go into its thread; only an act
+                # message Slack refused for good leaves the end to say it all alone.
+                self._next_poll[row.id] = self.clock.monotonic() + self.settings.poll_s
+                return
         if isinstance(out, Running):
             self._next_poll[row.id] = self.clock.monotonic() + self.settings.poll_s
             return
@@ -343,9 +351,23 @@ class OutboxWorker:
         out = await self.notifier.carry(Tell(note, thread, unsure_since))
         if isinstance(out, Posted):
             return out
-        self.metrics.slack_errors.inc()
-        reason = out.reason if isinstance(out, Unavailable | Refused) else repr(out)
-        log.error("slack failed", extra={"incident": note.decision.incident, "error": reason})
+        if isinstance(out, Unavailable | Refused):
+            cause = out.cause or ("refused" if isinstance(out, Refused) else "unavailable")
+            reason = out.reason
+        else:
+            cause, reason = "bad_answer", repr(out)
+        self.metrics.slack_errors.labels(reason=cause).inc()
+        log.error(
+            "slack failed",
+            extra={
+                "incident": note.decision.incident,
+                "action": note.decision.action,
+                "note": type(note).__name__.lower(),
+                "cause": cause,
+                "error": reason,
+                "retried": isinstance(out, Unavailable),  # told on a later pass, not lost
+            },
+        )
         return out
 
     async def _mark(self, row: Row, state: State | None, **fields: str | float | None) -> None:
