@@ -62,7 +62,20 @@ class CouldNot:
     error: str
 
 
-Note = Acted | Finished | WouldHave | CouldNot
+@dataclass(frozen=True, slots=True)
+class NotStarted:
+    """Argo took the workflow, and it has not started in `waited_s` (still Pending: no
+    controller, a quota, a missing service account): someone has to look. It is still
+    followed to its end."""
+
+    decision: Decision
+    workflow: str
+    phase: str
+    waited_s: float
+    url: str = ""
+
+
+Note = Acted | Finished | WouldHave | CouldNot | NotStarted
 
 
 @dataclass(frozen=True, slots=True)

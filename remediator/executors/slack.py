@@ -53,6 +53,7 @@ from remediator.executors.protocol import (
     Ended,
     Finished,
     Note,
+    NotStarted,
     Outcome,
     Posted,
     Refused,
@@ -216,7 +217,7 @@ def note_blocks(headline: str, d: Decision, detail: str) -> list[dict[str, Any]]
 def metadata(note: Note) -> dict[str, Any]:
     """What finds a message again: which incident, which action, which kind of note."""
     d = note.decision
-    kind = type(note).__name__.lower()  # acted, finished, wouldhave, couldnot
+    kind = type(note).__name__.lower()  # acted, finished, wouldhave, couldnot, notstarted
     payload = {"incident": d.incident, "action": d.action, "note": kind}
     return {"event_type": EVENT_TYPE, "event_payload": payload}
 
@@ -245,6 +246,13 @@ def message(note: Note, threaded: bool = True) -> tuple[str, list[dict[str, Any]
         if not threaded:
             text = f"{d.action} {d.where} ({d.incident}): {text}"
             blocks = alone_end_blocks(d, e)
+    elif isinstance(note, NotStarted):
+        text = f"Workflow not started: {d.action} {d.where}"
+        waited = _duration(note.waited_s)
+        detail = f"workflow {note.workflow} still {note.phase} {waited} after it was submitted"
+        blocks = note_blocks(text, d, f"{detail}; still followed to its end")
+        link = {"type": "mrkdwn", "text": f"*Workflow*\n{_link(note.url, note.workflow)}"}
+        blocks[1]["fields"].append(link)
     elif isinstance(note, WouldHave):
         text = f"Dry run, would have: {d.action} {d.where}"
         blocks = note_blocks(text, d, f"not done: {note.reason}")
@@ -359,7 +367,7 @@ class SlackNotifier:
         """The ts of this note (by its metadata) posted at or after `since`, or None."""
         want = metadata(note)["event_payload"]
         incident = note.decision.incident
-        threaded = isinstance(note, Acted | Finished)
+        threaded = isinstance(note, Acted | Finished | NotStarted)
         if threaded and thread is None:
             thread = self._threads.get(incident)
         args: dict[str, Any] = {
@@ -402,11 +410,12 @@ class SlackNotifier:
         return _ts(await self.carry(Tell(Finished(d, ended))))
 
     async def tell(self, note: Note, thread: str | None = None, repeat: bool = False) -> str:
-        """Post a note. Acts and ends go in the incident's thread (the one given, else the
-        one this process posted); an end other than Succeeded is also broadcast to the
-        channel, since someone has to look. Dry-run and could-not notes stand alone."""
+        """Post a note. Acts, ends and "not started" notes go in the incident's thread (the
+        one given, else the one this process posted); an end other than Succeeded and a
+        workflow not started are also broadcast to the channel, since someone has to look.
+        Dry-run and could-not notes stand alone."""
         incident = note.decision.incident
-        threaded = isinstance(note, Acted | Finished)
+        threaded = isinstance(note, Acted | Finished | NotStarted)
         if threaded and thread is None:
             thread = self._threads.get(incident)
         text, blocks = message(note, threaded=not threaded or thread is not None)
@@ -422,7 +431,10 @@ class SlackNotifier:
             "metadata": metadata(note),
         }
         if threaded and thread is not None:
-            broadcast = isinstance(note, Finished) and note.ended.phase != "Succeeded"
+            # an end other than Succeeded, or a workflow that never started: someone must look
+            broadcast = isinstance(note, NotStarted) or (
+                isinstance(note, Finished) and note.ended.phase != "Succeeded"
+            )
             kwargs.update(thread_ts=thread, reply_broadcast=broadcast)
         response = await self._call(
             "chat.postMessage", lambda: self._client.chat_postMessage(**kwargs), incident

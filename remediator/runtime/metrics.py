@@ -30,7 +30,8 @@ class RuntimeMetrics:
                 "remediator_executions_total",
                 "Outbox rows carried out, by action and result (submitted, duplicate: a 409 "
                 "counted as done, unavailable: Argo down, will retry, unauthorized: a 401, "
-                "will retry, failed, notified).",
+                "will retry, failed, notified, not_started: a workflow still Pending past "
+                "--workflow-start-timeout, told to on-call).",
                 ["action", "result"],
                 registry=registry,
             ),

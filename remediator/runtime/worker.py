@@ -2,6 +2,7 @@
 
     pending ──Submit──▶ submitted ──Poll…──▶ ended      Tell(Acted) after Submit,
        │                    │                           Tell(Finished) into its thread
+       │                    │ still Pending after start_within_s: Tell(NotStarted), polled on
        ├──Refused───────────┴──────────────▶ failed     Tell(CouldNot)
        └──(a note only: Tell(Acted))───────▶ ended (notified)
 
@@ -42,6 +43,7 @@ from remediator.executors.protocol import (
     Executor,
     Finished,
     Note,
+    NotStarted,
     Outcome,
     Poll,
     Posted,
@@ -59,9 +61,10 @@ from remediator.runtime.outbox import Outbox, Row, State
 
 log = get_logger("remediator.runtime")
 
-Message = Literal["act", "end"]
+Message = Literal["act", "stuck", "end"]
 _COLUMNS: dict[Message, tuple[str, str]] = {
     "act": ("act_at", "slack_ts"),
+    "stuck": ("stuck_at", "stuck_ts"),
     "end": ("end_at", "end_ts"),
 }
 
@@ -74,6 +77,9 @@ class WorkerSettings:
     fresh_for_s: float = 600.0  # a new leader executes pending rows younger than this
     retention_s: float = 7 * 86400.0  # closed rows are deleted this long after closing
     prune_every_s: float = 3600.0
+    # A workflow Argo took that has not started (still Pending: no controller, a quota) in
+    # this long is told to on-call, once; it is followed to its end all the same.
+    start_within_s: float = 300.0
 
 
 class OutboxWorker:
@@ -106,6 +112,8 @@ class OutboxWorker:
         # not survive a restart: a new process looks at every open row at once.
         self._next_poll: dict[int, float] = {}
         self._next_try: dict[int, float] = {}  # backoff after Unavailable
+        self._submitted: dict[int, float] = {}  # monotonic time each workflow was submitted
+        self._stuck_logged: set[int] = set()  # rows whose "not started" was logged and counted
         self._notes: set[asyncio.Task[str | None]] = set()
 
     # --- leadership ------------------------------------------------------------------------
@@ -213,7 +221,8 @@ class OutboxWorker:
             return
         result = "submitted" if out.created else "duplicate"
         self.metrics.executions.labels(d.action, result).inc()
-        await self._mark(row, "submitted", workflow=out.name)
+        self._submitted[row.id] = self.clock.monotonic()
+        await self._mark(row, "submitted", workflow=out.name, submitted_at=self.clock.now())
         log.info(
             "outbox row submitted",
             extra={"incident": row.incident, "workflow": out.name, "result": result},
@@ -242,6 +251,8 @@ class OutboxWorker:
                 return
         if isinstance(out, Running):
             self._next_poll[row.id] = self.clock.monotonic() + self.settings.poll_s
+            if out.phase == "Pending":
+                await self._not_started(row, out, thread)
             return
         # Tell first, mark after: a reply that could not be posted (Slack unreachable) keeps
         # the row open, so the next pass polls and tells again instead of losing the reply.
@@ -250,12 +261,48 @@ class OutboxWorker:
             self._next_poll[row.id] = self.clock.monotonic() + self.settings.poll_s
             return
         self._next_poll.pop(row.id, None)
+        self._submitted.pop(row.id, None)
+        self._stuck_logged.discard(row.id)
         await self._mark(row, "ended", phase=out.phase)
         self.metrics.workflows_ended.labels(d.action, out.phase).inc()
         log.info(
             "workflow ended",
             extra={"incident": row.incident, "workflow": name, "phase": out.phase},
         )
+
+    async def _not_started(self, row: Row, seen: Running, thread: str | None) -> None:
+        """Tell on-call, once, about a workflow still Pending `start_within_s` after it was
+        submitted: accepted by Argo and never started, it would otherwise wait unseen."""
+        if row.stuck_ts is not None:
+            return
+        waited = self._pending_for(row)
+        if waited < self.settings.start_within_s:
+            return
+        first = row.stuck_at is None and row.id not in self._stuck_logged
+        if first:
+            self._stuck_logged.add(row.id)
+            self.metrics.executions.labels(row.decision.action, "not_started").inc()
+            log.warning(
+                "workflow not started",
+                extra={
+                    "incident": row.incident,
+                    "workflow": seen.workflow,
+                    "phase": seen.phase,
+                    "waited_s": round(waited, 1),
+                },
+            )
+        note = NotStarted(self._for_people(row), seen.workflow, seen.phase, waited, seen.url)
+        await self._post(row, "stuck", note, thread)
+
+    def _pending_for(self, row: Row) -> float:
+        """Seconds since the workflow was submitted, on the monotonic clock. A row this
+        process did not submit (a restart, a takeover) is credited the wall time since its
+        stored `submitted_at`, so restarting never postpones the note for good."""
+        start = self._submitted.get(row.id)
+        if start is None:
+            before = self.clock.now() - (row.submitted_at or self.clock.now())
+            start = self._submitted[row.id] = self.clock.monotonic() - max(before, 0.0)
+        return self.clock.monotonic() - start
 
     async def _carry(self, row: Row, command: Command) -> Outcome:
         """The cluster executor's failures, in one place: Unavailable waits for the next
