@@ -239,19 +239,17 @@ class OutboxWorker:
         out = await self._carry(row, Poll(d, name))
         if not isinstance(out, Running | Ended):
             return
-        thread = row.slack_ts
+        thread, act_waits = row.slack_ts, False
         if thread is None:  # a restart, or Slack down, between submit and the act message
             again = Submitted(name, "", "", row.incident, created=False, url=out.url)
             acted = await self._post(row, "act", Acted(self._for_people(row), again))
             thread = acted.ts if isinstance(acted, Posted) else None
-            if isinstance(acted, Unavailable) and isinstance(out, Ended):
-                # The end waits for its act message, to go into its thread; only an act
-                # message Slack refused for good leaves the end to say it all alone.
-                self._next_poll[row.id] = self.clock.monotonic() + self.settings.poll_s
-                return
-        if isinstance(out, Running):
+            # What follows waits for the act message, to go into its thread; only an act
+            # message Slack refused for good leaves them to say it all alone.
+            act_waits = isinstance(acted, Unavailable)
+        if isinstance(out, Running) or act_waits:
             self._next_poll[row.id] = self.clock.monotonic() + self.settings.poll_s
-            if out.phase == "Pending":
+            if isinstance(out, Running) and out.phase == "Pending" and not act_waits:
                 await self._not_started(row, out, thread)
             return
         # Tell first, mark after: a reply that could not be posted (Slack unreachable) keeps
