@@ -54,7 +54,7 @@ def test_memory_profiling_in_every_wording() -> None:
 
 def test_a_negative_figure_is_read_with_its_sign() -> None:
     """A worker with no room left for a KV cache says so with a negative figure."""
-    line = _line("2025-12-v0.11-tp2-negative-kv.log", "-3.86")
+    line = _line("2025-12-v1-tp2-negative-kv.log", "-3.86")
     assert parse_line(line) == StepMark("memory_profiling", None, "-3.86 GiB for KV cache")
 
 
@@ -62,7 +62,7 @@ def test_the_engines_init_line_ends_engine_init_in_every_wording() -> None:
     """With --enforce-eager no graph is captured: this line is the last one engine init has."""
     for name in (
         "2026-02-v1-eager-omni.log",
-        "2025-02-v0-memory-profiling-init-engine.log",
+        "2026-02-v0-memory-profiling-init-engine.log",
         "2026-05-v1-init-compilation.log",  # "took 163.91 s (compilation: 54.58 s)"
     ):
         assert parse_line(_line(name, "init engine")) == StepMark(ENGINE_READY), name

@@ -49,17 +49,17 @@ def test_an_eager_start_ends_engine_init_with_the_engines_init_line() -> None:
 def test_a_crash_as_the_kv_cache_is_allocated_is_the_kv_caches() -> None:
     """V0 prints "# cuda blocks" as it allocates the cache, V1 "GPU KV cache size" before it
     does: an engine that dies or hangs after either is in kv_cache, not in graph capture."""
-    v0 = _steps(_upto("2025-02-v0-memory-profiling-init-engine.log", "# cuda blocks"))
+    v0 = _steps(_upto("2026-02-v0-memory-profiling-init-engine.log", "# cuda blocks"))
     assert v0.current(None) == "kv_cache"
     v1 = _steps(_upto("2025-11-v1-engine.log", "GPU KV cache size"))
     assert v1.current(None) == "kv_cache"
-    capturing = _steps(_upto("2025-02-v0-memory-profiling-init-engine.log", "Capturing"))
+    capturing = _steps(_upto("2026-02-v0-memory-profiling-init-engine.log", "Capturing"))
     assert capturing.current(None) == "cuda_graphs"
     assert capturing.durations(None, None) == {"memory_profiling": 0.44, "kv_cache": 3.0}
 
 
 def test_a_worker_with_no_room_for_the_kv_cache_is_the_one_shown() -> None:
-    steps = _steps(vllm_logs.replay("2025-12-v0.11-tp2-negative-kv.log"))
+    steps = _steps(vllm_logs.replay("2025-12-v1-tp2-negative-kv.log"))
     assert steps.detail == {"memory_profiling": "-3.86 GiB for KV cache"}
     assert steps.current(None) == "kv_cache"
 
