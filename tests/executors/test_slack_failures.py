@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ from remediator.executors.protocol import (
 from remediator.executors.slack import SlackConfig, SlackNotifier
 from tests.executors.conftest import delete_decision
 from tests.executors.test_slack import _texts, submitted_for
+from tests.standins.fixtures import slack_fixture
 from tests.standins.slack_server import FAULTS, Answer, SlackStandin
 
 TOKEN = "xoxb-failures-test"
@@ -36,10 +36,7 @@ CHANNEL = "C0REMEDIATE"
 TRANSIENT = sorted(FAULTS)  # every scripted class is one a later try can get past
 
 
-@pytest.fixture
-def slack() -> Iterator[SlackStandin]:
-    with SlackStandin(token=TOKEN) as server:
-        yield server
+slack = slack_fixture(TOKEN)
 
 
 def notifier(
