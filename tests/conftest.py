@@ -9,8 +9,9 @@ Seeds. Each hypothesis test draws from its own seed, derived from one base and t
 the base is `--hypothesis-seed` where given, else pytest-randomly's seed, else a random one; the
 header prints it, and a failing hypothesis test prints its own seed and the command that
 replays it. The example database is off: what a run draws depends on the seed alone, never on
-what an earlier run on this machine found, and nothing is written into the repository. A
-failure also prints hypothesis' `@reproduce_failure` blob.
+what an earlier run on this machine found; hypothesis' other files go to the temp folder, so
+nothing is written into the checkout. A failure also prints hypothesis' `@reproduce_failure`
+blob.
 
 Hypothesis timing: the suite runs on small shared CI machines (2 cores), where generating an
 example or running one can be slow for reasons that have nothing to do with the code under
@@ -28,12 +29,14 @@ and Alertmanager); they are marked `servers`. The rest is the unit part: `-m "no
 from __future__ import annotations
 
 import random
+import tempfile
 import zlib
 from collections.abc import Generator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from tests.sharing import (
     GlobalsWatch,
@@ -44,6 +47,9 @@ from tests.sharing import (
 
 pytest_plugins = ["pytester"]  # tests/test_suite_order.py runs small suites with these hooks
 
+# Hypothesis' own files (a cache of the constants it finds in the source) go under the temp
+# folder, never into the checkout.
+set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "remediator-hypothesis")
 settings.register_profile(
     "shared",
     deadline=None,
