@@ -23,8 +23,8 @@ from remediator.executors.protocol import (
     Submitted,
     WouldHave,
 )
-from remediator.executors.slack import SlackConfig, SlackNotifier
-from tests.standins.fixtures import slack_fixture
+from remediator.executors.slack import SlackNotifier
+from tests.standins.fixtures import slack_config, slack_fixture
 from tests.standins.slack_server import SlackStandin
 
 TOKEN = "xoxb-escape-test"
@@ -58,14 +58,7 @@ def assert_inert(posted: str) -> None:
 
 
 def notifier_for(slack: SlackStandin, token: Path) -> SlackNotifier:
-    token.write_text(TOKEN)
-    config = SlackConfig(
-        channel=CHANNEL,
-        base_url=slack.url,
-        token_env="REMEDIATOR_TEST_UNSET_SLACK_TOKEN",
-        token_file=str(token),
-    )
-    return SlackNotifier(config)
+    return SlackNotifier(slack_config(slack, token, CHANNEL, TOKEN))
 
 
 def notes(d: Decision, name: str, url: str, message: str, phase: str) -> list[Note]:

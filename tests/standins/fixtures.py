@@ -2,15 +2,18 @@
 
 In a conftest or test module: `argo = argo_fixture(TOKEN)`, `slack = slack_fixture(TOKEN, ...)`.
 Each test gets a server of its own (unless `scope` says otherwise), on 127.0.0.1, stopped after.
+`slack_config` points the real notifier (slack_sdk) at the Slack stand-in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
 
+from remediator.executors.slack import SlackConfig
 from tests.standins.argo_server import ArgoStandin
 from tests.standins.slack_server import SlackStandin
 
@@ -51,3 +54,20 @@ def slack_fixture(
         yield from serve()
 
     return pytest.fixture(scope=scope)(slack)
+
+
+def slack_config(
+    slack: SlackStandin, token_file: Path, channel: str, token: str | None = None, **settings: Any
+) -> SlackConfig:
+    """The notifier's config against the stand-in: the token (the stand-in's own unless
+    `token` says otherwise) written to `token_file` and read from there, never from the
+    environment; `settings` are SlackConfig's other fields."""
+    token_file.parent.mkdir(parents=True, exist_ok=True)
+    token_file.write_text(slack.token if token is None else token)
+    return SlackConfig(
+        channel=channel,
+        base_url=slack.url,
+        token_env="REMEDIATOR_TEST_UNSET_SLACK_TOKEN",
+        token_file=str(token_file),
+        **settings,
+    )
