@@ -24,7 +24,9 @@ log = get_logger("remediator.serve")
 
 _EPILOG = """\b
 Secrets (environment only, never flags, never logged):
-  REMEDIATOR_WEBHOOK_TOKEN / _FILE  bearer token POST /events requires (required)
+  REMEDIATOR_WEBHOOK_TOKEN / _FILE  bearer token POST /events requires (required); the
+                                    file is re-read on each request (rotate it in place or
+                                    by rename); missing or empty: 503 and /readyz fails
   ARGO_TOKEN / ARGO_TOKEN_FILE      Argo Server token (required unless --dry-run)
   SLACK_BOT_TOKEN / _FILE           xoxb-... bot token (required with --slack-channel)
 
@@ -156,8 +158,10 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     "--kill-switch-file",
     envvar="REMEDIATOR_KILL_SWITCH_FILE",
     default=None,
-    help="File polled every 5 s: 'on' stops every action, 'off' or missing resumes; "
-    "anything else counts as on.  [env REMEDIATOR_KILL_SWITCH_FILE]",
+    help="File polled every 5 s: 'on' stops every action, 'off' or missing resumes. "
+    "Anything else counts as on (fail closed): another word, text that is not UTF-8 (or "
+    "UTF-16/32 with a BOM), a file that cannot be read; logged once, shown in /readyz and "
+    "remediator_kill_switch_unclear.  [env REMEDIATOR_KILL_SWITCH_FILE]",
 )
 @click.option(
     "--no-leader-election",
@@ -240,6 +244,16 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     help="Days a closed outbox row (ended, expired, failed and told) is kept before it is "
     "deleted.  [env REMEDIATOR_OUTBOX_RETENTION]",
 )
+@click.option(
+    "--workflow-start-timeout",
+    envvar="REMEDIATOR_WORKFLOW_START_TIMEOUT",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="Seconds a submitted workflow may stay Pending (Argo took it, nothing started it: "
+    "no workflow-controller, a quota) before on-call is told, once, in the act's thread; "
+    "it is still followed to its end.  [env REMEDIATOR_WORKFLOW_START_TIMEOUT]",
+)
 @log_level_option
 def serve(
     policy: str | None,
@@ -266,6 +280,7 @@ def serve(
     max_webhook_pods: int,
     idle_timeout: float,
     outbox_retention: float,
+    workflow_start_timeout: float,
     log_level: str,
 ) -> None:
     """Run remediator as a service: watch inference pods, take webhooks, track every
@@ -274,8 +289,8 @@ def serve(
 
     Every decision let through the guardrails is written to the outbox (--state-db)
     before it is submitted; after a crash the outbox is resumed, and a workflow that
-    was already submitted is recognised (409) rather than run twice. SIGTERM stops
-    it gracefully.
+    was already submitted is recognised (409) rather than run twice. SIGTERM, SIGINT
+    and SIGHUP stop it gracefully (there is no reload: a restart re-reads everything).
     """
     setup_logging(log_level)
     try:
@@ -304,7 +319,9 @@ def serve(
         slack_api_url=slack_api_url,
         dry_run=dry_run,
         runtime=RuntimeSettings(
-            kill_switch_file=kill_switch_file, outbox_retention_s=outbox_retention * 86400
+            kill_switch_file=kill_switch_file,
+            outbox_retention_s=outbox_retention * 86400,
+            workflow_start_timeout_s=workflow_start_timeout,
         ),
         lease=lease,
         max_webhook_pods=max_webhook_pods,
@@ -350,7 +367,9 @@ async def _main(cfg: ServiceConfig) -> None:
     service = Service(cfg)
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    # SIGHUP too: a closed terminal or a stray `kill -HUP` (the usual "reload") is a graceful
+    # stop, never instant death; the orchestrator starts it again, which re-reads everything.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stopping.set)
     await service.start()
     waiter = asyncio.create_task(stopping.wait())
