@@ -241,9 +241,8 @@ class Runtime:
         }
         if self.writer is not None:
             parts["inbox"] = self.writer.run
-        self._tasks = [
-            asyncio.create_task(self.supervisor.run(n, make), name=n) for n, make in parts.items()
-        ]
+        for name, make in parts.items():
+            self.supervise(name, make)
         self._on_leadership(self.leader.is_leader(), None)  # `Always` leads from the start
         self._work.set()  # resume open rows at once
         log.info("runtime started", extra={"leader": self.leader.is_leader()})
@@ -255,6 +254,14 @@ class Runtime:
             await self.worker.close()
             await self.leader.release()  # nothing executes any more: a standby may take over
             log.info("runtime stopped", extra={"open_rows": len(self.outbox.open_rows())})
+
+    def supervise(self, name: str, make: Callable[[], Awaitable[None]]) -> None:
+        """Run `make()` under the supervisor until the runtime stops (the watches too)."""
+        self._tasks.append(asyncio.create_task(self.supervisor.run(name, make), name=name))
+
+    def failing(self, name: str) -> str | None:
+        """Why the task `name` failed, while it waits to be restarted; None when it runs."""
+        return self.supervisor.restarting.get(name)
 
     async def _stop_tasks(self) -> None:
         """Cancel the loops; the inbox writer is told to finish instead: never cancelled

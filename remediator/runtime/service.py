@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,7 @@ class Service:
         self.observers = Observers(self.session, prober=self._prober())
         self._observe_task: asyncio.Task[None] | None = None
         self.watches: list[KubeWatch] = []
+        self._watch_said: set[str] = set()  # watches said to be failed or silent
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
         self._run_task: asyncio.Task[None] | None = None
@@ -185,7 +187,28 @@ class Service:
         waiting = [w.target.label for w in self.watches if not w.synced.is_set()]
         if waiting:
             return False, f"watches not synced: {', '.join(waiting[:5])}"
+        troubled = self._watch_trouble()
+        if troubled:
+            return False, "; ".join(troubled[:5])
         return True, f"policy loaded; {len(self.watches)} watches synced"
+
+    def _watch_trouble(self) -> list[str]:
+        """Watches that failed (waiting for the supervisor to restart them) or went silent;
+        each change is logged once."""
+        now = time.monotonic()
+        found: dict[str, str] = {}
+        for w in self.watches:
+            failed = self.runtime.failing(f"watch-{w.target.label}")
+            why = f"watch {w.target.label} failed: {failed}" if failed else w.stale(now)
+            if why is not None:
+                found[w.target.label] = why
+        for label, why in found.items():
+            if label not in self._watch_said:
+                log.error("watch not current: not ready", extra={"watch": label, "error": why})
+        for label in self._watch_said - found.keys():
+            log.warning("watch current again", extra={"watch": label})
+        self._watch_said = set(found)
+        return list(found.values())
 
     async def start(self) -> None:
         self._webhook_token()  # fail at start, not on the first webhook
@@ -211,7 +234,7 @@ class Service:
                     self.source_metrics,
                     self.cfg.watch_settings,
                 )
-                w.start()
+                self.runtime.supervise(f"watch-{target.label}", w.supervised)
                 self.watches.append(w)
             self.observers.follower = self._follower(api)
         if self.observers.active:
