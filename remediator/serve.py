@@ -18,6 +18,8 @@ from remediator.runtime.embedded import RuntimeSettings
 from remediator.runtime.leader import LeaseSettings
 from remediator.runtime.logs import log_level_option, setup_logging
 from remediator.runtime.service import Service, ServiceConfig
+from remediator.runtime.statefile import EXIT_CODE as STATE_FILE_EXIT
+from remediator.runtime.statefile import StateFileError
 from remediator.timeline.tracker import DEFAULT_MAX_UNWATCHED
 
 log = get_logger("remediator.serve")
@@ -43,6 +45,14 @@ Endpoints on --listen:
   GET  /metrics  Prometheus
   GET  /timelines[?namespace=&state=]  every pod's cold start (JSON lines, as replay prints)
   GET  /timelines/NAMESPACE/POD        one pod's timelines (404 if untracked)
+
+\b
+Exit codes:
+  0  stopped by SIGTERM, SIGINT or SIGHUP (gracefully)
+  1  a loop task kept failing, or the configuration or a secret is wrong
+  2  a usage error (options)
+  3  the state file (--state-db) cannot be used: not SQLite, corrupt, another
+     program's tables, a directory; it is left as it is, the message says why
 
 \b
 Example (a laptop against a kind cluster, dry run):
@@ -316,8 +326,15 @@ def serve(
     )
     try:
         asyncio.run(_main(cfg))
+    except StateFileError as exc:
+        log.critical("state file cannot be used", extra={"path": state_db, "error": str(exc)})
+        raise _StateFileUnusable(str(exc)) from None
     except (ConfigError, MissingSecret, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+class _StateFileUnusable(click.ClickException):
+    exit_code = STATE_FILE_EXIT
 
 
 def _lease(

@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 from remediator.executors.argo import ArgoConfig, ArgoExecutor, Backoff
 from remediator.executors.secrets import read_token
 from remediator.executors.slack import SlackConfig, SlackNotifier
+from remediator.guard.state import StateError
 from remediator.inputs.records import Input
 from remediator.logfields import get_logger
 from remediator.metrics.export import TrackerCollector
@@ -32,6 +33,7 @@ from remediator.runtime.leader import Always, Leadership, LeaseLeadership, Lease
 from remediator.runtime.metrics import OutboxCollector, RuntimeMetrics
 from remediator.runtime.observe import Observers
 from remediator.runtime.outbox import Outbox
+from remediator.runtime.statefile import OPEN_ERRORS, unusable
 from remediator.session import Session
 from remediator.sources.engine_logs import EngineLogFollower, LogMetrics
 from remediator.sources.first_token import FirstTokenProber, ProbeMetrics
@@ -92,34 +94,12 @@ class Service:
         self.session = Session(load_policy(cfg), self.registry)
         self.session.tracker.max_unwatched = cfg.max_webhook_pods
         leader = leader or self._leadership()
-        self.outbox = Outbox(cfg.state_db, self.clock.now)
-        self.inbox = (
-            Inbox(
-                cfg.state_db,
-                self.clock.now,
-                cfg.state_busy_timeout_s,
-                cfg.inbox_keep_s,
-                cfg.inbox_keep_rows,
-            )
-            if cfg.durable_intake
-            else None
-        )
+        self.outbox, self.inbox = self._open_state()
         self.registry.register(TrackerCollector(self.session.tracker, lambda: self.session.now))
         self.registry.register(OutboxCollector(self.outbox))
         self.source_metrics = SourceMetrics.on(self.registry)
         dry = self.session.policy.dry_run
-        self.runtime = Runtime(
-            self.session,
-            self.outbox,
-            leader,
-            RuntimeMetrics.on(self.registry),
-            cluster=self._argo(dry),
-            notifier=self._slack(),
-            settings=replace(cfg.runtime, workflow_poll_s=cfg.argo_poll_s),
-            clock=self.clock,
-            sources_ready=self._sources_ready,
-            inbox=self.inbox,
-        )
+        self.runtime = self._runtime(leader, dry)
         self.observers = Observers(self.session, prober=self._prober())
         self._observe_task: asyncio.Task[None] | None = None
         self.watches: list[KubeWatch] = []
@@ -127,6 +107,45 @@ class Service:
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
         self._run_task: asyncio.Task[None] | None = None
+
+    def _open_state(self) -> tuple[Outbox, Inbox | None]:
+        """The outbox and the inbox on the state file; StateFileError if it cannot be used."""
+        cfg = self.cfg
+        try:
+            outbox = Outbox(cfg.state_db, self.clock.now)
+            if not cfg.durable_intake:
+                return outbox, None
+            inbox = Inbox(
+                cfg.state_db,
+                self.clock.now,
+                cfg.state_busy_timeout_s,
+                cfg.inbox_keep_s,
+                cfg.inbox_keep_rows,
+            )
+        except OPEN_ERRORS as exc:
+            raise unusable(cfg.state_db, exc) from None
+        return outbox, inbox
+
+    def _runtime(self, leader: Leadership, dry: bool) -> Runtime:
+        """The runtime, which reads the guard state back from the state file first."""
+        cfg = self.cfg
+        metrics, cluster = RuntimeMetrics.on(self.registry), self._argo(dry)
+        notifier = self._slack()
+        try:
+            return Runtime(
+                self.session,
+                self.outbox,
+                leader,
+                metrics,
+                cluster=cluster,
+                notifier=notifier,
+                settings=replace(cfg.runtime, workflow_poll_s=cfg.argo_poll_s),
+                clock=self.clock,
+                sources_ready=self._sources_ready,
+                inbox=self.inbox,
+            )
+        except (*OPEN_ERRORS, StateError) as exc:
+            raise unusable(cfg.state_db, exc) from None
 
     def _prober(self) -> FirstTokenProber | None:
         cfg = self.session.policy.rules.first_token_probe
