@@ -20,10 +20,12 @@ disk being fixed without any traffic.
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -46,6 +48,19 @@ CREATE TABLE IF NOT EXISTS inbox_check (
     at REAL NOT NULL
 );
 """
+
+
+class FileGone(sqlite3.OperationalError):
+    """The path no longer names the file the connection writes (deleted, or replaced)."""
+
+
+def file_id(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the file at `path`, None when there is none."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return st.st_dev, st.st_ino
 
 
 class StoreFailed(Exception):
@@ -74,15 +89,40 @@ class Inbox:
         self.keep_s = keep_s
         self.keep_rows = keep_rows
         self._pruned = float("-inf")
-        if str(path) != ":memory:":
+        self.path = str(path)
+        self._timeout_s = timeout_s
+        if self.path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(
-            str(path), check_same_thread=False, isolation_level=None, timeout=timeout_s
-        )
         self._lock = threading.Lock()
+        self._db = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        self._db = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, timeout=self._timeout_s
+        )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")  # a 2xx is a stored input
         self._db.executescript(_SCHEMA)
+        self.file = file_id(self.path)  # the file this connection writes
+        return self._db
+
+    # --- the file deleted under it (runtime/statefile.py) -----------------------------
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Nothing is read or written meanwhile."""
+        with self._lock:
+            yield
+
+    def reopen_held(self, close_only: bool = False) -> None:
+        self._db.close()
+        if not close_only:
+            self._connect()
+
+    def _same_file(self) -> None:
+        """A write to a file deleted or replaced under the connection would be lost at the
+        next start: refused instead (503, the sender retries) until it is recreated."""
+        if self.path != ":memory:" and file_id(self.path) != self.file:
+            raise FileGone(f"state file {self.path} was deleted or replaced while running")
 
     def close(self) -> None:
         with self._lock:
@@ -94,6 +134,7 @@ class Inbox:
         writes again."""
         now = self._now()
         with self._lock:
+            self._same_file()
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 ids = [self._insert(kind, body, now) for kind, body in new]
