@@ -15,11 +15,13 @@ from remediator.executors.secrets import MissingSecret
 from remediator.executors.validate import InvalidParameter
 from remediator.logfields import get_logger
 from remediator.runtime.embedded import RuntimeSettings
+from remediator.runtime.inbox import KEEP_BYTES
 from remediator.runtime.leader import LeaseSettings
 from remediator.runtime.logs import log_level_option, setup_logging
 from remediator.runtime.service import Service, ServiceConfig
 from remediator.runtime.statefile import EXIT_CODE as STATE_FILE_EXIT
 from remediator.runtime.statefile import StateFileError
+from remediator.sources.http import MAX_BODY
 from remediator.timeline.tracker import DEFAULT_MAX_UNWATCHED
 
 log = get_logger("remediator.serve")
@@ -87,8 +89,9 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     envvar="REMEDIATOR_STATE_DB",
     default="/tmp/remediator/state.db",
     show_default=True,
-    help="SQLite file: the outbox and the guard state. Keep it on "
-    "a volume that outlives the process.  [env REMEDIATOR_STATE_DB]",
+    help="SQLite file: the outbox, the guard state and the webhooks stored before their "
+    "2xx. Keep it on a volume that outlives the process. Deleted while running: recreated "
+    "from the open copy; unusable at start: exit code 3.  [env REMEDIATOR_STATE_DB]",
 )
 @click.option(
     "--namespaces",
@@ -254,6 +257,17 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     help="Days a closed outbox row (ended, expired, failed and told) is kept before it is "
     "deleted.  [env REMEDIATOR_OUTBOX_RETENTION]",
 )
+@click.option(
+    "--inbox-max-bytes",
+    envvar="REMEDIATOR_INBOX_MAX_BYTES",
+    type=click.IntRange(min=MAX_BODY),
+    default=KEEP_BYTES,
+    show_default=True,
+    help="Bytes of webhook bodies the state file keeps (to feed again after a restart), "
+    "sized against deploy/base's 64 MiB emptyDir; when full, the oldest bodies older "
+    "than a minute make room, else the webhook gets 503 and the sender retries.  "
+    "[env REMEDIATOR_INBOX_MAX_BYTES]",
+)
 @log_level_option
 def serve(
     policy: str | None,
@@ -280,6 +294,7 @@ def serve(
     max_webhook_pods: int,
     idle_timeout: float,
     outbox_retention: float,
+    inbox_max_bytes: int,
     log_level: str,
 ) -> None:
     """Run remediator as a service: watch inference pods, take webhooks, track every
@@ -323,6 +338,7 @@ def serve(
         lease=lease,
         max_webhook_pods=max_webhook_pods,
         http_idle_timeout_s=idle_timeout,
+        inbox_keep_bytes=inbox_max_bytes,
     )
     try:
         asyncio.run(_main(cfg))

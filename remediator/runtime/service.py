@@ -28,7 +28,7 @@ from remediator.metrics.export import TrackerCollector
 from remediator.policy_file import PolicyFile, load_policy_file
 from remediator.runtime.clock import Clock, SystemClock
 from remediator.runtime.embedded import Runtime, RuntimeSettings
-from remediator.runtime.inbox import Inbox
+from remediator.runtime.inbox import KEEP_BYTES, Inbox
 from remediator.runtime.leader import Always, Leadership, LeaseLeadership, LeaseSettings
 from remediator.runtime.metrics import OutboxCollector, RuntimeMetrics
 from remediator.runtime.observe import Observers
@@ -71,6 +71,7 @@ class ServiceConfig:
     state_busy_timeout_s: float = 5.0  # a write waits this long for a lock on the state file
     inbox_keep_s: float = 3600.0  # webhook inputs are fed again after a restart this long
     inbox_keep_rows: int = 100_000  # ... and at most this many
+    inbox_keep_bytes: int = KEEP_BYTES  # ... of at most this many bytes (503 when full)
     runtime: RuntimeSettings = RuntimeSettings()
     lease: LeaseSettings | None = None  # None: no election, this replica always acts
     watch_settings: WatchSettings = WatchSettings()
@@ -121,6 +122,7 @@ class Service:
                 cfg.state_busy_timeout_s,
                 cfg.inbox_keep_s,
                 cfg.inbox_keep_rows,
+                cfg.inbox_keep_bytes,
             )
         except OPEN_ERRORS as exc:
             raise unusable(cfg.state_db, exc) from None
