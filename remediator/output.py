@@ -11,6 +11,7 @@ from remediator.contract.actions import action
 from remediator.contract.decision import Decision, Suppressed
 from remediator.inputs.timefmt import format_time
 from remediator.policy.outcome import Ignored
+from remediator.timeline.engine_steps import TIMELINE_STEPS
 from remediator.timeline.model import PHASES, PodTimeline
 from remediator.timeline.tracker import StateChange
 
@@ -201,15 +202,19 @@ def _step_lines(t: PodTimeline, longest: float, width: int) -> list[str]:
     """vLLM's own steps under engine_init (when the pod's log was read)."""
     if t.engine is None:
         return []
-    detail = t.engine.detail
+    detail, steps, now = t.engine.detail, t.engine_steps(), t.engine_step()
     lines = []
-    for step, value in t.engine_steps().items():
-        bar = "▒" * max(1 if value > 0 else 0, round(value / longest * width))
+    for step in TIMELINE_STEPS:
         note = f"  {detail[step]}" if step in detail else ""
-        lines.append(f" · {step:<16}{value:>7.1f}s {bar}{note}")
-    now = t.engine_step()
+        if step in steps:
+            value = steps[step]
+            bar = "▒" * max(1 if value > 0 else 0, round(value / longest * width))
+            lines.append(f" · {step:<16}{value:>7.1f}s {bar}{note}")
+        elif note and step != now:  # V1's KV cache: no line ends it, the next step's does
+            lines.append(f" · {step:<16}{'-':>8}{note} (timed with the next step)")
     if now is not None:
-        lines.append(f" · {now:<16}{'…':>8} in progress")
+        note = f"  {detail[now]}" if now in detail else ""
+        lines.append(f" · {now:<16}{'…':>8} in progress{note}")
     return lines
 
 
