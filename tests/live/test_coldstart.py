@@ -313,6 +313,13 @@ def test_watch_follows_a_scale_up_live_and_ctrl_c_exits_0(
             return len(states) == 2 and set(states.values()) == {"ready"}
 
         wait_for(ready_twice, 90, "both pods followed to Ready")
+        scaled = example_deployment("cs-watch", replicas=1, shape=SHAPE)
+        cluster.apply([scaled])
+
+        def one_deleted() -> bool:
+            return any(d["kind"] == "timeline" and d["state"] == "deleted" for d in list(seen))
+
+        wait_for(one_deleted, 60, "the scaled-down pod told deleted")
     finally:
         proc.send_signal(signal.SIGINT)
         code = proc.wait(30)
@@ -320,7 +327,8 @@ def test_watch_follows_a_scale_up_live_and_ctrl_c_exits_0(
     assert code == 0, proc.stderr.read() if proc.stderr else ""
     states = [d["state"] for d in seen if d["kind"] == "timeline"]
     assert "engine_init" in states or "container_start" in states  # seen on the way, live
-    final = {d["pod"]: d for d in seen if d["kind"] == "timeline"}
+    final = {d["pod"]: d for d in seen if d["kind"] == "timeline" and d["state"] != "deleted"}
+    assert len(final) == 2
     for t in final.values():
         for phase, want in EXPECTED.items():
             assert t["phases"][phase] == pytest.approx(want, abs=TOLERANCE_S), (phase, t)
