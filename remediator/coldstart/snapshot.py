@@ -142,10 +142,13 @@ def _list_all(
 
 
 def _events(snap: Snapshot, core: Future[list[Page]], v1: Future[list[Page]]) -> list[Input]:
-    """Both Event APIs' lists (the same Events, in two shapes: the core takes either, and
-    duplicates are facts it already has). One refused is a note; both, the end."""
+    """Both Event APIs' lists: the same stored Events in two shapes (the core reads either).
+    An Event the first list held is not decoded again from the second (same metadata.uid);
+    one the second alone holds (written between the lists) is. One list refused is a note;
+    both, the end."""
     out: list[Input] = []
     refusals: list[Forbidden] = []
+    held: set[str] = set()
     for name, future in (("events", core), ("events.k8s.io", v1)):
         try:
             pages = future.result()
@@ -154,11 +157,27 @@ def _events(snap: Snapshot, core: Future[list[Page]], v1: Future[list[Page]]) ->
             continue
         snap.events_api = snap.events_api or name
         snap.versions[name] = pages[-1].version if pages else ""
-        out.extend(_decode(snap, "Event", pages))
+        out.extend(_decode(snap, "Event", _new(pages, held)))
     if len(refusals) == 2:
         raise refusals[0]
     for refused in refusals:
         snap.notes.append(f"{refused}; Events read from the other Event API")
+    return out
+
+
+def _new(pages: list[Page], held: set[str]) -> list[Page]:
+    """The pages without the objects already `held` (by uid), adding theirs to it."""
+    out = []
+    for page in pages:
+        fresh = []
+        for item in page.items:
+            uid = (item.get("metadata") or {}).get("uid") if isinstance(item, dict) else None
+            if isinstance(uid, str) and uid:
+                if uid in held:
+                    continue
+                held.add(uid)
+            fresh.append(item)
+        out.append(Page(fresh, page.version, page.at, page.more))
     return out
 
 
