@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from remediator.coldstart.kube import Forbidden, Kube, KubeError, Page, Resource
+from remediator.coldstart.kube import EVENTS, Forbidden, Kube, KubeError, Page, Resource
 from remediator.coldstart.target import Target, selector_of
 from remediator.inputs.decode import normalize
 from remediator.inputs.records import Input, InputError, PodEvent, PodSeen, Relisted
@@ -39,7 +39,6 @@ class Snapshot:
     target: Target
     uids: set[str] = field(default_factory=set)
     at: float | None = None  # the API server's time of the pod list
-    versions: dict[str, str] = field(default_factory=dict)  # resourceVersion per list
     notes: list[str] = field(default_factory=list)  # said once, on stderr
     refused: int = 0  # list items the decoder refused (malformed)
     events_api: str | None = None  # the Event API that could be listed (for --watch)
@@ -118,9 +117,8 @@ def take(
         )
         pod_pages = pods.result()  # a refusal here is the command's end
         event_pages = _events(snap, core, v1)
-    pod_items = _decode(snap, "Pod", pod_pages)
+    pod_items = _decode(snap, kube.pods.kind, pod_pages)
     snap.at = pod_pages[0].at if pod_pages else None
-    snap.versions["pods"] = pod_pages[-1].version if pod_pages else ""
     for item in pod_items:
         if isinstance(item, PodSeen):
             snap.uids.add(item.uid)
@@ -156,8 +154,7 @@ def _events(snap: Snapshot, core: Future[list[Page]], v1: Future[list[Page]]) ->
             refusals.append(exc)
             continue
         snap.events_api = snap.events_api or name
-        snap.versions[name] = pages[-1].version if pages else ""
-        out.extend(_decode(snap, "Event", _new(pages, held)))
+        out.extend(_decode(snap, EVENTS.kind, _new(pages, held)))
     if len(refusals) == 2:
         raise refusals[0]
     for refused in refusals:
