@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.deploy.support import tool
 from tests.live.harness import NS, LiveCluster, Serve, example_deployment, wait_for
 from tests.live.test_incidents import ready
 
@@ -179,6 +180,12 @@ def test_a_statefulset(cluster: LiveCluster, statefulset: dict[str, Any]) -> Non
     one = docs(coldstart(cluster.kubeconfig, "cs-sts-1", "-o", "json"), "timeline")
     assert [t["pod"] for t in one] == ["cs-sts-1"]
     assert one[0] == next(t for t in timelines if t["pod"] == "cs-sts-1")
+    # and as kubectl runs it: a plugin found on PATH as kubectl-coldstart
+    env = {**os.environ, "PATH": f"{Path(PLUGIN).parent}{os.pathsep}{os.environ['PATH']}"}
+    argv = ["coldstart", "--kubeconfig", str(cluster.kubeconfig), "-n", NS, "sts/cs-sts"]
+    via = subprocess.run([tool("kubectl"), *argv], capture_output=True, text=True, env=env)
+    assert via.returncode == 0, via.stderr
+    assert via.stdout.startswith(f"{NS} sts/cs-sts: 2 pods (2 ready)")
 
 
 def test_the_users_kubeconfig_context_and_namespace(
