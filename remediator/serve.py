@@ -268,6 +268,16 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     "than a minute make room, else the webhook gets 503 and the sender retries.  "
     "[env REMEDIATOR_INBOX_MAX_BYTES]",
 )
+@click.option(
+    "--workflow-start-timeout",
+    envvar="REMEDIATOR_WORKFLOW_START_TIMEOUT",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="Seconds a submitted workflow may stay Pending (Argo took it, nothing started it: "
+    "no workflow-controller, a quota) before on-call is told, once, in the act's thread; "
+    "it is still followed to its end.  [env REMEDIATOR_WORKFLOW_START_TIMEOUT]",
+)
 @log_level_option
 def serve(
     policy: str | None,
@@ -295,6 +305,7 @@ def serve(
     idle_timeout: float,
     outbox_retention: float,
     inbox_max_bytes: int,
+    workflow_start_timeout: float,
     log_level: str,
 ) -> None:
     """Run remediator as a service: watch inference pods, take webhooks, track every
@@ -333,7 +344,9 @@ def serve(
         slack_api_url=slack_api_url,
         dry_run=dry_run,
         runtime=RuntimeSettings(
-            kill_switch_file=kill_switch_file, outbox_retention_s=outbox_retention * 86400
+            kill_switch_file=kill_switch_file,
+            outbox_retention_s=outbox_retention * 86400,
+            workflow_start_timeout_s=workflow_start_timeout,
         ),
         lease=lease,
         max_webhook_pods=max_webhook_pods,

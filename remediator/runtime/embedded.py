@@ -67,6 +67,7 @@ class RuntimeSettings:
     store_retry_s: float = 1.0  # a state file that refused a write is tried again this often
     restarts: Restarts = Restarts()  # when a failed task is restarted, when it stops all
     outbox_retention_s: float = 7 * 86400.0  # closed outbox rows are deleted after this
+    workflow_start_timeout_s: float = 300.0  # a workflow still Pending this long is told
 
 
 class Runtime:
@@ -114,6 +115,7 @@ class Runtime:
                 poll_s=s.workflow_poll_s,
                 fresh_for_s=s.fresh_for_s,
                 retention_s=s.outbox_retention_s,
+                start_within_s=s.workflow_start_timeout_s,
             ),
             is_leader=leader.is_leader,
         )

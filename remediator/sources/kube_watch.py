@@ -59,6 +59,7 @@ class WatchTarget:
     kind: str  # one of KINDS
     namespace: str
     field_selector: str | None = None  # e.g. metadata.name=gpu-warmup (RBAC by name)
+    label_selector: str | None = None  # kubectl coldstart's -l / a workload's selector
 
     @property
     def label(self) -> str:
@@ -247,6 +248,8 @@ class KubeWatch:
         kw: dict[str, Any] = {"_preload_content": False, **extra}
         if self.target.field_selector:
             kw["field_selector"] = self.target.field_selector
+        if self.target.label_selector:
+            kw["label_selector"] = self.target.label_selector
         return kw
 
     def _list(self) -> str:

@@ -135,18 +135,19 @@ async def test_429_waits_retry_after_then_posts(
 
     assert [r.status for r in slack.requests] == [429, 200]
     assert slack.posted()[0].ts == ts
-    (waited,) = [r for r in caplog.records if r.getMessage() == "slack rate limited, waiting"]
-    assert waited.retry_after_s == 1.0  # type: ignore[attr-defined]
+    (waited,) = [r for r in caplog.records if r.getMessage() == "slack call failed, retrying"]
+    assert waited.retry_in_s == 1.0  # type: ignore[attr-defined]
+    assert waited.cause == "ratelimited"  # type: ignore[attr-defined]
     assert waited.incident == decision.incident  # type: ignore[attr-defined]
 
 
 async def test_429_beyond_the_retry_budget_is_a_clear_error(
     slack: SlackStandin, tmp_path: Path
 ) -> None:
-    slack.rate_limit_next(retry_after_s=0, times=5)
+    slack.rate_limit_next(retry_after_s=0, times=9)
     with pytest.raises(SlackError, match=r"ratelimited \(429\)"):
         await notifier_for(slack, tmp_path).acted(delete_decision(), submitted_for())
-    assert len(slack.requests) == 3  # the first try and two retries, no more
+    assert len(slack.requests) == 5  # the first try and SlackConfig.retries (4), no more
 
 
 async def test_bad_token_is_a_clear_error_that_never_shows_the_token(

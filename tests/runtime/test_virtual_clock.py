@@ -162,7 +162,11 @@ class Rig:
             "executions": self.metrics.executions,
             "slack_errors": self.metrics.slack_errors,
         }[name]
-        return metric.labels(**labels)._value.get() if labels else metric._value.get()
+        if labels:
+            return float(metric.labels(**labels)._value.get())
+        return sum(
+            s.value for m in metric.collect() for s in m.samples if s.name.endswith("_total")
+        )
 
 
 @pytest.fixture
@@ -244,7 +248,7 @@ async def test_a_notifier_that_fails_is_counted_and_the_end_reply_waits_for_it(
     await rig.at(61)
     await rig.at(62)
     assert rig.rows() == [("delete-pod", "submitted", None, None)]  # the end not yet told
-    assert rig.counted("slack_errors") == 3  # act, re-act after the first poll, end
+    assert rig.counted("slack_errors") == 2  # act, re-act after the first poll; the end waits
     slack_up = True
     await rig.at(70)
     assert rig.rows() == [("delete-pod", "ended", "Succeeded", "ts-1")]
