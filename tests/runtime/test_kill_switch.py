@@ -68,6 +68,7 @@ UNCLEAR: dict[str, bytes | None] = {
     "utf-16 on, no BOM": "on".encode("utf-16-le"),  # decodes, but to no word it knows
     "not UTF-8": b"\x80\x81on\xff",
     "a directory": None,
+    "a whole file of it": b"on\n" * 1000,
 }
 
 
