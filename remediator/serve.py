@@ -258,6 +258,16 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     "deleted.  [env REMEDIATOR_OUTBOX_RETENTION]",
 )
 @click.option(
+    "--workflow-start-timeout",
+    envvar="REMEDIATOR_WORKFLOW_START_TIMEOUT",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="Seconds a submitted workflow may stay Pending (Argo took it, nothing started it: "
+    "no workflow-controller, a quota) before on-call is told, once, in the act's thread; "
+    "it is still followed to its end.  [env REMEDIATOR_WORKFLOW_START_TIMEOUT]",
+)
+@click.option(
     "--inbox-max-bytes",
     envvar="REMEDIATOR_INBOX_MAX_BYTES",
     type=click.IntRange(min=MAX_BODY),
@@ -267,16 +277,6 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     "sized against deploy/base's 64 MiB emptyDir; when full, the oldest bodies older "
     "than a minute make room, else the webhook gets 503 and the sender retries.  "
     "[env REMEDIATOR_INBOX_MAX_BYTES]",
-)
-@click.option(
-    "--workflow-start-timeout",
-    envvar="REMEDIATOR_WORKFLOW_START_TIMEOUT",
-    type=click.FloatRange(min=0, min_open=True),
-    default=300.0,
-    show_default=True,
-    help="Seconds a submitted workflow may stay Pending (Argo took it, nothing started it: "
-    "no workflow-controller, a quota) before on-call is told, once, in the act's thread; "
-    "it is still followed to its end.  [env REMEDIATOR_WORKFLOW_START_TIMEOUT]",
 )
 @log_level_option
 def serve(
@@ -304,8 +304,8 @@ def serve(
     max_webhook_pods: int,
     idle_timeout: float,
     outbox_retention: float,
-    inbox_max_bytes: int,
     workflow_start_timeout: float,
+    inbox_max_bytes: int,
     log_level: str,
 ) -> None:
     """Run remediator as a service: watch inference pods, take webhooks, track every

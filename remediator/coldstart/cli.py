@@ -194,9 +194,6 @@ def _follow(
     style: Style,
     out: IO[str],
 ) -> None:
-    from remediator.coldstart import live  # only --watch needs serve's watch and log threads
-
-    follow = live.start(api, snap, pod_sel, logs=logs, log_bytes=log_bytes)
     tty = out.isatty()
     shown: dict[str, bytes] = {}
 
@@ -210,12 +207,18 @@ def _follow(
             _changed_text(out, s, now, scope, style, shown)
         out.flush()
 
+    draw(snap, snap.now(), [])  # the first screen, before the watches' imports and lists
+    from remediator.coldstart import live  # only --watch needs serve's watch and log threads
+
+    follow: live.Follow | None = None
     try:
+        follow = live.start(api, snap, pod_sel, logs=logs, log_bytes=log_bytes)
         live.run(follow, draw, threading.Event())
     except KeyboardInterrupt:
-        pass
+        pass  # Ctrl-C: the way out of --watch, not an error
     finally:
-        follow.stop()
+        if follow is not None:
+            follow.stop()
 
 
 def _changed_json(out: IO[str], snap: Snapshot, now: float, shown: dict[str, bytes]) -> None:

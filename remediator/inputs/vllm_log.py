@@ -28,6 +28,8 @@ the step before it:
                       (≥0.6.5; "took 163.91 s (compilation: 54.58 s)" from 0.19): the
                       engine's init is over, the last step before the API server (the only
                       end it has with --enforce-eager, which captures no graphs).
+    WEIGHTS_STARTED   Starting to load model meta-llama/Llama-3.1-8B...: the log is read and
+                      the engine is loading its weights (it ends no step)
     COMPILE_STARTED   Dynamo bytecode transform time / Using cache directory ... torch.compile
     SERVER_STARTED    Starting vLLM API server [N] on URL / Starting vLLM server on URL
 
@@ -46,6 +48,7 @@ import msgspec
 
 # In the order a V1 engine runs them; a V0 engine skips torch_compile.
 STEPS = ("weights", "torch_compile", "memory_profiling", "kv_cache", "cuda_graphs", "api_server")
+WEIGHTS_STARTED = "weights_started"
 COMPILE_STARTED = "torch_compile_started"
 KV_CACHE_STARTED = "kv_cache_started"
 GRAPHS_STARTED = "cuda_graphs_started"
@@ -57,7 +60,15 @@ ENDS_BEFORE = {
     GRAPHS_STARTED: "kv_cache",
     ENGINE_READY: "cuda_graphs",
 }
-MARKS = (*STEPS, COMPILE_STARTED, KV_CACHE_STARTED, GRAPHS_STARTED, ENGINE_READY, SERVER_STARTED)
+MARKS = (
+    *STEPS,
+    WEIGHTS_STARTED,
+    COMPILE_STARTED,
+    KV_CACHE_STARTED,
+    GRAPHS_STARTED,
+    ENGINE_READY,
+    SERVER_STARTED,
+)
 # Lines are only matched when they hold one of these (a cheap test before any regex).
 KEYWORDS = (
     "took",
@@ -69,6 +80,7 @@ KEYWORDS = (
     "Dynamo bytecode",
     "torch.compile",
     "Starting vLLM",
+    "Starting to load model",
     "Application startup complete",
 )
 _NUM = r"(-?[0-9]+(?:,[0-9]{3})*(?:\.[0-9]+)?)"
@@ -158,6 +170,7 @@ _FORMS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], StepMark]], ...] 
         re.compile(r"Dynamo bytecode transform time|for vLLM's torch\.compile"),
         _mark(COMPILE_STARTED),
     ),
+    (re.compile(r"Starting to load model \S"), _mark(WEIGHTS_STARTED)),
 )
 
 

@@ -103,6 +103,15 @@ class EngineSteps:
             out[UNTIL_READY] = max(0.0, ready - prev)  # readiness probe, or lines not logged
         return out
 
+    def last_end(self, started: float | None) -> tuple[str, float] | None:
+        """The last step that ended in this run, and when (the later step on a tie)."""
+        last: tuple[str, float] | None = None
+        for step in STEPS:
+            end = self.end(step, started, None)
+            if end is not None and (last is None or end >= last[1]):
+                last = (step, end)
+        return last
+
     def current(self, started: float | None) -> str:
         """The step the engine is in now: the one after the last line seen."""
         last, last_at = None, float("-inf")

@@ -22,7 +22,7 @@ import pytest
 
 from remediator.runtime.service import Service, ServiceConfig
 from tests.logcheck import LogRecorder
-from tests.runtime.conftest import running, stuck_pod
+from tests.runtime.conftest import running, stuck_pod, wait_until
 
 TOKEN = "webhook-file-token-5b7d1e0c9a8f"
 NEW_TOKEN = "webhook-file-token-rotated-77c3a1"
@@ -106,8 +106,9 @@ async def test_rewriting_the_file_in_place_never_refuses_a_good_token(
 async def test_a_token_rotated_in_place_is_the_one_admitted_after(
     service: Service, http: aiohttp.ClientSession, token_file: Path
 ) -> None:
-    with rewritten_in_place(token_file, NEW_TOKEN):
-        await asyncio.sleep(0.05)
+    with rewritten_in_place(token_file, NEW_TOKEN) as writes:
+        # a whole rewrite, however slow the machine (a fixed 50 ms raced the writer's start)
+        await wait_until(lambda: writes[0] > 0, what="the token rewritten")
     assert await post(http, NEW_TOKEN) == 202
     assert await post(http, TOKEN) == 401
 

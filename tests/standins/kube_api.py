@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.sharing import fresh
 from tests.standins.pod_logs import PodLogs
 
 Obj = dict[str, Any]
@@ -1003,6 +1004,7 @@ def daemonset(
     }
 
 
+@fresh
 def node(name: str, unschedulable: bool = False) -> Obj:
     spec: Obj = {"unschedulable": True} if unschedulable else {}
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": spec}
@@ -1012,6 +1014,7 @@ def seed(store: Store, objects: Iterable[Obj]) -> list[Obj]:
     return [store.create(o) for o in objects]
 
 
+@fresh
 def lease(namespace: str, name: str, **spec: Any) -> Obj:
     """A pre-created Lease, as deploy/base/lease.yaml ships it (no holder) unless `spec`
     says otherwise (holderIdentity, renewTime, leaseDurationSeconds, ...)."""
