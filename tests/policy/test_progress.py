@@ -184,3 +184,16 @@ def test_progress_is_off_by_default() -> None:
 def test_bad_progress_settings_are_refused_with_a_reason(text: str, why: str) -> None:
     with pytest.raises(ConfigError, match=why):
         load_policy(text)
+
+
+def test_step_lines_read_before_the_pod_is_seen_count_the_same() -> None:
+    """A log line can arrive before the pod's watch event: it waits, then judges the pod."""
+    run = _run()
+    created = _siblings(run)
+    started = created + 10.0
+    for at, line in STEPS[:6]:
+        run.feed(vllm_logs.engine_log("llm", _name(9), line, T0 + started + at))
+    run.feed(pod(_name(9), _uid(9), created=created, scheduled=created + 1, started=started))
+    run.at(T0 + started + 600)
+    assert _delete_at(run) == started + 62 + 120 + 20
+    assert "stalled in vLLM step kv_cache (timed as cuda_graphs)" in run.decisions[0].reason
