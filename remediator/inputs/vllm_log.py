@@ -54,6 +54,9 @@ KV_CACHE_STARTED = "kv_cache_started"
 GRAPHS_STARTED = "cuda_graphs_started"
 ENGINE_READY = "engine_ready"
 SERVER_STARTED = "api_server_started"
+# Not vLLM's: the follower read the log until it ended or hit its byte bound, and no further;
+# what the engine does after its last line is then unknown (progress can no longer be judged).
+LOG_ENDED = "log_ended"
 # The marks that say a step ended without being that step's own line: mark → the step it ends.
 ENDS_BEFORE = {
     KV_CACHE_STARTED: "memory_profiling",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from remediator.inputs.vllm_log import LOG_ENDED
 from remediator.policy.config import ProgressConfig
 from remediator.policy.history import PhaseHistory, step_key
 from remediator.timeline.engine_steps import TIMELINE_STEPS
@@ -52,6 +53,8 @@ def stall_of(t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory) -> Stal
     if not cfg.enabled or t.engine is None:
         return None
     started = t.started_at()
+    if t.engine.end(LOG_ENDED, started, None) is not None:
+        return None  # the log is no longer read: what the engine does now is unknown
     last = t.engine.last_end(started)
     began = last[1] if last is not None else started
     if began is None:
