@@ -144,7 +144,8 @@ def coldstart(
             out.flush()
             return
         if snap.events_api == "events.k8s.io":
-            click.echo("warning: Events are followed only through core/v1", err=True)
+            # (serve's watch follows core/v1 Events; the pods' own status still moves on)
+            click.echo("warning: --watch follows the pods, not their Events", err=True)
         _follow(api, snap, pod_sel, logs, log_bytes, output, scope, Style(color), out)
     except BrokenPipeError:
         # `kubectl coldstart ... | head`: the reader has what it wanted; not an error.
