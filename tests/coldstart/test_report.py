@@ -70,7 +70,7 @@ def test_a_pod_mid_engine_init_names_its_vllm_step() -> None:
     (t,) = w.pods
     x = waiting(t, w, parse_time("2025-03-01T12:06:00Z"))
     assert x is not None and x.phase == "engine_init"
-    assert x.why == "in vLLM step cuda_graphs"
+    assert x.why == "in vLLM step kv_cache"  # sized its KV cache; V1 says no more till graphs
     assert x.siblings.pods == 0
     assert "no sibling has finished it yet" in x.sentence()
     assert not x.slower
