@@ -81,7 +81,7 @@ class EngineSteps:
         return times
 
     def _zone(self) -> float:
-        """The container's clock ahead of vLLM's read as UTC: the most lines' (then the least)."""
+        """UTC minus the container's local time (what vLLM writes), as most lines say."""
         if not self.zones:
             return 0.0
         return min(self.zones, key=lambda z: (-self.zones[z], z))
