@@ -15,9 +15,13 @@ from remediator.executors.secrets import MissingSecret
 from remediator.executors.validate import InvalidParameter
 from remediator.logfields import get_logger
 from remediator.runtime.embedded import RuntimeSettings
+from remediator.runtime.inbox import KEEP_BYTES
 from remediator.runtime.leader import LeaseSettings
 from remediator.runtime.logs import log_level_option, setup_logging
 from remediator.runtime.service import Service, ServiceConfig
+from remediator.runtime.statefile import EXIT_CODE as STATE_FILE_EXIT
+from remediator.runtime.statefile import StateFileError
+from remediator.sources.http import MAX_BODY
 from remediator.timeline.tracker import DEFAULT_MAX_UNWATCHED
 
 log = get_logger("remediator.serve")
@@ -39,10 +43,20 @@ Leader election (on when POD_NAME is set, i.e. in a cluster):
 \b
 Endpoints on --listen:
   POST /events   Alertmanager webhook, CloudEvent (structured or binary), watch event
-  GET  /healthz  liveness     GET /readyz  readiness (policy loaded, watches synced)
+  GET  /healthz  liveness
+  GET  /readyz   readiness: policy loaded; every watch synced, running and current (a
+                 BOOKMARK or event within 90 s); webhooks can be stored; a token to check
   GET  /metrics  Prometheus
   GET  /timelines[?namespace=&state=]  every pod's cold start (JSON lines, as replay prints)
   GET  /timelines/NAMESPACE/POD        one pod's timelines (404 if untracked)
+
+\b
+Exit codes:
+  0  stopped by SIGTERM, SIGINT or SIGHUP (gracefully)
+  1  a loop task kept failing, or the configuration or a secret is wrong
+  2  a usage error (options)
+  3  the state file (--state-db) cannot be used: not SQLite, corrupt, another
+     program's tables, a directory; it is left as it is, the message says why
 
 \b
 Example (a laptop against a kind cluster, dry run):
@@ -77,8 +91,9 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     envvar="REMEDIATOR_STATE_DB",
     default="/tmp/remediator/state.db",
     show_default=True,
-    help="SQLite file: the outbox and the guard state. Keep it on "
-    "a volume that outlives the process.  [env REMEDIATOR_STATE_DB]",
+    help="SQLite file: the outbox, the guard state and the webhooks stored before their "
+    "2xx. Keep it on a volume that outlives the process. Deleted while running: recreated "
+    "from the open copy; unusable at start: exit code 3.  [env REMEDIATOR_STATE_DB]",
 )
 @click.option(
     "--namespaces",
@@ -254,6 +269,17 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     "no workflow-controller, a quota) before on-call is told, once, in the act's thread; "
     "it is still followed to its end.  [env REMEDIATOR_WORKFLOW_START_TIMEOUT]",
 )
+@click.option(
+    "--inbox-max-bytes",
+    envvar="REMEDIATOR_INBOX_MAX_BYTES",
+    type=click.IntRange(min=MAX_BODY),
+    default=KEEP_BYTES,
+    show_default=True,
+    help="Bytes of webhook bodies the state file keeps (to feed again after a restart), "
+    "sized against deploy/base's 64 MiB emptyDir; when full, the oldest bodies older "
+    "than a minute make room, else the webhook gets 503 and the sender retries.  "
+    "[env REMEDIATOR_INBOX_MAX_BYTES]",
+)
 @log_level_option
 def serve(
     policy: str | None,
@@ -281,6 +307,7 @@ def serve(
     idle_timeout: float,
     outbox_retention: float,
     workflow_start_timeout: float,
+    inbox_max_bytes: int,
     log_level: str,
 ) -> None:
     """Run remediator as a service: watch inference pods, take webhooks, track every
@@ -326,11 +353,19 @@ def serve(
         lease=lease,
         max_webhook_pods=max_webhook_pods,
         http_idle_timeout_s=idle_timeout,
+        inbox_keep_bytes=inbox_max_bytes,
     )
     try:
         asyncio.run(_main(cfg))
+    except StateFileError as exc:
+        log.critical("state file cannot be used", extra={"path": state_db, "error": str(exc)})
+        raise _StateFileUnusable(str(exc)) from None
     except (ConfigError, MissingSecret, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+class _StateFileUnusable(click.ClickException):
+    exit_code = STATE_FILE_EXIT
 
 
 def _lease(

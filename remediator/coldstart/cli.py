@@ -6,17 +6,17 @@ import logging
 import os
 import sys
 import threading
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import click
 import orjson
 
 from remediator.coldstart.kube import Forbidden, Kube, KubeError, load
-from remediator.coldstart.render import Style, json_docs, text
+from remediator.coldstart.render import Style, json_docs, text, use_color
 from remediator.coldstart.snapshot import LOG_BYTES, Snapshot, selectors, take
 from remediator.coldstart.target import TargetError, parse_target
 from remediator.contract.errors import ConfigError
-from remediator.session import Session
+from remediator.timeline.tracker import Tracker
 
 EXIT_ERROR = 1  # the API could not be asked (unreachable, kubeconfig, not found)
 EXIT_USAGE = 2
@@ -103,7 +103,7 @@ def coldstart(
     --watch), get deployments or statefulsets when one is named, get pods/log with --logs
     (without it, that is said once and everything else is shown). No remediator
     service, no Prometheus.
-    NO_COLOR set (or output not a terminal): no colours.
+    NO_COLOR set (not empty), or output not a terminal: no colours.
 
     \b
     Exit codes: 0 shown (whatever state the pods are in; Ctrl-C ends --watch with 0);
@@ -116,16 +116,13 @@ def coldstart(
         goal = parse_target(target, selector)
     except TargetError as exc:
         raise click.UsageError(str(exc)) from None
-    try:
-        session = Session.from_policy_file(policy)
-    except ConfigError as exc:
-        raise click.UsageError(f"policy file {policy}: {exc}") from None
+    tracker = Tracker(_engines(policy))
     try:
         api, default_ns = load(kubeconfig, context)
         ns = namespace or default_ns
         kube = Kube(api)
         pod_sel = selectors(kube, ns, goal)
-        snap = take(kube, ns, goal, session, pod_sel, logs=logs, log_bytes=log_bytes)
+        snap = take(kube, ns, goal, tracker, pod_sel, logs=logs, log_bytes=log_bytes)
     except TargetError as exc:
         _fail(str(exc), EXIT_ERROR)
     except Forbidden as exc:
@@ -140,7 +137,7 @@ def coldstart(
         click.echo(f"warning: {snap.refused} objects refused as malformed", err=True)
     scope = f"{ns} {goal.label}"
     out = sys.stdout
-    color = out.isatty() and "NO_COLOR" not in os.environ
+    color = use_color(out, os.environ)
     try:
         if not watch:
             _show(out, snap, snap.now(), output, scope, Style(color), [])
@@ -155,7 +152,19 @@ def coldstart(
         sys.exit(0)
 
 
-def _fail(message: str, code: int) -> None:
+def _engines(policy: str | None) -> tuple[str, ...]:
+    """The engine containers serve's policy names (else the tracker finds the GPU one)."""
+    if policy is None:
+        return ()
+    from remediator.policy_file import load_policy_file  # only with --policy: its imports cost
+
+    try:
+        return load_policy_file(policy).rules.stuck_pod.engine_containers
+    except ConfigError as exc:
+        raise click.UsageError(f"policy file {policy}: {exc}") from None
+
+
+def _fail(message: str, code: int) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
 
@@ -194,9 +203,6 @@ def _follow(
     style: Style,
     out: IO[str],
 ) -> None:
-    from remediator.coldstart import live  # only --watch needs serve's watch and log threads
-
-    follow = live.start(api, snap, pod_sel, logs=logs, log_bytes=log_bytes)
     tty = out.isatty()
     shown: dict[str, bytes] = {}
 
@@ -210,12 +216,18 @@ def _follow(
             _changed_text(out, s, now, scope, style, shown)
         out.flush()
 
+    draw(snap, snap.now(), [])  # the first screen, before the watches' imports and lists
+    from remediator.coldstart import live  # only --watch needs serve's watch and log threads
+
+    follow: live.Follow | None = None
     try:
+        follow = live.start(api, snap, pod_sel, logs=logs, log_bytes=log_bytes)
         live.run(follow, draw, threading.Event())
     except KeyboardInterrupt:
-        pass
+        pass  # Ctrl-C: the way out of --watch, not an error
     finally:
-        follow.stop()
+        if follow is not None:
+            follow.stop()
 
 
 def _changed_json(out: IO[str], snap: Snapshot, now: float, shown: dict[str, bytes]) -> None:

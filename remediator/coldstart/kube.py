@@ -1,7 +1,7 @@
 """The API calls `kubectl coldstart` makes, as the user: read-only, raw JSON, errors named.
 
-Every call goes through the `kubernetes` client with `_preload_content=False`: the answer is
-the urllib3 response, its bytes go to the core's decoder, no client model is built. The
+Every call goes through the `kubernetes` client's REST layer: the answer is the urllib3
+response, its bytes go to the core's decoder, no client model is built (nor imported). The
 kubeconfig is loaded as kubectl loads it ($KUBECONFIG, merged files, `--kubeconfig`,
 `--context`, exec and token credentials), and the namespace defaults to the context's.
 
@@ -13,10 +13,10 @@ events)"), with the user the API server saw.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, cast
+from urllib.parse import quote
 
 import orjson
 import urllib3
@@ -61,11 +61,19 @@ class Page:
 
 @dataclass(frozen=True, slots=True)
 class Resource:
-    """A collection the command lists: its name in RBAC terms and the client's list call."""
+    """A collection the command lists: its name in RBAC terms and its REST path."""
 
     rbac: str  # "pods", "events", "events.events.k8s.io"
     kind: str  # the kind its items are (for the core's decoder)
-    call: Callable[..., Any]
+    path: str  # with {namespace}
+
+
+PODS = Resource("pods", "Pod", "/api/v1/namespaces/{namespace}/pods")
+EVENTS = Resource("events", "Event", "/api/v1/namespaces/{namespace}/events")
+EVENTS_V1 = Resource(
+    "events.events.k8s.io", "Event", "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+)
+_WORKLOADS = {"deployment": "deployments", "statefulset": "statefulsets"}
 
 
 def load(kubeconfig: str | None, context: str | None) -> tuple[client.ApiClient, str]:
@@ -87,26 +95,30 @@ def load(kubeconfig: str | None, context: str | None) -> tuple[client.ApiClient,
 
 
 class Kube:
-    """The read-only calls, each raising KubeError (Forbidden, NotFound) with a message."""
+    """The read-only calls, each raising KubeError (Forbidden, NotFound) with a message.
+
+    Through the client's REST layer (`ApiClient.param_serialize` and `call_api`: the user's
+    credentials, TLS and token refresh as every generated call has them), not its generated
+    API classes: importing `CoreV1Api` alone builds hundreds of pydantic-validated methods
+    and cost more than the whole first screen."""
 
     def __init__(self, api: client.ApiClient) -> None:
         self.api = api
         self.server = str(api.configuration.host)
-        core, events = client.CoreV1Api(api), client.EventsV1Api(api)
-        self.core = core
-        self.apps = client.AppsV1Api(api)
-        self.pods = Resource("pods", "Pod", core.list_namespaced_pod)
-        self.events = Resource("events", "Event", core.list_namespaced_event)
-        self.events_v1 = Resource("events.events.k8s.io", "Event", events.list_namespaced_event)
+        self.pods, self.events, self.events_v1 = PODS, EVENTS, EVENTS_V1
 
     def page(
         self, what: Resource, namespace: str, *, more: str | None = None, **selectors: str | None
     ) -> Page:
-        kw: dict[str, Any] = {k: v for k, v in selectors.items() if v}
+        query: list[tuple[str, str]] = [("limit", str(LIST_PAGE))]
+        for key, value in selectors.items():
+            if value:
+                query.append((_CAMEL[key], value))
         if more:
-            kw["_continue"] = more
-        resp = self._call("list", what.rbac, namespace, what.call, namespace, limit=LIST_PAGE, **kw)
-        doc = orjson.loads(resp.data)
+            query.append(("continue", more))
+        path = what.path.format(namespace=namespace)
+        resp, data = self._get(path, query, "list", what.rbac, namespace)
+        doc = orjson.loads(data)
         meta = doc.get("metadata") or {}
         return Page(
             doc.get("items") or [],
@@ -117,60 +129,69 @@ class Kube:
 
     def workload(self, kind: str, name: str, namespace: str) -> dict[str, Any]:
         """A Deployment or StatefulSet, raw."""
-        call: Callable[..., Any] = self.apps.read_namespaced_deployment
-        rbac = "deployments"
-        if kind == "statefulset":
-            call, rbac = self.apps.read_namespaced_stateful_set, "statefulsets"
+        rbac = _WORKLOADS[kind]
+        path = f"/apis/apps/v1/namespaces/{namespace}/{rbac}/{quote(name, safe='')}"
         try:
-            resp = self._call("get", rbac, namespace, call, name, namespace)
+            _, data = self._get(path, [], "get", rbac, namespace)
         except NotFound:
             raise NotFound(f'{kind} "{name}" not found in namespace {namespace}') from None
-        return cast(dict[str, Any], orjson.loads(resp.data))
+        return cast(dict[str, Any], orjson.loads(data))
 
     def log(self, namespace: str, pod: str, container: str, limit_bytes: int) -> bytes:
         """The start of a container's log with the kubelet's timestamps (engine init is there)."""
-        resp = self._call(
-            "get",
-            "pods/log",
-            namespace,
-            self.core.read_namespaced_pod_log,
-            pod,
-            namespace,
-            container=container,
-            timestamps=True,
-            limit_bytes=limit_bytes,
-        )
-        return bytes(resp.data)
+        path = f"/api/v1/namespaces/{namespace}/pods/{quote(pod, safe='')}/log"
+        query = [("container", container), ("timestamps", "true"), ("limitBytes", str(limit_bytes))]
+        _, data = self._get(path, query, "get", "pods/log", namespace, accept="*/*")
+        return data
 
-    def _call(
-        self, verb: str, rbac: str, namespace: str, call: Callable[..., Any], *args: Any, **kw: Any
-    ) -> urllib3.HTTPResponse:
+    def _get(
+        self,
+        path: str,
+        query: list[tuple[str, str]],
+        verb: str,
+        rbac: str,
+        namespace: str,
+        accept: str = "application/json",
+    ) -> tuple[urllib3.HTTPResponse, bytes]:
         try:
-            return cast(
-                urllib3.HTTPResponse,
-                call(*args, _preload_content=False, _request_timeout=TIMEOUT, **kw),
+            method, url, headers, _, _ = self.api.param_serialize(
+                "GET",
+                path,
+                query_params=query,
+                header_params={"Accept": accept},
+                auth_settings=["BearerToken"],
             )
-        except ApiException as exc:
-            raise self._refusal(exc, verb, rbac, namespace) from None
+            resp = self.api.call_api(method, url, headers, _request_timeout=TIMEOUT)
+            data = bytes(resp.read())  # type: ignore[no-untyped-call]
+        except ApiException as exc:  # the REST layer's own (TLS, a retry-after) and status 0
+            raise self._refusal(exc.status, exc.body or exc.reason, verb, rbac, namespace) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise KubeError(f"cannot reach the API server at {self.server}: {exc}") from None
+        if not 200 <= resp.status <= 299:
+            raise self._refusal(resp.status, data, verb, rbac, namespace)
+        return cast(urllib3.HTTPResponse, resp.response), data
 
-    def _refusal(self, exc: ApiException, verb: str, rbac: str, namespace: str) -> KubeError:
-        body = exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else exc.body
-        message = _status_message(body) or str(exc.reason or "")
-        if exc.status == 403:
+    def _refusal(
+        self, status: int, body: bytes | str | None, verb: str, rbac: str, namespace: str
+    ) -> KubeError:
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        message = _status_message(text)
+        if status == 403:
             found = _USER.search(message)
             return Forbidden(verb, rbac, namespace, found.group(1) if found else None)
-        if exc.status == 404:
+        if status == 404:
             return NotFound(message or f"{rbac} not found in namespace {namespace}")
-        if exc.status == 401:
+        if status == 401:
             return KubeError(
                 f"unauthorized: the API server at {self.server} refused the kubeconfig's "
                 "credentials (an expired token?)"
             )
-        if exc.status == 0:
+        if status == 0:
             return KubeError(f"cannot reach the API server at {self.server}: {message}")
-        return KubeError(f"{verb} {rbac} in namespace {namespace}: {exc.status} {message}")
+        return KubeError(f"{verb} {rbac} in namespace {namespace}: {status} {message}")
+
+
+_CAMEL = {"label_selector": "labelSelector", "field_selector": "fieldSelector"}
 
 
 def _status_message(body: str | None) -> str:

@@ -1,6 +1,7 @@
 """One look at the cluster: the target's pods, their Events from both Event APIs and, with
-`--logs`, the engine containers' logs, listed once and fed as raw JSON to a `Session`, the
-core `remediator replay` drives and serve answers `/timelines` from.
+`--logs`, the engine containers' logs, listed once and fed as raw JSON to the core's `Tracker`,
+on the clock `remediator replay`'s Session keeps (each input at its own time, never back), so a
+pod's timeline is the one replay prints and serve answers `/timelines` with.
 
 The three lists run at once (the first screen waits for the slowest, not for their sum).
 Events are listed for every Pod of the namespace (or the one pod named) and only those of the
@@ -16,40 +17,24 @@ from dataclasses import dataclass, field
 
 from remediator.coldstart.kube import Forbidden, Kube, KubeError, Page, Resource
 from remediator.coldstart.target import Target, selector_of
-from remediator.contract.decision import Decision, Suppressed
 from remediator.inputs.decode import normalize
-from remediator.inputs.records import Input, InputError, PodEvent, PodSeen
-from remediator.policy.outcome import Ignored
-from remediator.session import Session
-from remediator.sources.engine_logs import step_of
+from remediator.inputs.records import Input, InputError, PodEvent, PodSeen, Relisted
 from remediator.timeline.model import PodTimeline
-from remediator.timeline.tracker import StateChange
+from remediator.timeline.tracker import Tracker
 
 LOG_BYTES = 1 << 20  # per pod, from the log's start: where engine init is (serve's default)
 LOG_READERS = 8
 
 
-class Quiet:
-    """The session's sink: `kubectl coldstart` shows timelines, it decides nothing."""
-
-    def transition(self, change: StateChange) -> None:
-        return
-
-    def decision(self, decision: Decision) -> None:
-        return
-
-    def suppressed(self, suppressed: Suppressed) -> None:
-        return
-
-    def ignored(self, ignored: Ignored) -> None:
-        return
-
-
 @dataclass
 class Snapshot:
-    """The core fed with what the lists held; `uids` the pods asked about."""
+    """The core fed with what the lists held; `uids` the pods asked about.
 
-    session: Session
+    `tracker` and `clock` are what `Session.feed` drives for replay, without the policy and
+    guardrails behind them: `kubectl coldstart` shows timelines and decides nothing (and so
+    does not import them: the first screen waits for every import)."""
+
+    tracker: Tracker
     namespace: str
     target: Target
     uids: set[str] = field(default_factory=set)
@@ -59,21 +44,31 @@ class Snapshot:
     refused: int = 0  # list items the decoder refused (malformed)
     events_api: str | None = None  # the Event API that could be listed (for --watch)
     logs_forbidden: bool = False
+    clock: float = 0.0  # the newest input time: the tracker's `now`, as the Session's
 
     def timelines(self) -> list[PodTimeline]:
         """The listed pods' timelines (and any the watch added), oldest first."""
-        found = [t for t in self.session.tracker if t.uid in self.uids and not t.deleted]
+        found = [t for t in self.tracker if t.uid in self.uids and not t.deleted]
         found.sort(key=lambda t: (t.namespace, t.created or 0.0, t.name))
         return found
 
     def now(self) -> float:
         """The cluster's time: the pod list's Date, or a later input's own time."""
-        return max(self.at or 0.0, self.session.now)
+        return max(self.at or 0.0, self.clock)
 
     def feed(self, items: Iterable[Input]) -> None:
-        sink = Quiet()
+        """As `Session.feed` applies them: a relist reconciles at the current time, any other
+        input at its own time (the clock never goes back)."""
+        tracker = self.tracker
         for item in items:
-            self.session.feed(item, sink)
+            if isinstance(item, Relisted):
+                tracker.relisted(item, self.clock)
+                if item.at is not None and item.at > self.clock:
+                    self.clock = item.at
+                continue
+            if item.at is not None and item.at > self.clock:
+                self.clock = item.at
+            tracker.apply(item, self.clock)
 
 
 def selectors(kube: Kube, namespace: str, target: Target) -> dict[str, str | None]:
@@ -99,7 +94,7 @@ def take(
     kube: Kube,
     namespace: str,
     target: Target,
-    session: Session,
+    tracker: Tracker,
     pod_sel: dict[str, str | None],
     *,
     logs: bool = False,
@@ -108,7 +103,7 @@ def take(
     """List once (the pods by `pod_sel`, from `selectors`), feed the core, read the engine
     logs if asked. Raises KubeError when the pods (or both Event APIs) cannot be listed; a
     missing `pods/log` is a note."""
-    snap = Snapshot(session, namespace, target)
+    snap = Snapshot(tracker, namespace, target)
     with ThreadPoolExecutor(3) as pool:
         pods = pool.submit(_list_all, kube, kube.pods, namespace, pod_sel)
         core = pool.submit(
@@ -225,4 +220,6 @@ def read_logs(kube: Kube, snap: Snapshot, limit_bytes: int) -> None:
 
 def _steps(raw: bytes, t: PodTimeline) -> list[Input]:
     """The lines that end a vLLM step, stamped with the kubelet's time (serve's `step_of`)."""
+    from remediator.sources.engine_logs import step_of  # --logs only: it imports the metrics
+
     return [s for line in raw.splitlines() if (s := step_of(line, t.namespace, t.name, t.uid))]

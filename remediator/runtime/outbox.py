@@ -34,7 +34,8 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -172,14 +173,39 @@ class Outbox:
 
     def __init__(self, path: str | Path, now: Callable[[], float] = time.time) -> None:
         self._now = now  # the runtime's clock: rows are stamped and expired on it
-        if str(path) != ":memory:":
+        self.path = str(path)
+        if self.path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
+        self._db = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")  # a decision written is a decision kept
         self._db.executescript(_SCHEMA)
         self._migrate()
+        return self._db
+
+    # --- the file deleted under it (runtime/statefile.py) -----------------------------
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Nothing is read or written meanwhile."""
+        with self._lock:
+            yield
+
+    def backup_held(self, to: str) -> None:
+        """Everything the connection holds, written to a new file `to` (SQLite's backup)."""
+        dest = sqlite3.connect(to)
+        try:
+            self._db.backup(dest)
+        finally:
+            dest.close()
+
+    def reopen_held(self, close_only: bool = False) -> None:
+        self._db.close()
+        if not close_only:
+            self._connect()
 
     def _migrate(self) -> None:
         """Add the columns, indexes and triggers a state file from before them lacks, and

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,6 +18,7 @@ from tests.coldstart.support import (
     STEPS,
     snapshot_of,
 )
+from tests.replay.conftest import run_replay_cli
 
 MID_HANG = "2026-12-01T05:57:36Z"  # the hung pod 6 s into engine init; serve deleted it at 10 s
 
@@ -54,7 +56,7 @@ def test_the_workload_figures_are_the_ready_pods_phases() -> None:
 def test_a_pod_waiting_for_gpus_says_what_the_scheduler_said() -> None:
     snap = snapshot_of(INCIDENT, namespace="inference-canary")
     groups = workloads(snap.timelines())
-    now = snap.session.now
+    now = snap.clock
     told = [x for w in groups for t in w.pods if (x := waiting(t, w, now)) is not None]
     gpu = [x for x in told if x.phase == "scheduling"]
     assert gpu, told
@@ -70,7 +72,9 @@ def test_a_pod_mid_engine_init_names_its_vllm_step() -> None:
     (t,) = w.pods
     x = waiting(t, w, parse_time("2025-03-01T12:06:00Z"))
     assert x is not None and x.phase == "engine_init"
-    assert x.why == "in vLLM step kv_cache"  # sized its KV cache; V1 says no more till graphs
+    replayed = run_replay_cli(["--until", "2025-03-01T12:06:00Z", str(STEPS)])
+    (step,) = re.findall(r"^ · (\w+) +… in progress", replayed.stdout, re.M)  # replay's answer
+    assert x.why == f"in vLLM step {step}"
     assert x.siblings.pods == 0
     assert "no sibling has finished it yet" in x.sentence()
     assert not x.slower

@@ -3,36 +3,25 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from remediator.executors.argo import Ended, Submitted
-from remediator.executors.slack import SlackConfig, SlackError, SlackNotifier
+from remediator.executors.slack import SlackError, SlackNotifier
 from tests.executors.conftest import delete_decision
+from tests.standins.fixtures import slack_config, slack_fixture
 from tests.standins.slack_server import SlackStandin
 
 SLACK_TOKEN = "xoxb-test-1234-abcd"
 CHANNEL = "C0REMEDIATE"
 
 
-@pytest.fixture
-def slack() -> Iterator[SlackStandin]:
-    with SlackStandin(token=SLACK_TOKEN) as server:
-        yield server
+slack = slack_fixture(SLACK_TOKEN)
 
 
 def notifier_for(slack: SlackStandin, tmp_path: Path, token: str = SLACK_TOKEN) -> SlackNotifier:
-    path = tmp_path / "slack-token"
-    path.write_text(token)
-    config = SlackConfig(
-        channel=CHANNEL,
-        base_url=slack.url,
-        token_env="REMEDIATOR_TEST_UNSET_SLACK_TOKEN",
-        token_file=str(path),
-    )
-    return SlackNotifier(config)
+    return SlackNotifier(slack_config(slack, tmp_path / "slack-token", CHANNEL, token))
 
 
 def submitted_for(name: str = "delete-pod-x-0123456789", created: bool = True) -> Submitted:

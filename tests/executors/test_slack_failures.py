@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,9 +25,10 @@ from remediator.executors.protocol import (
     Tell,
     Unavailable,
 )
-from remediator.executors.slack import SlackConfig, SlackNotifier
+from remediator.executors.slack import SlackNotifier
 from tests.executors.conftest import delete_decision
 from tests.executors.test_slack import _texts, submitted_for
+from tests.standins.fixtures import slack_config, slack_fixture
 from tests.standins.slack_server import FAULTS, Answer, SlackStandin
 
 TOKEN = "xoxb-failures-test"
@@ -36,22 +36,17 @@ CHANNEL = "C0REMEDIATE"
 TRANSIENT = sorted(FAULTS)  # every scripted class is one a later try can get past
 
 
-@pytest.fixture
-def slack() -> Iterator[SlackStandin]:
-    with SlackStandin(token=TOKEN) as server:
-        yield server
+slack = slack_fixture(TOKEN)
 
 
 def notifier(
     slack: SlackStandin, tmp_path: Path, token: str = TOKEN, **cfg: float
 ) -> SlackNotifier:
-    path = tmp_path / "slack-token"
-    path.write_text(token)
-    config = SlackConfig(
-        channel=CHANNEL,
-        base_url=slack.url,
-        token_env="REMEDIATOR_TEST_UNSET_SLACK_TOKEN",
-        token_file=str(path),
+    config = slack_config(
+        slack,
+        tmp_path / "slack-token",
+        CHANNEL,
+        token,
         timeout_s=1,  # the "slow" class answers after 2.5 s
         retry_initial_s=0.01,
         **cfg,  # type: ignore[arg-type]

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -58,6 +60,9 @@ def test_help_names_every_option_and_env_var() -> None:
         "REMEDIATOR_IMAGE",
         "REMEDIATOR_INFERENCE_NAMESPACES",
         "REMEDIATOR_KILL_SWITCH_FILE",
+        "--inbox-max-bytes",
+        "REMEDIATOR_INBOX_MAX_BYTES",
+        "Exit codes",
         "REMEDIATOR_WEBHOOK_TOKEN",
         "ARGO_TOKEN",
         "SLACK_BOT_TOKEN",
@@ -200,3 +205,57 @@ def test_a_bad_remediator_image_is_refused_at_start() -> None:
     proc = serve("--dry-run", "--no-leader-election", env=env)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and "REMEDIATOR_IMAGE" in err
+
+
+def _junk(path: Path) -> None:
+    path.write_bytes(bytes(range(256)) * 32)
+
+
+def _text(path: Path) -> None:
+    path.write_text("state.db was here\n" * 100)
+
+
+def _corrupt(path: Path) -> None:
+    """A real SQLite file whose pages after the header were overwritten."""
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE x (a)")
+        db.executemany("INSERT INTO x VALUES (?)", [("y" * 500,)] * 200)
+    data = path.read_bytes()
+    path.write_bytes(data[:100] + b"\xa5" * (len(data) - 100))
+
+
+def _foreign(path: Path) -> None:
+    """Another program's SQLite file, with a table of the same name."""
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE outbox (a)")
+
+
+def _guard(path: Path) -> None:
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE guard_state (id INTEGER PRIMARY KEY, state TEXT, updated_at REAL)")
+        db.execute("INSERT INTO guard_state VALUES (1, '{not json', 0)")
+
+
+def _directory(path: Path) -> None:
+    path.mkdir()
+
+
+@pytest.mark.parametrize(
+    "make", [_junk, _text, _corrupt, _foreign, _guard, _directory], ids=lambda f: f.__name__[1:]
+)
+def test_a_state_file_it_cannot_use_is_named_with_exit_code_3(
+    make: Callable[[Path], None], tmp_path: Path
+) -> None:
+    """Issue 18 #8: a garbage state file at start was a traceback. Now one line says which
+    file and why, the file is left where it is (to look at), and serve exits 3."""
+    state = tmp_path / "s.db"
+    make(state)
+    inode, before = state.stat().st_ino, state.read_bytes() if state.is_file() else b""
+    proc = serve_dry(tmp_path)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+    assert "Traceback" not in err
+    assert f"state file {state} cannot be used" in err and "--state-db" in err, err
+    assert state.stat().st_ino == inode  # not replaced by a fresh one
+    if state.is_file() and not before.startswith(b"SQLite format 3"):
+        assert state.read_bytes() == before  # SQLite refused it before writing anything

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,13 +16,10 @@ from remediator.runtime.clock import VirtualClock
 from tests.executors.test_slack import _texts
 from tests.runtime.test_slack_once import TOKEN, Replica, acts, replies
 from tests.runtime.test_virtual_clock import T0, Argo, pod
+from tests.standins.fixtures import slack_fixture
 from tests.standins.slack_server import Answer, SlackStandin
 
-
-@pytest.fixture
-def slack() -> Iterator[SlackStandin]:
-    with SlackStandin(token=TOKEN) as server:
-        yield server
+slack = slack_fixture(TOKEN)
 
 
 def errors(replica: Replica, reason: str) -> float:

@@ -5,17 +5,16 @@ holds when the process dies mid-post: the post taken by Slack, its ts never stor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from prometheus_client import CollectorRegistry
 
 from remediator.contract.decision import Decision
 from remediator.executors.protocol import Command, Outcome, Refused, Submit
 from remediator.executors.recorder import Recorder
-from remediator.executors.slack import SlackConfig, SlackNotifier
+from remediator.executors.slack import SlackNotifier
 from remediator.guard.state import GuardState
 from remediator.inputs.decode import normalize
 from remediator.policy_file import load_policy
@@ -26,16 +25,15 @@ from remediator.runtime.outbox import Outbox
 from remediator.runtime.worker import OutboxWorker, WorkerSettings
 from remediator.session import Session
 from tests.runtime.test_virtual_clock import POLICY, T0, Argo, pod
+from tests.standins.fixtures import slack_config as standin_config
+from tests.standins.fixtures import slack_fixture
 from tests.standins.slack_server import SlackStandin
 
 TOKEN = "xoxb-once-test"
 CHANNEL = "C0REMEDIATE"
 
 
-@pytest.fixture
-def slack() -> Iterator[SlackStandin]:
-    with SlackStandin(token=TOKEN) as server:
-        yield server
+slack = slack_fixture(TOKEN)
 
 
 class Replica:
@@ -55,15 +53,8 @@ class Replica:
         self.session = Session(load_policy(POLICY))
         self.metrics = RuntimeMetrics.on(CollectorRegistry())
         tmp_path.mkdir(parents=True, exist_ok=True)
-        token = tmp_path / "slack-token"
-        token.write_text(TOKEN)
-        config = SlackConfig(
-            channel=CHANNEL,
-            base_url=slack.url,
-            token_env="REMEDIATOR_TEST_UNSET_SLACK_TOKEN",
-            token_file=str(token),
-            **{"retries": 2, "retry_initial_s": 0.01, **slack_config},  # 3 tries a message
-        )
+        settings = {"retries": 2, "retry_initial_s": 0.01, **slack_config}  # 3 tries a message
+        config = standin_config(slack, tmp_path / "slack-token", CHANNEL, TOKEN, **settings)
         self.argo = Recorder(argo)
         self.worker = OutboxWorker(
             self.outbox,

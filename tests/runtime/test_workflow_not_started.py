@@ -7,10 +7,9 @@ does), Slack through the real SlackNotifier against the Slack stand-in."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from prometheus_client import CollectorRegistry
 
 from remediator.executors.argo import ArgoConfig, ArgoExecutor, Backoff
@@ -26,6 +25,7 @@ from tests.executors.conftest import TOKEN as ARGO_TOKEN
 from tests.executors.conftest import delete_decision
 from tests.runtime.test_virtual_clock import T0, Argo, Rig, pod, slack_ok
 from tests.standins.argo_server import ArgoStandin
+from tests.standins.fixtures import argo_fixture, slack_fixture
 from tests.standins.slack_server import SlackStandin
 
 SLACK_TOKEN = "xoxb-not-started"
@@ -110,16 +110,10 @@ async def test_a_restart_neither_resets_the_bound_nor_tells_twice(tmp_path: Path
 # --- the real ArgoExecutor against the Argo stand-in ------------------------------------------
 
 
-@pytest.fixture
-def argo() -> Iterator[ArgoStandin]:
-    with ArgoStandin(token=ARGO_TOKEN) as server:
-        yield server
+argo = argo_fixture(ARGO_TOKEN)
 
 
-@pytest.fixture
-def slack() -> Iterator[SlackStandin]:
-    with SlackStandin(token=SLACK_TOKEN) as server:
-        yield server
+slack = slack_fixture(SLACK_TOKEN)
 
 
 async def test_through_the_argo_client_a_workflow_left_pending_is_told_in_the_thread(
