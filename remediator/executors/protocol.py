@@ -63,6 +63,19 @@ class CouldNot:
 
 
 @dataclass(frozen=True, slots=True)
+class NotStarted:
+    """Argo took the workflow, and it has not started in `waited_s` (still Pending: no
+    controller, a quota, a missing service account): someone has to look. It is still
+    followed to its end."""
+
+    decision: Decision
+    workflow: str
+    phase: str
+    waited_s: float
+    url: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Spared:
     """A delete not made: looked at again just before it, the pod was no longer stuck
     (Ready, moved on a phase, another instance, gone)."""
@@ -71,7 +84,7 @@ class Spared:
     reason: str
 
 
-Note = Acted | Finished | WouldHave | CouldNot | Spared
+Note = Acted | Finished | WouldHave | CouldNot | NotStarted | Spared
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +153,7 @@ class Unavailable:
 
     reason: str
     unauthorized: bool = False
+    cause: str = ""  # a short fixed word naming the failure class (a metric's label), if known
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +161,7 @@ class Refused:
     """Said no (bad request, bad parameter, unknown channel): trying again cannot help."""
 
     reason: str
+    cause: str = ""  # a short fixed word naming the failure class (a metric's label), if known
 
 
 Outcome = Submitted | Running | Ended | Posted | Unavailable | Refused
