@@ -124,11 +124,11 @@ def in_engine_init(s: Serve, n: int) -> bool:
 
 def test_skew_pause_and_watch_gap_kill_no_healthy_pod_and_find_every_hung_one(
     cluster: LiveCluster,
+    skewed: None,  # before `workloads`: its kwoks outlive the pods they play
+    relayed: tuple[Relay, Path],
     serve: Callable[..., Serve],
     argo: ArgoStandin,
     workloads: Callable[[dict[str, Any]], dict[str, Any]],
-    skewed: None,
-    relayed: tuple[Relay, Path],
     tmp_path: Path,
 ) -> None:
     relay, kubeconfig = relayed
