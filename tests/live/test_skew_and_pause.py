@@ -194,6 +194,9 @@ def test_skew_pause_and_watch_gap_kill_no_healthy_pod_and_find_every_hung_one(
         "hung": len(hung),
         "hung_found": len(set(hung.values()) & targets),
         "hung_deleted": len(set(hung.values()) - alive),
+        # How serve kept them alive: held after the pause, spared on a look again.
+        "serve_behind": sum(1 for x in s.log_lines() if str(x.get("msg")).startswith("behind")),
+        "serve_spared": sum(1 for x in s.log_lines() if str(x.get("msg")).startswith("spared")),
         "pause_s": PAUSE_S,
         "outage_s": OUTAGE_S,
         "skew": ["+1h", "-1h"],
