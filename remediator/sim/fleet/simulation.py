@@ -38,6 +38,11 @@ FEASIBLE_NODES = 16  # nodes scored per pod (kube-scheduler samples large cluste
 STALL_FALSE = 0.02  # healthy pods whose progress signals pause long enough to look stalled
 
 
+class UnknownSimAction(ValueError):
+    """A decision whose action the simulator has no model of: its bug, or a new action
+    that needs one (see `Simulation._appliers`)."""
+
+
 class Simulation:
     def __init__(
         self,
@@ -76,6 +81,13 @@ class Simulation:
         self._by_uid: dict[str, Pod] = {}
         self._rolled: dict[int, tuple[str, int]] = {}
         self._next_node = 0
+        self._appliers: dict[str, Callable[[Decision], None]] = {
+            "delete-pod": self._delete_pod,
+            "restart-warmup": self._restart_warmup,
+            "verify-gpu-memory": self._verify_gpu_memory,
+            "cordon-node": self._cordon_node,
+            "notify": self._notify,
+        }
         self.end = scenario.duration_s + DRAIN_S[scenario.profile]
         # Nobody listens (no remediation, no recording): do not build what nobody reads.
         self._loud = controller.wants_inputs or record is not None or wire_json
@@ -397,33 +409,49 @@ class Simulation:
         self._push(at, _APPLY, d)
 
     def _apply(self, d: Decision) -> None:
+        """The workflow's step runs: each action as its WorkflowTemplate would do it. An
+        action the simulator cannot carry out is an error, never a silent no-op: a run
+        that skipped it would score a policy on something that never happened."""
+        apply = self._appliers.get(d.action)
+        if apply is None:
+            raise UnknownSimAction(
+                f"the fleet simulator cannot apply action {d.action!r} "
+                f"(incident {d.incident}, target {d.where}); it applies: "
+                f"{', '.join(sorted(self._appliers))}"
+            )
         self.ctl.applied(d)  # the workflow's step has run: it ends (Succeeded)
-        if d.action == "delete-pod":
-            pod = self._by_uid.get(d.uid or "")
-            if pod is None or not pod.alive:
-                return  # the precondition: only the pod the decision was about
-            self.result.remediated(pod)
-            pod.slot.kills += 1
-            self._delete(pod, "remediation")
-            dep = pod.dep
-            hedged = bool(pod.slot.live)
-            if not hedged and not pod.slot.cancelled:
-                self._create(dep, pod.slot, old_rs=pod.rs_hash != dep.rs_hash)
-        elif d.action == "restart-warmup":
-            image = d.param("image")
-            if image:
-                for node in self.nodes:
-                    if node.schedulable and image not in node.images:
-                        draws = PodDraws(
-                            mix(self.seed, stable(node.name), stable(image)), self._params
-                        )
-                        node.images[image] = self.now + draws.phase("image_pull", 20)
-        elif d.action == "verify-gpu-memory":
-            self._push(self.now + VERIFY_S, _INPUT, ("verdict", d))
-        elif d.action == "cordon-node":
+        apply(d)
+
+    def _delete_pod(self, d: Decision) -> None:
+        pod = self._by_uid.get(d.uid or "")
+        if pod is None or not pod.alive:
+            return  # the precondition: only the pod the decision was about
+        self.result.remediated(pod)
+        pod.slot.kills += 1
+        self._delete(pod, "remediation")
+        dep = pod.dep
+        hedged = bool(pod.slot.live)
+        if not hedged and not pod.slot.cancelled:
+            self._create(dep, pod.slot, old_rs=pod.rs_hash != dep.rs_hash)
+
+    def _restart_warmup(self, d: Decision) -> None:
+        image = d.param("image")
+        if image:
             for node in self.nodes:
-                if node.name == d.target:
-                    node.cordoned = True
+                if node.schedulable and image not in node.images:
+                    draws = PodDraws(mix(self.seed, stable(node.name), stable(image)), self._params)
+                    node.images[image] = self.now + draws.phase("image_pull", 20)
+
+    def _verify_gpu_memory(self, d: Decision) -> None:
+        self._push(self.now + VERIFY_S, _INPUT, ("verdict", d))
+
+    def _cordon_node(self, d: Decision) -> None:
+        for node in self.nodes:
+            if node.name == d.target:
+                node.cordoned = True
+
+    def _notify(self, d: Decision) -> None:
+        return None  # a message to people: nothing in the cluster changes
 
     def _input(self, obj: object) -> None:
         assert isinstance(obj, tuple)
