@@ -3,7 +3,7 @@ its decisions are carried out (a deleted pod is replaced by its ReplicaSet, a wa
 restart pre-pulls the image on every node, a cordoned node takes no new pods).
 
 Virtual time is seconds from the start of the run; what the core sees is epoch seconds
-(`wire.wall`). Nothing here sleeps or reads a clock.
+(`kube.wall`). Nothing here sleeps or reads a clock.
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ from remediator.sim.fleet.calibration import PROFILES
 from remediator.sim.fleet.cluster import Deployment, Node, Pod, Slot, node_name, rs_hash
 from remediator.sim.fleet.controllers import Controller
 from remediator.sim.fleet.draws import PodDraws, mix, params, stable
+from remediator.sim.fleet.kube import BASE_TIME, deployment_event, wall
 from remediator.sim.fleet.results import RunResult
 from remediator.sim.fleet.scenario import Scenario
-from remediator.sim.plan import BASE_TIME
-from remediator.sim.workloads import deployment_event
 
 # Event kinds on the heap.
 _SCHED, _PULLED, _STARTED, _READY, _FIRST, _APPLY, _LOAD, _ROLL, _SHORT, _INPUT, _STALL = range(11)
@@ -121,11 +120,11 @@ class Simulation:
             t, _, kind, obj = heapq.heappop(heap)
             self.now = t
             if wants:
-                self._step(wire.wall(t))
+                self._step(wall(t))
             handlers[kind](obj)
         self.now = self.end
         if wants:
-            ctl.advance(wire.wall(self.end))
+            ctl.advance(wall(self.end))
         self.result.close(self, ctl.held())
         return self.result
 
@@ -477,7 +476,7 @@ class Simulation:
         line = deployment_event(
             dep.spec.name, dep.spec.model, dep.image, replicas=dep.desired, ready=ready,
             generation=dep.generation, watch=watch, namespace=dep.spec.namespace,
-            at=int(wire.wall(self.now)),
+            at=int(wall(self.now)),
         )  # fmt: skip
         self._emit_raw(line)
 
