@@ -104,51 +104,66 @@ class Simulation:
         if shortage is not None:
             self._push(shortage.at, _SHORT, shortage.nodes)
         handlers = self._handlers()
-        heap, ctl = self.heap, self.ctl
-        wants = ctl.wants_inputs
-        while True:
-            t = heap[0][0] if heap else math.inf
-            if wants:
-                # The controller's own timers wake the loop too: a budget lapses in silence.
-                due = ctl.next_due()
-                if due is not None and due - BASE_TIME < t and due - BASE_TIME <= self.end:
-                    self.now = max(self.now, due - BASE_TIME)
-                    self._step(due)
-                    continue
-            if t > self.end:
-                break
-            t, _, kind, obj = heapq.heappop(heap)
-            self.now = t
-            if wants:
-                self._step(wall(t))
-            handlers[kind](obj)
+        if self.ctl.wants_inputs:
+            self._loop_watched(handlers)
+        else:
+            heap, end, pop = self.heap, self.end, heapq.heappop
+            while heap and heap[0][0] <= end:
+                t, _, kind, obj = pop(heap)
+                self.now = t
+                handlers[kind](obj)
         self.now = self.end
-        if wants:
-            ctl.advance(wall(self.end))
-        self.result.close(self, ctl.held())
+        if self.ctl.wants_inputs:
+            self.ctl.advance(wall(self.end))
+        self.result.close(self, self.ctl.held())
         return self.result
 
-    def _step(self, wall_now: float) -> None:
-        self.ctl.advance(wall_now)
-        for d in self.ctl.take():
-            self._decided(d)
+    def _loop_watched(self, handlers: list[Callable[[Any], None]]) -> None:
+        """The loop with a controller watching: before each event its clock moves to the
+        event's wall second and what it decided meanwhile is carried out; its own timers
+        wake the loop too (a budget lapses in silence). Hot: names are bound once."""
+        heap, end, pop, base = self.heap, self.end, heapq.heappop, BASE_TIME
+        ctl = self.ctl
+        next_due, advance, take, decided = ctl.next_due, ctl.advance, ctl.take, self._decided
+        while True:
+            t = heap[0][0] if heap else math.inf
+            due = next_due()
+            if due is not None:
+                virtual = due - base
+                if virtual < t and virtual <= end:
+                    if virtual > self.now:
+                        self.now = virtual
+                    advance(due)
+                    for d in take():
+                        decided(d)
+                    continue
+            if t > end:
+                return
+            t, _, kind, obj = pop(heap)
+            self.now = t
+            advance(float(base + math.floor(t)))  # wall(t)
+            for d in take():
+                decided(d)
+            handlers[kind](obj)
 
-    def _handlers(self) -> dict[int, Callable[[object], None]]:
-        return {
-            _SCHED: self._try_schedule,  # type: ignore[dict-item]
-            _PULLED: self._pulled,  # type: ignore[dict-item]
-            _PULL_RETRY: self._pull,  # type: ignore[dict-item]
-            _STARTED: self._started,  # type: ignore[dict-item]
-            _READY: self._ready,  # type: ignore[dict-item]
-            _FIRST: self._first_token,  # type: ignore[dict-item]
-            _APPLY: self._apply,  # type: ignore[dict-item]
-            _LOAD: self._load,  # type: ignore[dict-item]
-            _ROLL: self._rollout,  # type: ignore[dict-item]
-            _SHORT: self._shortage,  # type: ignore[dict-item]
-            _UNSHORT: self._shortage_over,  # type: ignore[dict-item]
+    def _handlers(self) -> list[Callable[[Any], None]]:
+        """Each event kind's handler, indexed by kind."""
+        by_kind: dict[int, Callable[[Any], None]] = {
+            _SCHED: self._try_schedule,
+            _PULLED: self._pulled,
+            _PULL_RETRY: self._pull,
+            _STARTED: self._started,
+            _READY: self._ready,
+            _FIRST: self._first_token,
+            _APPLY: self._apply,
+            _LOAD: self._load,
+            _ROLL: self._rollout,
+            _SHORT: self._shortage,
+            _UNSHORT: self._shortage_over,
             _INPUT: self._input,
-            _STALL: self._stall,  # type: ignore[dict-item]
+            _STALL: self._stall,
         }
+        return [by_kind[kind] for kind in range(len(by_kind))]
 
     def _push(self, t: float, kind: int, obj: object) -> None:
         self.seq += 1

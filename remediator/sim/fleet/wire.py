@@ -7,6 +7,7 @@ server writes them, so both paths give the core identical inputs (tests check it
 from __future__ import annotations
 
 import zlib
+from math import floor
 from typing import Any
 
 import orjson
@@ -24,6 +25,7 @@ from remediator.inputs.schema import (
 )
 from remediator.sim.fleet.cluster import Pod
 from remediator.sim.fleet.kube import (
+    BASE_TIME,
     CONTAINER,
     GPU_UTIL,
     GRACE_S,
@@ -38,6 +40,7 @@ from remediator.sim.fleet.kube import (
 
 _specs: dict[tuple[str, str, str | None], PodSpec] = {}
 _labels: dict[tuple[str, str], dict[str, str]] = {}
+_owners: dict[tuple[str, str], str] = {}
 
 
 def labels(p: Pod) -> dict[str, str]:
@@ -54,8 +57,15 @@ def labels(p: Pod) -> dict[str, str]:
     return found
 
 
-def _spec(p: Pod) -> PodSpec:
-    node = p.node.name if p.node is not None and p.scheduled is not None else None
+def _owner(p: Pod) -> str:
+    key = (p.dep.spec.name, p.rs_hash)
+    found = _owners.get(key)
+    if found is None:
+        found = _owners[key] = f"ReplicaSet/{p.dep.spec.name}-{p.rs_hash}"
+    return found
+
+
+def _spec(p: Pod, node: str | None) -> PodSpec:
     key = (p.dep.spec.model, p.image, node)
     found = _specs.get(key)
     if found is None:
@@ -74,27 +84,36 @@ def _spec(p: Pod) -> PodSpec:
 
 
 def pod_record(p: Pod, stage: str, watch: WatchType = "MODIFIED") -> PodSeen:
-    """The Pod as a watch event shows it at `stage` (see `STAGES`)."""
-    created = wall(p.created)
-    scheduled = wall(p.scheduled) if p.scheduled is not None and stage != "unschedulable" else None
-    started = wall(p.started) if p.started is not None and stage in ("running", "ready") else None
-    ready = wall(p.ready) if p.ready is not None and stage == "ready" else None
+    """The Pod as a watch event shows it at `stage` (see `STAGES`). Times as `wall` writes
+    them (whole epoch seconds), computed inline: this runs for every pod change."""
+    base = BASE_TIME
+    created = float(base + floor(p.created))
     at = created
+    t = p.scheduled
+    scheduled = None if t is None or stage == "unschedulable" else float(base + floor(t))
     if scheduled is not None:
         at = scheduled
+    running = stage == "running" or stage == "ready"
+    t = p.started
+    started = float(base + floor(t)) if t is not None and running else None
     if started is not None:
         at = max(started, scheduled + 1.0 if scheduled is not None else started)
-    if ready is not None:
-        at = max(at, ready)
-    if watch == "DELETED" and p.deleted is not None:
-        at = max(at, wall(p.deleted))  # when the delete was asked (deletionTimestamp - grace)
+    t = p.ready
+    ready = float(base + floor(t)) if t is not None and stage == "ready" else None
+    if ready is not None and ready > at:
+        at = ready
+    deleting = watch == "DELETED"
+    if deleting and p.deleted is not None:
+        # when the delete was asked (deletionTimestamp - grace)
+        at = max(at, float(base + floor(p.deleted)))
+    node = p.node.name if p.scheduled is not None and p.node is not None else None
     return PodSeen(
         watch=watch,
         uid=p.uid,
         namespace=p.dep.spec.namespace,
         name=p.name,
         created=created,
-        node=p.node.name if scheduled is not None and p.node is not None else None,
+        node=node if scheduled is not None else None,
         phase="Running" if started is not None else "Pending",
         scheduled=scheduled,
         unschedulable=UNSCHEDULABLE if stage == "unschedulable" else None,
@@ -102,10 +121,10 @@ def pod_record(p: Pod, stage: str, watch: WatchType = "MODIFIED") -> PodSeen:
         initialized=scheduled if started is not None else None,  # no init containers
         statuses=_statuses(started),
         init_statuses=None,
-        deleting=watch == "DELETED",
+        deleting=deleting,
         labels=labels(p),
-        spec=_spec(p),
-        owner=f"ReplicaSet/{p.dep.spec.name}-{p.rs_hash}",
+        spec=_spec(p, node),
+        owner=_owner(p),
         version=1,  # as pod_object writes it
         at=at,
         pod_ip=pod_ip(p.index) if started else None,  # status.podIP once the sandbox runs
