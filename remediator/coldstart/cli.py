@@ -144,7 +144,8 @@ def coldstart(
             out.flush()
             return
         if snap.events_api == "events.k8s.io":
-            click.echo("warning: Events are followed only through core/v1", err=True)
+            # (serve's watch follows core/v1 Events; the pods' own status still moves on)
+            click.echo("warning: --watch follows the pods, not their Events", err=True)
         _follow(api, snap, pod_sel, logs, log_bytes, output, scope, Style(color), out)
     except BrokenPipeError:
         # `kubectl coldstart ... | head`: the reader has what it wanted; not an error.
@@ -231,14 +232,23 @@ def _follow(
 
 
 def _changed_json(out: IO[str], snap: Snapshot, now: float, shown: dict[str, bytes]) -> None:
-    """Each object again only when it changed (a pod's timeline, a workload's figures)."""
+    """Each object again only when it changed (a pod's timeline, a workload's figures); a
+    pod that went away, once more with its state `deleted`."""
+    seen: set[str] = set()
     for doc in json_docs(snap.timelines(), now):
         key = f"{doc['kind']}/{doc.get('uid') or doc.get('workload')}"
+        seen.add(key)
         # (a waiting pod's seconds count on: compared without them)
         raw = orjson.dumps({**doc, "for_s": None} if doc["kind"] == "waiting" else doc)
         if shown.get(key) != raw:
             shown[key] = raw
             out.write(orjson.dumps(doc).decode() + "\n")
+    for key in [k for k in shown if k not in seen]:
+        del shown[key]
+        kind, _, uid = key.partition("/")
+        gone = snap.tracker.get(uid) if kind == "timeline" else None
+        if gone is not None:
+            out.write(orjson.dumps(gone.to_json()).decode() + "\n")
 
 
 def _changed_text(

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from remediator.coldstart.kube import Forbidden, Kube, KubeError, Page, Resource
+from remediator.coldstart.kube import EVENTS, Forbidden, Kube, KubeError, Page, Resource
 from remediator.coldstart.target import Target, selector_of
 from remediator.inputs.decode import normalize
 from remediator.inputs.records import Input, InputError, PodEvent, PodSeen, Relisted
@@ -39,7 +39,6 @@ class Snapshot:
     target: Target
     uids: set[str] = field(default_factory=set)
     at: float | None = None  # the API server's time of the pod list
-    versions: dict[str, str] = field(default_factory=dict)  # resourceVersion per list
     notes: list[str] = field(default_factory=list)  # said once, on stderr
     refused: int = 0  # list items the decoder refused (malformed)
     events_api: str | None = None  # the Event API that could be listed (for --watch)
@@ -118,9 +117,8 @@ def take(
         )
         pod_pages = pods.result()  # a refusal here is the command's end
         event_pages = _events(snap, core, v1)
-    pod_items = _decode(snap, "Pod", pod_pages)
+    pod_items = _decode(snap, kube.pods.kind, pod_pages)
     snap.at = pod_pages[0].at if pod_pages else None
-    snap.versions["pods"] = pod_pages[-1].version if pod_pages else ""
     for item in pod_items:
         if isinstance(item, PodSeen):
             snap.uids.add(item.uid)
@@ -142,10 +140,13 @@ def _list_all(
 
 
 def _events(snap: Snapshot, core: Future[list[Page]], v1: Future[list[Page]]) -> list[Input]:
-    """Both Event APIs' lists (the same Events, in two shapes: the core takes either, and
-    duplicates are facts it already has). One refused is a note; both, the end."""
+    """Both Event APIs' lists: the same stored Events in two shapes (the core reads either).
+    An Event the first list held is not decoded again from the second (same metadata.uid);
+    one the second alone holds (written between the lists) is. One list refused is a note;
+    both, the end."""
     out: list[Input] = []
     refusals: list[Forbidden] = []
+    held: set[str] = set()
     for name, future in (("events", core), ("events.k8s.io", v1)):
         try:
             pages = future.result()
@@ -153,12 +154,27 @@ def _events(snap: Snapshot, core: Future[list[Page]], v1: Future[list[Page]]) ->
             refusals.append(exc)
             continue
         snap.events_api = snap.events_api or name
-        snap.versions[name] = pages[-1].version if pages else ""
-        out.extend(_decode(snap, "Event", pages))
+        out.extend(_decode(snap, EVENTS.kind, _new(pages, held)))
     if len(refusals) == 2:
         raise refusals[0]
     for refused in refusals:
         snap.notes.append(f"{refused}; Events read from the other Event API")
+    return out
+
+
+def _new(pages: list[Page], held: set[str]) -> list[Page]:
+    """The pages without the objects already `held` (by uid), adding theirs to it."""
+    out = []
+    for page in pages:
+        fresh = []
+        for item in page.items:
+            uid = (item.get("metadata") or {}).get("uid") if isinstance(item, dict) else None
+            if isinstance(uid, str) and uid:
+                if uid in held:
+                    continue
+                held.add(uid)
+            fresh.append(item)
+        out.append(Page(fresh, page.version, page.at, page.more))
     return out
 
 

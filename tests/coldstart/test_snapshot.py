@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from remediator.coldstart.kube import Page
-from remediator.coldstart.snapshot import Snapshot, _decode, event_selector
+from remediator.coldstart.snapshot import Snapshot, _decode, _new, event_selector
 from remediator.coldstart.target import Target
 from remediator.inputs.records import PodSeen
 from remediator.timeline.tracker import Tracker
@@ -46,3 +46,16 @@ def test_event_selectors_name_each_apis_field() -> None:
     assert event_selector("events.k8s.io", Target("pod", "p")) == (
         "regarding.kind=Pod,regarding.name=p"
     )
+
+
+def test_an_event_in_both_apis_is_decoded_once_one_in_either_always() -> None:
+    core = {"metadata": {"uid": "e1"}, "n": 1}
+    both = {"metadata": {"uid": "e1"}, "n": 2}
+    late = {"metadata": {"uid": "e2"}}
+    nameless = {"metadata": {}}
+    held: set[str] = set()
+    first = _new([Page([core, nameless], "1", None, None)], held)
+    second = _new([Page([both, late, nameless], "2", None, "more")], held)
+    assert [p.items for p in first] == [[core, nameless]]
+    assert [p.items for p in second] == [[late, nameless]]
+    assert second[0].version == "2" and second[0].more == "more"
