@@ -34,7 +34,7 @@ from remediator.inputs.records import (
 )
 from remediator.inputs.schema import POD_WATCH, Event, Pod
 from remediator.inputs.timefmt import parse_time, parse_time_or_none
-from remediator.inputs.vllm_log import parse_line
+from remediator.inputs.vllm_log import is_reprint, parse_line, vllm_clock
 from remediator.inputs.workloads import WORKLOAD_KINDS, workload_seen
 
 _WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
@@ -238,7 +238,8 @@ def engine_log(doc: JSON) -> EngineStep | None:
         return None
     uid = doc.get("uid")
     uid = uid if isinstance(uid, str) and uid else None
-    return EngineStep(ns, pod, uid, mark.step, mark.reported_s, mark.detail, at)
+    logged, reprint = vllm_clock(line, at), is_reprint(line)  # Ray's late copies
+    return EngineStep(ns, pod, uid, mark.step, mark.reported_s, mark.detail, at, logged, reprint)
 
 
 def _gpu_verdict(doc: JSON) -> GpuVerdict:
