@@ -306,7 +306,14 @@ def test_install_upgrade_to_acting_uninstall_leaves_nothing(
         workflow = api_as(helm_cluster, RELEASE_NS, "remediator")
         assert status_of(submit_workflow(workflow)) == 403
 
+        # The kill switch, flipped as docs/deploy.md says, survives the upgrade.
+        switches = f"/api/v1/namespaces/{RELEASE_NS}/configmaps/remediator-switches"
+        flip = {"data": {"kill-switch": "on"}}
+        helm_cluster.api("PATCH", switches, flip, ctype="application/merge-patch+json")
+
         upgrade(helm_cluster, "dryRun=false")
+
+        assert chart_configmap(helm_cluster, "remediator-switches") == {"kill-switch": "on"}
 
         assert chart_configmap(helm_cluster, "remediator-settings")["REMEDIATOR_DRY_RUN"] == "false"
         # The settings changed, so the pods rolled (the chart's checksum annotation).
