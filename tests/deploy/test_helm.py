@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from remediator.policy_file import load_policy
 from tests.deploy import helm as h
@@ -125,6 +127,27 @@ def test_each_inference_namespace_gets_its_own_rbac() -> None:
     assert settings["data"]["REMEDIATOR_INFERENCE_NAMESPACES"] == "llm-inference,llm-batch"
     policy = load_policy(s.find(docs, "ConfigMap", "remediator-policy")["data"]["policy.yaml"])
     assert set(policy.rules.stuck_pod.namespaces) == {"llm-inference", "llm-batch"}
+
+
+NAMESPACE_NAMES = st.from_regex(r"[a-z][a-z0-9-]{0,18}[a-z0-9]", fullmatch=True).filter(
+    lambda n: n not in {"argo", "argo-events", "kube-system", "remediator"}
+)
+
+
+@settings(max_examples=6)  # each example is one `helm template`
+@given(namespaces=st.lists(NAMESPACE_NAMES, min_size=1, max_size=4, unique=True))
+def test_any_namespace_list_gets_exactly_its_own_rbac(namespaces: list[str]) -> None:
+    docs = h.render(
+        {"dryRun": False, "inferenceNamespaces": namespaces, "sensors": {"enabled": True}}
+    )
+    assert rbac_violations(docs, set(namespaces)) == []
+    for name in ("remediator-observe", "remediator-workflow-delete-pods"):
+        where = {d["metadata"]["namespace"] for d in docs if d["metadata"]["name"] == name}
+        assert where == set(namespaces), name
+    settings_cm = s.find(docs, "ConfigMap", "remediator-settings")["data"]
+    assert settings_cm["REMEDIATOR_INFERENCE_NAMESPACES"] == ",".join(namespaces)
+    policy = load_policy(s.find(docs, "ConfigMap", "remediator-policy")["data"]["policy.yaml"])
+    assert list(policy.rules.stuck_pod.namespaces) == namespaces
 
 
 def test_rbac_check_refuses_pod_deletion_outside_the_listed_namespaces() -> None:
