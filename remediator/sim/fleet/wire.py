@@ -84,8 +84,9 @@ def _spec(p: Pod, node: str | None) -> PodSpec:
 
 
 def pod_record(p: Pod, stage: str, watch: WatchType = "MODIFIED") -> PodSeen:
-    """The Pod as a watch event shows it at `stage` (see `STAGES`). Times as `wall` writes
-    them (whole epoch seconds), computed inline: this runs for every pod change."""
+    """The Pod as a watch event shows it at `stage` (pending, unschedulable, scheduled,
+    running or ready). Times as `wall` writes them (whole epoch seconds), computed inline:
+    this runs for every pod change."""
     base = BASE_TIME
     created = float(base + floor(p.created))
     at = created
