@@ -13,7 +13,13 @@ partition takes its history with it:
   pods   "<partition>|<offset>" -> the input record at that offset; the partition's
          timelines, incidents and timers are rebuilt from them in offset order (the same
          core, fed the same inputs in the same order)
-  guard  "cluster" -> the guard state, candidates waiting for the watermark, watermarks
+  guard  one row per key: "state" (the guard state, written when it changed), "pending"
+         (candidates waiting for the watermark), "clock", "watermark|<p>", and
+         "learned|<model>\n<phase>" (the cluster-wide history of cold starts)
+
+Every worker exports every metric on its /metrics: the cold-start histograms of the
+partitions it holds (one set per worker), the guard's decisions and suppressions, and
+its own counters.
 
 Delivery is at least once: the producer is flushed before offsets are committed, a
 record redelivered after a crash is recognised by its offset, and the executor is
@@ -25,19 +31,23 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import faust
+from faust.streams import Stream
 from faust.types import TP, EventT, StreamT
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from remediator.contract.decision import Decision, Suppressed
+from remediator.contract.codec import decode, encode
+from remediator.contract.decision import Decision
+from remediator.contract.records import GotThrough
+from remediator.core.decider import timeline_metrics
+from remediator.core.guard import Verdicts
 from remediator.inputs.records import InputError
 from remediator.policy_file import PolicyFile
 from remediator.runtime.clock import ClusterTime, SystemClock
-from remediator.runtime.outbox import decision_from_json
 from remediator.streams.config import StreamsConfig
 from remediator.streams.core import (
     INTERNAL,
@@ -45,10 +55,10 @@ from remediator.streams.core import (
     GuardCore,
     Learned,
     PartitionCore,
+    Released,
     Watermark,
-    decision_to_json,
+    feedback_record,
     parse_guard_record,
-    retry_record,
     tick_record,
 )
 from remediator.streams.executor import Carrier
@@ -57,6 +67,8 @@ from remediator.streams.metrics import WorkerMetrics
 log = logging.getLogger("remediator.worker")
 
 CLUSTER = b"cluster"
+_BATCH = 500  # records an agent takes at once
+_BATCH_WITHIN_S = 0.02  # ... or what came within this long
 TICK = "\x00tick"  # the table key of a partition's last tick
 
 
@@ -107,6 +119,8 @@ def build_app(
     pods = app.Table("pods", partitions=streams.inputs.partitions, schema=as_json)
     guard_table = app.Table("guard", partitions=1, schema=as_json)
     metrics = WorkerMetrics(registry)
+    observed = timeline_metrics(registry)  # every partition this worker holds observes here
+    verdicts = Verdicts(registry)  # and its guard counts here
     held = Partitions(policy, streams.inputs.partitions)
     # Ticks move partition clocks on the cluster's time as the inputs show it, carried on
     # by the monotonic clock, never by the local wall clock (see runtime.clock.ClusterTime).
@@ -124,7 +138,8 @@ def build_app(
         """The partition's core from its table rows; candidates of records at or after
         `first` (the first offset this worker will be given) are sent again, since
         they may not have left the dead worker."""
-        core = PartitionCore(policy, p, streams.inputs.partitions, CollectorRegistry())
+        # What the worker before had observed is in its /metrics: not counted twice here.
+        core = PartitionCore(policy, p, streams.inputs.partitions, metrics=timeline_metrics())
         prefix = f"{p}|"
         rows = sorted(
             (value[0], value[1]) if key.endswith(TICK) else (int(key[len(prefix) :]), value)
@@ -133,9 +148,12 @@ def build_app(
         )
         resend: list[Candidate | Learned] = []
         for offset, text in rows:
+            if offset >= first:
+                core.decider.metrics = observed
             out = core.feed(text.encode())
             if offset >= first:
                 resend.extend(out)
+        core.decider.metrics = observed
         held.applied[p] = rows[-1][0] if rows else -1
         metrics.rebuilds.inc()
         log.info("partition rebuilt", extra={"partition": p, "records": len(rows)})
@@ -149,98 +167,102 @@ def build_app(
         else:
             pods[f"{p}|{offset:012d}"] = value.decode()
 
+    def take(p: int, offset: int, value: bytes) -> list[bytes]:
+        """One input-topic record into its partition's core: what goes to the guard."""
+        core = held.cores.get(p)
+        out: list[Candidate | Learned] = []
+        if core is None:
+            core, out = rebuild(p, offset)
+            held.cores[p] = core
+        if offset <= held.applied.get(p, -1):
+            pass  # already in the table (redelivered after a crash): resent above
+        else:
+            started = time.perf_counter()
+            try:
+                out.extend(core.feed(value))
+            except InputError as exc:
+                metrics.input_errors.inc()
+                log.warning("bad input skipped", extra={"partition": p, "error": str(exc)})
+                return []
+            remember(p, offset, value)
+            held.applied[p] = offset
+            if not value.startswith(INTERNAL):
+                cluster.observe(core.now)
+            metrics.stage("partition", time.perf_counter() - started)
+        metrics.inputs.inc()
+        metrics.candidates.inc(len(out))
+        sent = [encode(record) for record in out]
+        if value.startswith(INTERNAL) and b'"tick"' in value[:40]:
+            sent.append(encode(Watermark(p, core.now)))
+        return sent
+
     @app.agent(inputs)
     async def partitions(stream: StreamT[bytes]) -> AsyncIterator[None]:
-        event: EventT[bytes]
-        async for event in stream.events():
-            msg = event.message
-            p, offset, value = msg.partition, msg.offset, msg.value or b""
-            core = held.cores.get(p)
-            out: list[Candidate | Learned] = []
-            if core is None:
-                core, out = rebuild(p, offset)
-                held.cores[p] = core
-            if offset <= held.applied.get(p, -1):
-                pass  # already in the table (redelivered after a crash): resent above
-            else:
-                started = time.perf_counter()
-                try:
-                    out.extend(core.feed(value))
-                except InputError as exc:
-                    metrics.input_errors.inc()
-                    log.warning("bad input skipped", extra={"partition": p, "error": str(exc)})
-                    yield None
-                    continue
-                remember(p, offset, value)
-                held.applied[p] = offset
-                if not value.startswith(INTERNAL):
-                    cluster.observe(core.now)
-                metrics.stage("partition", time.perf_counter() - started)
-            metrics.inputs.inc()
-            for candidate in out:
-                await candidates.send(key=CLUSTER, value=candidate.to_json())
-            metrics.candidates.inc(len(out))
-            if value.startswith(INTERNAL) and b'"tick"' in value[:40]:
-                await candidates.send(key=CLUSTER, value=Watermark(p, core.now).to_json())
+        # In batches (`take_events`): what a batch sends goes out after it, in order.
+        batch: Sequence[EventT[Any]]
+        async for batch in cast(Stream[bytes], stream).take_events(_BATCH, _BATCH_WITHIN_S):
+            sent: list[bytes] = []
+            for event in batch:
+                msg = event.message
+                sent.extend(take(msg.partition, msg.offset, msg.value or b""))
+            for value in sent:
+                await candidates.send(key=CLUSTER, value=value)
             yield None
 
     # ---- guard: candidates -> commands ------------------------------------------------
     def guard_core() -> GuardCore:
         core = guard_box.get("cluster")
         if core is None:
-            stored = guard_table.get("cluster")
-            core = (
-                GuardCore.from_json(policy, streams.inputs.partitions, stored)
-                if stored
-                else GuardCore(policy, streams.inputs.partitions)
-            )
+            rows = dict(guard_table.items())
+            core = GuardCore.from_rows(policy, streams.inputs.partitions, rows, verdicts)
             guard_box["cluster"] = core
         return core
 
     @app.agent(candidates)
     async def guard(stream: StreamT[bytes]) -> AsyncIterator[None]:
-        event: EventT[bytes]
-        async for event in stream.events():
+        batch: Sequence[EventT[Any]]
+        async for batch in cast(Stream[bytes], stream).take_events(_BATCH, _BATCH_WITHIN_S):
             core = guard_core()
-            started = time.perf_counter()
-            record = parse_guard_record(event.message.value or b"{}")
-            results = core.take(record)
-            for result, origin in results:
-                await _settled(result, origin)
-            if results or not isinstance(record, Watermark):
-                # A watermark that released nothing is not worth a write: after a
-                # takeover, the next tick brings every partition's again.
-                guard_table["cluster"] = core.to_json()
-            metrics.stage("guard", time.perf_counter() - started)
+            for event in batch:
+                started = time.perf_counter()
+                record = parse_guard_record(event.message.value or b"{}")
+                for released in core.take(record):
+                    await _settled(released)
+                metrics.stage("guard", time.perf_counter() - started)
+            # Once per batch, only the rows that changed: the guard state when it did,
+            # the watermarks that moved.
+            for row, value in core.changed().items():
+                guard_table[row] = value
             yield None
 
-    async def _settled(result: Decision | Suppressed, origin: int) -> None:
+    async def _settled(released: Released) -> None:
+        result = released.result
         if isinstance(result, Decision):
-            metrics.decisions.labels(result.action).inc()
             log.info("decided", extra={"incident": result.incident, "action": result.action})
-            await commands.send(
-                key=result.incident.encode(), value=decision_to_json(result).encode()
+            await commands.send(key=result.incident.encode(), value=encode(result))
+        else:
+            d = result.decision
+            log.info(
+                "suppressed",
+                extra={"incident": d.incident, "guardrail": result.guardrail, "why": result.reason},
             )
+        feedback = released.feedback
+        if feedback is None:
             return
-        d = result.decision
-        metrics.suppressed.labels(d.action, result.guardrail).inc()
-        log.info(
-            "suppressed",
-            extra={"incident": d.incident, "guardrail": result.guardrail, "why": result.reason},
-        )
-        if GuardCore.retryable(result):
-            await inputs.send(
-                key=f"{d.namespace}/{d.target}".encode(),
-                value=retry_record(result),
-                partition=origin,
-            )
+        d = feedback.decision
+        key, value = f"{d.namespace}/{d.target}".encode(), feedback_record(feedback)
+        if isinstance(feedback, GotThrough):  # every partition may hold pods of its workload
+            for p in range(streams.inputs.partitions):
+                await inputs.send(key=key, value=value, partition=p)
+        else:  # look again: the decision's own partition
+            await inputs.send(key=key, value=value, partition=released.origin)
 
     # ---- executor: commands -> Argo ---------------------------------------------------
     @app.agent(commands)
     async def executor(stream: StreamT[bytes]) -> AsyncIterator[None]:
         event: EventT[bytes]
         async for event in stream.events():
-            decision = decision_from_json((event.message.value or b"").decode())
+            decision = decode(event.message.value or b"", Decision)
             outcome = await carrier.carry(decision)
             metrics.commands.labels(decision.action, outcome.status).inc()
             metrics.latency(time.time() - event.message.timestamp)

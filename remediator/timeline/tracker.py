@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import msgspec
 
@@ -74,6 +75,13 @@ class Tracker:
         self.evicted: list[str] = []  # uids forgotten so, until the session drains them
         self._unwatched: dict[str, None] = {}
         self._new: str | None = None  # the timeline the input being applied created
+        # The input kinds a timeline is made of, by record type (other kinds pass by).
+        self._takes: dict[type[Any], Callable[[Any], PodTimeline | None]] = {
+            PodSeen: self._take_pod,
+            PodEvent: self._take_event,
+            FirstToken: self._take_first_token,
+            EngineStep: self._take_step,
+        }
 
     @property
     def unwatched(self) -> int:
@@ -121,28 +129,9 @@ class Tracker:
     def _apply(self, item: Input, now: float) -> StateChange | None:
         if self._gone and _uid_of(item) in self._gone:
             return None  # a late word about a pod already deleted and forgotten
-        if isinstance(item, PodSeen):
-            t = self.by_uid.get(item.uid)  # (_timeline() only for a new one: a call less)
-            if t is None:
-                t = self._timeline(item.uid, item.namespace, item.name)
-            self._pod(t, item)
-        elif isinstance(item, PodEvent):
-            t = self._event_timeline(item)
-            _event(t, item)
-        elif isinstance(item, FirstToken):
-            if item.uid:
-                t = self._timeline(item.uid, item.namespace, item.pod)
-            else:
-                found = self.current(item.namespace, item.pod)
-                if found is None:
-                    self._park_first_token(item)  # the pod comes later: keep it till then
-                    return None
-                t = found
-            t.first_token = item.at if t.first_token is None else min(t.first_token, item.at)
-        elif isinstance(item, EngineStep):
-            self._engine_step(item)
-            return None  # a step inside engine init: no state changes
-        else:
+        take = self._takes.get(type(item))  # the kinds a timeline is made of
+        t = take(item) if take is not None else None
+        if t is None:
             return None
         last = t.last_seen
         if last is None:
@@ -153,6 +142,35 @@ class Tracker:
             t.last_seen = now
         after = t.state()
         return self._moved_to(t, after, now) if after != t.counted else None
+
+    # ---- the input kinds a timeline takes: record type -> its timeline (None: no change) ----
+    def _take_pod(self, item: PodSeen) -> PodTimeline:
+        t = self.by_uid.get(item.uid)  # (_timeline() only for a new one: a call less)
+        if t is None:
+            t = self._timeline(item.uid, item.namespace, item.name)
+        self._pod(t, item)
+        return t
+
+    def _take_event(self, item: PodEvent) -> PodTimeline:
+        t = self._event_timeline(item)
+        _event(t, item)
+        return t
+
+    def _take_first_token(self, item: FirstToken) -> PodTimeline | None:
+        if item.uid:
+            t = self._timeline(item.uid, item.namespace, item.pod)
+        else:
+            found = self.current(item.namespace, item.pod)
+            if found is None:
+                self._park_first_token(item)  # the pod comes later: keep it till then
+                return None
+            t = found
+        t.first_token = item.at if t.first_token is None else min(t.first_token, item.at)
+        return t
+
+    def _take_step(self, item: EngineStep) -> None:
+        self._engine_step(item)
+        return None  # a step inside engine init: no state changes
 
     def relisted(self, item: Relisted, now: float) -> list[StateChange]:
         """A complete list of a namespace's pods: those it no longer holds were deleted
