@@ -12,6 +12,7 @@ from remediator import __version__
 
 # name -> "module:attribute" of the click command
 COMMANDS = {
+    "coldstart": "remediator.coldstart.cli:coldstart",
     "replay": "remediator.replay:replay_command",
     "serve": "remediator.serve:serve",
     "simulate": "remediator.sim.fleet.cli:simulate",
@@ -59,6 +60,7 @@ def main() -> None:
       remediator demo                                    # a simulated fleet, live
       remediator simulate examples/sim/tuned.yaml        # compare policies on a fleet
       remediator replay examples/incident-70b.jsonl      # see a recorded incident
+      kubectl coldstart -n NS deploy/NAME                # where a live workload's time went
       remediator replay --output json FILE               # machine-readable
       remediator serve --help                            # the live service
       remediator step --help                             # the commands workflow steps run

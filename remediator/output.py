@@ -11,6 +11,7 @@ from remediator.contract.actions import action
 from remediator.contract.decision import Decision, Suppressed
 from remediator.inputs.timefmt import format_time
 from remediator.policy.outcome import Ignored
+from remediator.timeline.engine_steps import TIMELINE_STEPS
 from remediator.timeline.model import PHASES, PodTimeline
 from remediator.timeline.tracker import StateChange
 
@@ -138,7 +139,7 @@ class TextOutput:
 
     def finish(self, session: Session, lines: int, inputs: int, skipped: int) -> None:
         timelines = list(session.tracker)  # every pod the JSON output reports, no fewer
-        longest = max((t.total() or _sum(t) for t in timelines), default=0.0) or 1.0
+        longest = bar_scale(timelines)
         self._say(f"{len(timelines)} pods, {inputs} inputs from {lines} lines")
         if skipped:
             self._say(f"{skipped} lines skipped (see stderr)")
@@ -160,56 +161,73 @@ class TextOutput:
             cells.append(_p50_p95([t.total() for t in mine]))
             self._say(f"{model[-40:]:<40} {len(mine):>4}  " + "  ".join(f"{c:>15}" for c in cells))
 
-    def _steps(self, t: PodTimeline, longest: float) -> None:
-        """vLLM's own steps under engine_init (when the pod's log was read)."""
-        if t.engine is None:
-            return
-        detail = t.engine.detail
-        for step, value in t.engine_steps().items():
-            bar = "▒" * max(1 if value > 0 else 0, round(value / longest * self.WIDTH))
-            note = f"  {detail[step]}" if step in detail else ""
-            self._say(f" · {step:<16}{value:>7.1f}s {bar}{note}")
-        now = t.engine_step()
-        if now is not None:
-            self._say(f" · {now:<16}{'…':>8} in progress")
-
     def _pod(self, t: PodTimeline, longest: float) -> None:
-        total = t.total()
-        head = f"{t.namespace}/{t.name}"
-        facts = [f"state={t.state()}", f"node={t.node or '-'}", f"model={t.model or '-'}"]
-        if t.restarts:
-            facts.append(f"restarts={t.restarts}")
-        skew = t.clock_skew()
-        if skew:
-            facts.append(f"clock_skew={skew:+.1f}s (node vs API server; node times moved)")
-        if t.unschedulable:
-            facts.append(f"unschedulable={t.unschedulable[:60]!r}")
         self._say()
-        self._say(f"{head}  {'  '.join(facts)}")
-        for phase, value in t.phases().items():
-            if phase == "init" and not t.has_init:
-                continue  # no init containers: no init phase
-            if value is None:
-                self._say(f"  {phase:<16} {'-':>8}")
-                if phase == "engine_init":
-                    self._steps(t, longest)
-                continue
-            bar = "█" * max(1 if value > 0 else 0, round(value / longest * self.WIDTH))
-            self._say(f"  {phase:<16} {value:>7.1f}s {bar}")
-            if phase == "engine_init":
-                self._steps(t, longest)
-        self._say(f"  {'total':<16} {f'{total:.1f}s' if total is not None else '-':>8}")
+        for line in pod_lines(t, longest, self.WIDTH):
+            self._say(line)
+
+
+BAR_WIDTH = 40
+
+
+def pod_lines(t: PodTimeline, longest: float, width: int = BAR_WIDTH) -> list[str]:
+    """One pod's block: a head line of facts, a bar per phase (scaled so `longest` seconds
+    fill `width`), vLLM's steps under engine_init when its log was read, and the total.
+    Replay prints it; `kubectl coldstart` prints the same block for live pods."""
+    total = t.total()
+    facts = [f"state={t.state()}", f"node={t.node or '-'}", f"model={t.model or '-'}"]
+    if t.restarts:
+        facts.append(f"restarts={t.restarts}")
+    skew = t.clock_skew()
+    if skew:
+        facts.append(f"clock_skew={skew:+.1f}s (node vs API server; node times moved)")
+    if t.unschedulable:
+        facts.append(f"unschedulable={t.unschedulable[:60]!r}")
+    lines = [f"{t.namespace}/{t.name}  {'  '.join(facts)}"]
+    for phase, value in t.phases().items():
+        if phase == "init" and not t.has_init:
+            continue  # no init containers: no init phase
+        if value is None:
+            lines.append(f"  {phase:<16} {'-':>8}")
+        else:
+            bar = "█" * max(1 if value > 0 else 0, round(value / longest * width))
+            lines.append(f"  {phase:<16} {value:>7.1f}s {bar}")
+        if phase == "engine_init":
+            lines.extend(_step_lines(t, longest, width))
+    lines.append(f"  {'total':<16} {f'{total:.1f}s' if total is not None else '-':>8}")
+    return lines
+
+
+def _step_lines(t: PodTimeline, longest: float, width: int) -> list[str]:
+    """vLLM's own steps under engine_init (when the pod's log was read)."""
+    if t.engine is None:
+        return []
+    detail, steps, now = t.engine.detail, t.engine_steps(), t.engine_step()
+    lines = []
+    for step in TIMELINE_STEPS:
+        note = f"  {detail[step]}" if step in detail else ""
+        if step in steps:
+            value = steps[step]
+            bar = "▒" * max(1 if value > 0 else 0, round(value / longest * width))
+            lines.append(f" · {step:<16}{value:>7.1f}s {bar}{note}")
+        elif note and step != now:  # V1's KV cache: no line ends it, the next step's does
+            lines.append(f" · {step:<16}{'-':>8}{note} (timed with the next step)")
+    if now is not None:
+        note = f"  {detail[now]}" if now in detail else ""
+        lines.append(f" · {now:<16}{'…':>8} in progress{note}")
+    return lines
+
+
+def nearest_rank(done: list[float], q: float) -> float:
+    """The q-quantile of sorted, non-empty `done` by nearest rank (a value that occurred)."""
+    return done[max(0, math.ceil(q * len(done)) - 1)]
 
 
 def _p50_p95(values: list[float | None]) -> str:
     done = sorted(v for v in values if v is not None)
     if not done:
         return "-"
-
-    def pick(q: float) -> float:  # nearest rank
-        return done[max(0, math.ceil(q * len(done)) - 1)]
-
-    return f"{pick(0.5):.0f}s / {pick(0.95):.0f}s"
+    return f"{nearest_rank(done, 0.5):.0f}s / {nearest_rank(done, 0.95):.0f}s"
 
 
 def _clock(ts: float) -> str:
@@ -219,6 +237,11 @@ def _clock(ts: float) -> str:
 def _what(d: Decision) -> str:
     where = f"{d.namespace}/{d.target}" if d.namespace else d.target
     return f"{d.action} {where}"
+
+
+def bar_scale(timelines: list[PodTimeline]) -> float:
+    """The seconds a full bar stands for: the longest pod's total (else its phases' sum)."""
+    return max((t.total() or _sum(t) for t in timelines), default=0.0) or 1.0
 
 
 def _sum(t: PodTimeline) -> float:

@@ -15,16 +15,22 @@ from remediator.executors.secrets import MissingSecret
 from remediator.executors.validate import InvalidParameter
 from remediator.logfields import get_logger
 from remediator.runtime.embedded import RuntimeSettings
+from remediator.runtime.inbox import KEEP_BYTES
 from remediator.runtime.leader import LeaseSettings
 from remediator.runtime.logs import log_level_option, setup_logging
 from remediator.runtime.service import Service, ServiceConfig
+from remediator.runtime.statefile import EXIT_CODE as STATE_FILE_EXIT
+from remediator.runtime.statefile import StateFileError
+from remediator.sources.http import MAX_BODY
 from remediator.timeline.tracker import DEFAULT_MAX_UNWATCHED
 
 log = get_logger("remediator.serve")
 
 _EPILOG = """\b
 Secrets (environment only, never flags, never logged):
-  REMEDIATOR_WEBHOOK_TOKEN / _FILE  bearer token POST /events requires (required)
+  REMEDIATOR_WEBHOOK_TOKEN / _FILE  bearer token POST /events requires (required); the
+                                    file is re-read on each request (rotate it in place or
+                                    by rename); missing or empty: 503 and /readyz fails
   ARGO_TOKEN / ARGO_TOKEN_FILE      Argo Server token (required unless --dry-run)
   SLACK_BOT_TOKEN / _FILE           xoxb-... bot token (required with --slack-channel)
 
@@ -41,6 +47,14 @@ Endpoints on --listen:
   GET  /metrics  Prometheus
   GET  /timelines[?namespace=&state=]  every pod's cold start (JSON lines, as replay prints)
   GET  /timelines/NAMESPACE/POD        one pod's timelines (404 if untracked)
+
+\b
+Exit codes:
+  0  stopped by SIGTERM, SIGINT or SIGHUP (gracefully)
+  1  a loop task kept failing, or the configuration or a secret is wrong
+  2  a usage error (options)
+  3  the state file (--state-db) cannot be used: not SQLite, corrupt, another
+     program's tables, a directory; it is left as it is, the message says why
 
 \b
 Example (a laptop against a kind cluster, dry run):
@@ -75,8 +89,9 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     envvar="REMEDIATOR_STATE_DB",
     default="/tmp/remediator/state.db",
     show_default=True,
-    help="SQLite file: the outbox and the guard state. Keep it on "
-    "a volume that outlives the process.  [env REMEDIATOR_STATE_DB]",
+    help="SQLite file: the outbox, the guard state and the webhooks stored before their "
+    "2xx. Keep it on a volume that outlives the process. Deleted while running: recreated "
+    "from the open copy; unusable at start: exit code 3.  [env REMEDIATOR_STATE_DB]",
 )
 @click.option(
     "--namespaces",
@@ -156,8 +171,10 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     "--kill-switch-file",
     envvar="REMEDIATOR_KILL_SWITCH_FILE",
     default=None,
-    help="File polled every 5 s: 'on' stops every action, 'off' or missing resumes; "
-    "anything else counts as on.  [env REMEDIATOR_KILL_SWITCH_FILE]",
+    help="File polled every 5 s: 'on' stops every action, 'off' or missing resumes. "
+    "Anything else counts as on (fail closed): another word, text that is not UTF-8 (or "
+    "UTF-16/32 with a BOM), a file that cannot be read; logged once, shown in /readyz and "
+    "remediator_kill_switch_unclear.  [env REMEDIATOR_KILL_SWITCH_FILE]",
 )
 @click.option(
     "--no-leader-election",
@@ -240,6 +257,27 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     help="Days a closed outbox row (ended, expired, failed and told) is kept before it is "
     "deleted.  [env REMEDIATOR_OUTBOX_RETENTION]",
 )
+@click.option(
+    "--workflow-start-timeout",
+    envvar="REMEDIATOR_WORKFLOW_START_TIMEOUT",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="Seconds a submitted workflow may stay Pending (Argo took it, nothing started it: "
+    "no workflow-controller, a quota) before on-call is told, once, in the act's thread; "
+    "it is still followed to its end.  [env REMEDIATOR_WORKFLOW_START_TIMEOUT]",
+)
+@click.option(
+    "--inbox-max-bytes",
+    envvar="REMEDIATOR_INBOX_MAX_BYTES",
+    type=click.IntRange(min=MAX_BODY),
+    default=KEEP_BYTES,
+    show_default=True,
+    help="Bytes of webhook bodies the state file keeps (to feed again after a restart), "
+    "sized against deploy/base's 64 MiB emptyDir; when full, the oldest bodies older "
+    "than a minute make room, else the webhook gets 503 and the sender retries.  "
+    "[env REMEDIATOR_INBOX_MAX_BYTES]",
+)
 @log_level_option
 def serve(
     policy: str | None,
@@ -266,6 +304,8 @@ def serve(
     max_webhook_pods: int,
     idle_timeout: float,
     outbox_retention: float,
+    workflow_start_timeout: float,
+    inbox_max_bytes: int,
     log_level: str,
 ) -> None:
     """Run remediator as a service: watch inference pods, take webhooks, track every
@@ -274,8 +314,8 @@ def serve(
 
     Every decision let through the guardrails is written to the outbox (--state-db)
     before it is submitted; after a crash the outbox is resumed, and a workflow that
-    was already submitted is recognised (409) rather than run twice. SIGTERM stops
-    it gracefully.
+    was already submitted is recognised (409) rather than run twice. SIGTERM, SIGINT
+    and SIGHUP stop it gracefully (there is no reload: a restart re-reads everything).
     """
     setup_logging(log_level)
     try:
@@ -304,16 +344,26 @@ def serve(
         slack_api_url=slack_api_url,
         dry_run=dry_run,
         runtime=RuntimeSettings(
-            kill_switch_file=kill_switch_file, outbox_retention_s=outbox_retention * 86400
+            kill_switch_file=kill_switch_file,
+            outbox_retention_s=outbox_retention * 86400,
+            workflow_start_timeout_s=workflow_start_timeout,
         ),
         lease=lease,
         max_webhook_pods=max_webhook_pods,
         http_idle_timeout_s=idle_timeout,
+        inbox_keep_bytes=inbox_max_bytes,
     )
     try:
         asyncio.run(_main(cfg))
+    except StateFileError as exc:
+        log.critical("state file cannot be used", extra={"path": state_db, "error": str(exc)})
+        raise _StateFileUnusable(str(exc)) from None
     except (ConfigError, MissingSecret, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+class _StateFileUnusable(click.ClickException):
+    exit_code = STATE_FILE_EXIT
 
 
 def _lease(
@@ -350,7 +400,9 @@ async def _main(cfg: ServiceConfig) -> None:
     service = Service(cfg)
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    # SIGHUP too: a closed terminal or a stray `kill -HUP` (the usual "reload") is a graceful
+    # stop, never instant death; the orchestrator starts it again, which re-reads everything.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stopping.set)
     await service.start()
     waiter = asyncio.create_task(stopping.wait())

@@ -62,7 +62,20 @@ class CouldNot:
     error: str
 
 
-Note = Acted | Finished | WouldHave | CouldNot
+@dataclass(frozen=True, slots=True)
+class NotStarted:
+    """Argo took the workflow, and it has not started in `waited_s` (still Pending: no
+    controller, a quota, a missing service account): someone has to look. It is still
+    followed to its end."""
+
+    decision: Decision
+    workflow: str
+    phase: str
+    waited_s: float
+    url: str = ""
+
+
+Note = Acted | Finished | WouldHave | CouldNot | NotStarted
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +144,7 @@ class Unavailable:
 
     reason: str
     unauthorized: bool = False
+    cause: str = ""  # a short fixed word naming the failure class (a metric's label), if known
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +152,7 @@ class Refused:
     """Said no (bad request, bad parameter, unknown channel): trying again cannot help."""
 
     reason: str
+    cause: str = ""  # a short fixed word naming the failure class (a metric's label), if known
 
 
 Outcome = Submitted | Running | Ended | Posted | Unavailable | Refused

@@ -4,9 +4,21 @@ One message per incident when it acts (or only notifies), then replies in that
 message's thread as the workflow ends, so a channel shows one line per incident; dry-run
 "would have" notes and "could not act" notes go to the channel. The wording of every
 message lives here. Uses slack_sdk's AsyncWebClient; every call goes through `_call`,
-which waits out a 429's Retry-After (capped and bounded). `carry(Tell)` answers Posted,
-Unavailable (connection, timeout, 5xx, still rate limited) or Refused (anything else);
-`acted`/`ended` raise SlackError instead.
+which turns every way a call can fail into a SlackError with its class (`cause`).
+
+`carry(Tell)` answers Posted, Unavailable or Refused and never raises, whatever comes
+back. A transient failure is tried again, after the 429's Retry-After or a doubling
+pause, until `retries` or `retry_deadline_s` run out, then answered Unavailable: Slack's
+own transient `ok: false` errors (internal_error, fatal_error, service_unavailable,
+request_timeout, ratelimited, all with HTTP 200), 429, 5xx, an answer that is not
+Slack's (a proxy's HTML page), JSON cut off, a timeout, a dropped connection. Where the
+post may have gone through all the same (fatal_error, internal_error, 5xx, a cut-off or
+late answer, a dropped connection), the next try looks for it first, as below. Any
+other `ok: false` (invalid_auth, channel_not_found, invalid_blocks, ...) is Refused at
+once: trying again cannot help. `acted`/`ended` raise SlackError instead.
+
+An end told with no act message to reply under (it was refused, or never got through)
+says itself what was done, to what, why and under which incident.
 
 Every message carries metadata naming its incident, action and kind of note. A Tell
 with `unsure_since` (a post begun then whose answer was never stored) first looks for
@@ -21,6 +33,7 @@ noise, a lost "acted" or end reply leaves on-call blind.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -40,6 +53,7 @@ from remediator.executors.protocol import (
     Ended,
     Finished,
     Note,
+    NotStarted,
     Outcome,
     Posted,
     Refused,
@@ -59,14 +73,33 @@ _LOOK_BACK_S = 300.0  # our clock and Slack's agree to well within this
 _PAGES = 5  # pages of 200 messages looked through for an interrupted post
 _REPEAT = "Re-sent after an interrupted post: it may repeat an earlier message."
 _END_ICON = {"Succeeded": ":white_check_mark:", "Failed": ":x:", "Error": ":warning:"}
+# Slack's `ok: false` errors that a later try can get past (docs.slack.dev, "Errors" of
+# chat.postMessage and conversations.history); the first two may have done part of the work.
+_TRANSIENT = frozenset(
+    {"internal_error", "fatal_error", "service_unavailable", "request_timeout", "ratelimited"}
+)
+_MAYBE_DONE = frozenset({"internal_error", "fatal_error"})
 
 
 class SlackError(RuntimeError):
-    """Slack refused the message (bad token, unknown channel, still rate limited)."""
+    """A Slack call failed. `retry`: a later try may get through; `cause`: its class, a
+    fixed word (ratelimited, slack_error, server_error, not_slack, cut_off, bad_answer,
+    timeout, connection, refused); `unsure`: the post may have gone through all the same;
+    `wait_s`: what Slack asked us to wait (Retry-After)."""
 
-    def __init__(self, message: str, retry: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        retry: bool = False,
+        cause: str = "refused",
+        unsure: bool = False,
+        wait_s: float | None = None,
+    ) -> None:
         super().__init__(message)
-        self.retry = retry  # a later attempt may succeed (connection, 5xx, 429)
+        self.retry = retry
+        self.cause = cause
+        self.unsure = unsure
+        self.wait_s = wait_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +109,10 @@ class SlackConfig:
     token_env: str = "SLACK_BOT_TOKEN"
     token_file_env: str = "SLACK_BOT_TOKEN_FILE"
     token_file: str | None = None
-    rate_limit_retries: int = 2
+    retries: int = 4  # tries after the first, for a transient failure of any class
+    retry_deadline_s: float = 30.0  # no try starts later than this after the first
+    retry_initial_s: float = 1.0  # the pause after a failure with no Retry-After; doubles
+    retry_max_s: float = 8.0
     max_retry_after_s: float = 60.0  # never sleep longer than this on one 429
     timeout_s: int = 10
 
@@ -181,14 +217,25 @@ def note_blocks(headline: str, d: Decision, detail: str) -> list[dict[str, Any]]
 def metadata(note: Note) -> dict[str, Any]:
     """What finds a message again: which incident, which action, which kind of note."""
     d = note.decision
-    kind = type(note).__name__.lower()  # acted, finished, wouldhave, couldnot
+    kind = type(note).__name__.lower()  # acted, finished, wouldhave, couldnot, notstarted
     payload = {"incident": d.incident, "action": d.action, "note": kind}
     return {"event_type": EVENT_TYPE, "event_payload": payload}
 
 
-def message(note: Note) -> tuple[str, list[dict[str, Any]]]:
+def alone_end_blocks(d: Decision, ended: Ended) -> list[dict[str, Any]]:
+    """An end with no act message to reply under: what was done, to what, why, which
+    incident, then how it ended."""
+    headline = f"Workflow {ended.phase}: {d.action} {d.where}"
+    blocks = note_blocks(headline, d, f"workflow {ended.name}; no act message was posted")
+    workflow = {"type": "mrkdwn", "text": f"*Workflow*\n{_link(ended.url, ended.name)}"}
+    blocks[1]["fields"].append(workflow)
+    return blocks[:3] + end_blocks(ended) + blocks[3:]
+
+
+def message(note: Note, threaded: bool = True) -> tuple[str, list[dict[str, Any]]]:
     """The fallback text (mrkdwn too: the notification shows it, so it is escaped) and
-    the blocks of each kind of note. Headers are plain_text: never parsed, never escaped."""
+    the blocks of each kind of note. Headers are plain_text: never parsed, never escaped.
+    An end not `threaded` (no act message to reply under) carries the act's context."""
     d = note.decision
     if isinstance(note, Acted):
         text, blocks = f"{d.action} {d.where}: {d.reason}", act_blocks(d, note.submitted)
@@ -196,6 +243,16 @@ def message(note: Note) -> tuple[str, list[dict[str, Any]]]:
         e = note.ended
         text = f"workflow {e.name} {e.phase} in {_duration(e.duration_s())}"
         blocks = end_blocks(e)
+        if not threaded:
+            text = f"{d.action} {d.where} ({d.incident}): {text}"
+            blocks = alone_end_blocks(d, e)
+    elif isinstance(note, NotStarted):
+        text = f"Workflow not started: {d.action} {d.where}"
+        waited = _duration(note.waited_s)
+        detail = f"workflow {note.workflow} still {note.phase} {waited} after it was submitted"
+        blocks = note_blocks(text, d, f"{detail}; still followed to its end")
+        link = {"type": "mrkdwn", "text": f"*Workflow*\n{_link(note.url, note.workflow)}"}
+        blocks[1]["fields"].append(link)
     elif isinstance(note, WouldHave):
         text = f"Dry run, would have: {d.action} {d.where}"
         blocks = note_blocks(text, d, f"not done: {note.reason}")
@@ -209,14 +266,20 @@ class SlackNotifier:
     """Posts on act and on end; keeps each incident's thread_ts to reply under it."""
 
     def __init__(
-        self, config: SlackConfig, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+        self,
+        config: SlackConfig,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+        now: Callable[[], float] = time.time,
     ) -> None:
         self._config = config
-        self._sleep = sleep  # the runtime's clock, so a 429 waits on it
+        self._sleep = sleep  # the runtime's clock, so a retry waits on it
+        self._monotonic = monotonic  # the retry deadline
+        self._now = now  # wall time, as Slack's ts are: since when to look for a post
         token = read_token(config.token_env, config.token_file_env, config.token_file)
         # No retry handlers: slack_sdk's default one posts again after a dropped connection,
-        # a duplicate whenever Slack had taken the message. Retries are ours (`_call`: 429;
-        # the worker: the rest, after looking for the message).
+        # a duplicate whenever Slack had taken the message. Retries are ours (`carry`, which
+        # looks for the message first where it may have gone through; then the worker).
         self._client = AsyncWebClient(
             token=token, base_url=config.base_url, timeout=config.timeout_s, retry_handlers=[]
         )
@@ -227,18 +290,55 @@ class SlackNotifier:
         return self._threads.get(incident)
 
     async def carry(self, command: Command) -> Outcome:
+        """Tell, trying a transient failure again until the tries or the deadline run out.
+        Never raises: Posted, Unavailable or Refused, each failure with its `cause`."""
         if not isinstance(command, Tell):
-            return Refused(f"Slack carries Tell, not {type(command).__name__}")
-        note, thread = command.note, command.thread
+            return Refused(f"Slack carries Tell, not {type(command).__name__}", "refused")
+        c, incident = self._config, command.note.decision.incident
+        deadline = self._monotonic() + c.retry_deadline_s
+        unsure, pause = command.unsure_since, c.retry_initial_s
+        for attempt in range(c.retries + 1):
+            begun = self._now()
+            try:
+                return Posted(await self._once(command.note, command.thread, unsure))
+            except SlackError as exc:
+                err = exc
+            if not err.retry:
+                return Refused(str(err), err.cause)
+            if err.unsure and unsure is None:
+                unsure = begun  # it may have gone through: the next try looks for it first
+            wait = min(pause, c.retry_max_s) if err.wait_s is None else err.wait_s
+            pause *= 2
+            if attempt == c.retries or self._monotonic() + wait > deadline:
+                break
+            log.warning(
+                "slack call failed, retrying",
+                extra={"incident": incident, "cause": err.cause, "error": str(err)[:300],
+                       "retry_in_s": wait, "attempt": attempt + 1},
+            )  # fmt: skip
+            await self._sleep(wait)
+        return Unavailable(str(err), cause=err.cause)
+
+    async def _once(self, note: Note, thread: str | None, unsure_since: float | None) -> str:
+        """One try: look for an earlier post of this note where one may have gone through,
+        else post it. The one place a failure is turned into a SlackError whatever it is."""
         try:
             repeat = False
-            if command.unsure_since is not None:
-                found, repeat = await self._look(note, thread, command.unsure_since)
+            if unsure_since is not None:
+                found, repeat = await self._look(note, thread, unsure_since)
                 if found is not None:
-                    return Posted(found)
-            return Posted(await self.tell(note, thread, repeat=repeat))
-        except SlackError as exc:
-            return Unavailable(str(exc)) if exc.retry else Refused(str(exc))
+                    return found
+            return await self.tell(note, thread, repeat=repeat)
+        except SlackError:
+            raise
+        except Exception as exc:  # an answer nobody foresaw must not reach the runtime
+            log.warning(
+                "slack answer not understood",
+                extra={"incident": note.decision.incident, "error": repr(exc)[:300]},
+                exc_info=True,
+            )
+            why = f"Slack's answer could not be read: {type(exc).__name__}: {exc}"[:300]
+            raise SlackError(why, retry=True, cause="bad_answer", unsure=True) from None
 
     async def _look(self, note: Note, thread: str | None, since: float) -> tuple[str | None, bool]:
         """(the ts of this note posted since `since`, or None; whether a new post may
@@ -267,7 +367,7 @@ class SlackNotifier:
         """The ts of this note (by its metadata) posted at or after `since`, or None."""
         want = metadata(note)["event_payload"]
         incident = note.decision.incident
-        threaded = isinstance(note, Acted | Finished)
+        threaded = isinstance(note, Acted | Finished | NotStarted)
         if threaded and thread is None:
             thread = self._threads.get(incident)
         args: dict[str, Any] = {
@@ -277,6 +377,7 @@ class SlackNotifier:
             "limit": 200,
         }
         for _ in range(_PAGES):
+            page: Any
             if threaded and thread is not None:
                 page = await self._call(
                     "conversations.replies",
@@ -289,33 +390,35 @@ class SlackNotifier:
                     lambda: self._client.conversations_history(**args),
                     incident,
                 )
-            for msg in page.get("messages") or []:
-                meta = msg.get("metadata") or {}
-                if meta.get("event_type") == EVENT_TYPE and meta.get("event_payload") == want:
-                    return str(msg["ts"])
-            args["cursor"] = (page.get("response_metadata") or {}).get("next_cursor")
-            if not args["cursor"]:
+            data = _data(page, "conversations.history")
+            found = _find(data.get("messages"), want)
+            if found is not None:
+                return found
+            more = data.get("response_metadata")
+            args["cursor"] = more.get("next_cursor") if isinstance(more, dict) else None
+            if not args["cursor"] or not isinstance(args["cursor"], str):
                 return None
         return None
 
     async def acted(self, decision: Decision, submitted: Submitted | None = None) -> str:
         """Post (or, for a repeat of the incident, reply) about an action taken."""
-        return await self.tell(Acted(decision, submitted))
+        return _ts(await self.carry(Tell(Acted(decision, submitted))))
 
     async def ended(self, incident: str, ended: Ended, decision: Decision | None = None) -> str:
         """Reply in the incident's thread with the workflow's end phase."""
         d = decision or Decision("notify", "", ended.name, "", incident, 0.0)
-        return await self.tell(Finished(d, ended))
+        return _ts(await self.carry(Tell(Finished(d, ended))))
 
     async def tell(self, note: Note, thread: str | None = None, repeat: bool = False) -> str:
-        """Post a note. Acts and ends go in the incident's thread (the one given, else the
-        one this process posted); an end other than Succeeded is also broadcast to the
-        channel, since someone has to look. Dry-run and could-not notes stand alone."""
+        """Post a note. Acts, ends and "not started" notes go in the incident's thread (the
+        one given, else the one this process posted); an end other than Succeeded and a
+        workflow not started are also broadcast to the channel, since someone has to look.
+        Dry-run and could-not notes stand alone."""
         incident = note.decision.incident
-        threaded = isinstance(note, Acted | Finished)
+        threaded = isinstance(note, Acted | Finished | NotStarted)
         if threaded and thread is None:
             thread = self._threads.get(incident)
-        text, blocks = message(note)
+        text, blocks = message(note, threaded=not threaded or thread is not None)
         if repeat:
             blocks = [
                 *blocks,
@@ -328,54 +431,113 @@ class SlackNotifier:
             "metadata": metadata(note),
         }
         if threaded and thread is not None:
-            broadcast = isinstance(note, Finished) and note.ended.phase != "Succeeded"
+            # an end other than Succeeded, or a workflow that never started: someone must look
+            broadcast = isinstance(note, NotStarted) or (
+                isinstance(note, Finished) and note.ended.phase != "Succeeded"
+            )
             kwargs.update(thread_ts=thread, reply_broadcast=broadcast)
         response = await self._call(
             "chat.postMessage", lambda: self._client.chat_postMessage(**kwargs), incident
         )
-        ts = str(response["ts"])
-        self._channel_id = str(response.get("channel") or "") or self._channel_id
-        if threaded and thread is None:
+        data = _data(response, "chat.postMessage")
+        ts, channel = data.get("ts"), data.get("channel")
+        if not isinstance(ts, str) or not ts:  # "ok" and no ts: it may well have gone through
+            why = "Slack answered chat.postMessage ok without a ts"
+            raise SlackError(why, retry=True, cause="bad_answer", unsure=True)
+        self._channel_id = channel if isinstance(channel, str) and channel else self._channel_id
+        if isinstance(note, Acted) and thread is None:
             self._remember(incident, ts)
         # `slack_ts`, not `ts`: the log line's own timestamp is `ts`.
         log.info("slack message posted", extra={"incident": incident, "slack_ts": ts})
         return ts
 
     async def _call(self, method: str, call: Callable[[], Awaitable[Any]], incident: str) -> Any:
-        """The one place a Slack call can fail: every failure class becomes a SlackError."""
-        for attempt in range(self._config.rate_limit_retries + 1):
-            try:
-                return await call()
-            except SlackApiError as err:
-                status = err.response.status_code
-                code = err.response.get("error", "unknown_error")
-                last = attempt == self._config.rate_limit_retries
-                if status != 429 or last:
-                    retry = status == 429 or status >= 500
-                    why = f"Slack refused {method}: {code} ({status})"
-                    raise SlackError(why, retry=retry) from None
-                delay = self._retry_after(err.response.headers)
-                log.warning(
-                    "slack rate limited, waiting",
-                    extra={"incident": incident, "retry_after_s": delay},
-                )
-                await self._sleep(delay)
-            except (aiohttp.ClientError, TimeoutError, OSError) as err:
-                why = f"Slack unreachable: {type(err).__name__}: {err}"[:300]
-                raise SlackError(why, retry=True) from None
-        raise AssertionError("unreachable")
+        """The one place a Slack call can fail: every failure class becomes a SlackError.
+        Tries once; `carry` decides whether to try again."""
+        try:
+            return await call()
+        except SlackApiError as err:
+            raise self._classified(method, err) from None
+        except aiohttp.ClientConnectorError as err:  # never connected: nothing was sent
+            why = f"Slack unreachable: {type(err).__name__}: {err}"[:300]
+            raise SlackError(why, retry=True, cause="connection") from None
+        except TimeoutError:
+            why = f"Slack did not answer {method} in {self._config.timeout_s}s"
+            raise SlackError(why, retry=True, cause="timeout", unsure=True) from None
+        except (aiohttp.ClientError, OSError) as err:
+            why = f"Slack connection lost: {type(err).__name__}: {err}"[:300]
+            raise SlackError(why, retry=True, cause="connection", unsure=True) from None
 
-    def _retry_after(self, headers: Any) -> float:
-        for key, value in dict(headers or {}).items():
-            if key.lower() == "retry-after":
+    def _classified(self, method: str, err: SlackApiError) -> SlackError:
+        """What a SlackApiError means. slack_sdk raises it for any answer that is not
+        `ok`, handing over aiohttp's own response (no status_code) when the body could not
+        be read as JSON (cut off)."""
+        response = err.response
+        status = getattr(response, "status_code", None)
+        if not isinstance(status, int):
+            why = f"Slack's answer to {method} was cut off or unreadable"
+            return SlackError(why, retry=True, cause="cut_off", unsure=True)
+        data = getattr(response, "data", None)
+        code = data.get("error") if isinstance(data, dict) else None
+        code = code if isinstance(code, str) else None
+        why = f"Slack refused {method}: {code or 'no Slack error in the answer'} ({status})"[:300]
+        if status == 429 or code == "ratelimited":
+            wait = self._retry_after(getattr(response, "headers", None), status == 429)
+            return SlackError(why, retry=True, cause="ratelimited", wait_s=wait)
+        if status >= 500 or status == 408:
+            return SlackError(why, retry=True, cause="server_error", unsure=True)
+        if code in _TRANSIENT:
+            return SlackError(why, retry=True, cause="slack_error", unsure=code in _MAYBE_DONE)
+        if code is None and status == 200:  # not Slack's answer: a proxy's page, say
+            why = f"Slack's answer to {method} was not Slack's (HTTP 200, no ok, no error)"
+            return SlackError(why, retry=True, cause="not_slack", unsure=True)
+        return SlackError(why, retry=False, cause="refused")
+
+    def _retry_after(self, headers: Any, required: bool) -> float | None:
+        """The Retry-After asked for (capped); without one, 1 s for a 429 (Slack always
+        sends it: be polite) and our own pause for an `ok: false` ratelimited."""
+        try:
+            items = list(dict(headers or {}).items())
+        except (TypeError, ValueError):
+            items = []
+        for key, value in items:
+            if str(key).lower() == "retry-after":
                 raw = value[0] if isinstance(value, list) else value
                 try:
                     return min(max(float(raw), 0.0), self._config.max_retry_after_s)
-                except ValueError:
+                except (TypeError, ValueError):
                     break
-        return 1.0  # Slack always sends it; be polite if it did not
+        return 1.0 if required else None
 
     def _remember(self, incident: str, ts: str) -> None:
         self._threads[incident] = ts
         while len(self._threads) > _THREADS_KEPT:
             self._threads.popitem(last=False)
+
+
+def _data(response: Any, method: str) -> dict[str, Any]:
+    """The answer's JSON object; anything else is an answer we cannot read."""
+    data = getattr(response, "data", None)
+    if not isinstance(data, dict):
+        why = f"Slack answered {method} with {type(data).__name__}, not an object"
+        raise SlackError(why, retry=True, cause="bad_answer", unsure=True)
+    return data
+
+
+def _find(messages: Any, want: dict[str, Any]) -> str | None:
+    """The ts of the message in a history page whose metadata is `want`, if any."""
+    for msg in messages if isinstance(messages, list) else []:
+        meta = msg.get("metadata") if isinstance(msg, dict) else None
+        if not isinstance(meta, dict):
+            continue
+        ts = msg.get("ts")
+        same = meta.get("event_type") == EVENT_TYPE and meta.get("event_payload") == want
+        if same and isinstance(ts, str) and ts:
+            return ts
+    return None
+
+
+def _ts(out: Outcome) -> str:
+    if isinstance(out, Posted):
+        return out.ts
+    raise SlackError(str(getattr(out, "reason", out)), retry=isinstance(out, Unavailable))

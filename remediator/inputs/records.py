@@ -107,7 +107,9 @@ class FirstToken(msgspec.Struct, frozen=True, gc=False):
 
 class EngineStep(msgspec.Struct, frozen=True, gc=False):
     """A vLLM start-up log line that marks an engine-init step (see inputs.vllm_log), stamped
-    with the kubelet's time for the line. Lines that mark nothing never become inputs."""
+    with the kubelet's time for the line. Lines that mark nothing never become inputs.
+    `logged`: vLLM's own clock in the line, read as UTC; `reprint`: Ray's late copy of lines
+    other workers wrote at `logged` (in the container's zone)."""
 
     namespace: str
     pod: str
@@ -116,6 +118,8 @@ class EngineStep(msgspec.Struct, frozen=True, gc=False):
     reported_s: float | None
     detail: str | None
     at: float
+    logged: float | None = None
+    reprint: bool = False
 
 
 class GpuVerdict(msgspec.Struct, frozen=True, gc=False):

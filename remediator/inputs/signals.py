@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from remediator.inputs.records import JSON, EngineStep, FirstToken, GpuVerdict, InputError
 from remediator.inputs.timefmt import parse_time, parse_time_or_none
-from remediator.inputs.vllm_log import parse_line
+from remediator.inputs.vllm_log import is_reprint, parse_line, vllm_clock
 
 
 def first_token(doc: JSON) -> FirstToken:
@@ -36,7 +36,8 @@ def engine_log(doc: JSON) -> EngineStep | None:
         return None
     uid = doc.get("uid")
     uid = uid if isinstance(uid, str) and uid else None
-    return EngineStep(ns, pod, uid, mark.step, mark.reported_s, mark.detail, at)
+    logged, reprint = vllm_clock(line, at), is_reprint(line)  # Ray's late copies
+    return EngineStep(ns, pod, uid, mark.step, mark.reported_s, mark.detail, at, logged, reprint)
 
 
 def gpu_verdict(doc: JSON) -> GpuVerdict:

@@ -36,6 +36,24 @@ class AdaptiveConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ProgressConfig:
+    """Progress-aware engine init, from vLLM's own steps (needs `engine_logs.follow`).
+
+    A pod is stalled when the step it is in has run past `factor` × the `quantile` of what
+    that step took the model's siblings (never less than `floor_s`), and hung when that
+    lasts `checks` checks in a row; then it is deleted, before its phase budget. While the
+    step it is in is judged this way, the phase budget does not apply: a start that keeps
+    ending steps is never deleted for being slow overall. A step with fewer than
+    `min_samples` siblings' times, or a pod whose log is not read, keeps the phase budget."""
+
+    enabled: bool = False
+    factor: float = 3.0
+    quantile: float = 0.95
+    floor_s: float = 120.0
+    min_samples: int = 5
+
+
+@dataclass(frozen=True, slots=True)
 class StuckPodConfig:
     enabled: bool = True
     selector: Selector = field(default_factory=lambda: parse_selector(DEFAULT_SELECTOR))
@@ -56,6 +74,7 @@ class StuckPodConfig:
     check_interval_s: float = 10.0
     models: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
+    progress: ProgressConfig = field(default_factory=ProgressConfig)
     expected_cold_start_s: float = 600.0  # for a model with no history yet
     # The engine container by name (first match wins); else the one requesting GPUs.
     engine_containers: tuple[str, ...] = ()
@@ -144,6 +163,13 @@ def _number(minimum: float = 0.0, integer: bool = False) -> Parser:
     return parse
 
 
+def _fraction(raw: Any, path: str) -> float:
+    value = float(_number()(raw, path))
+    if not 0.5 <= value <= 1.0:
+        raise ConfigError(path, f"expected a quantile from 0.5 to 1, got {raw!r}")
+    return value
+
+
 def _selector(raw: Any, path: str) -> Selector:
     try:
         return parse_selector(raw)
@@ -218,6 +244,16 @@ _ADAPTIVE = _section(
         "window": _number(1, integer=True),
     },
 )
+_PROGRESS = _section(
+    ProgressConfig,
+    {
+        "enabled": _bool,
+        "factor": _number(1.0),
+        "quantile": _fraction,
+        "floor_s": _number(),
+        "min_samples": _number(1, integer=True),
+    },
+)
 _SECTIONS: dict[str, Parser] = {
     "stuck_pod": _section(
         StuckPodConfig,
@@ -230,6 +266,7 @@ _SECTIONS: dict[str, Parser] = {
             "check_interval_s": _number(),
             "models": _models,
             "adaptive": _ADAPTIVE,
+            "progress": _PROGRESS,
             "expected_cold_start_s": _number(),
             "engine_containers": _strings,
             "init_action": _init_action,

@@ -17,6 +17,7 @@ from remediator.contract.actions import action
 from remediator.contract.decision import Decision
 from remediator.inputs.records import (
     AlertSeen,
+    EngineStep,
     GpuVerdict,
     Input,
     PodSeen,
@@ -25,9 +26,10 @@ from remediator.inputs.records import (
 )
 from remediator.policy.alerts import alert_subject, node_of, pod_of
 from remediator.policy.config import PolicyConfig
-from remediator.policy.history import PhaseHistory, budget, expected_cold_start
+from remediator.policy.history import PhaseHistory, budget, expected_cold_start, step_key
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored, Outcome
+from remediator.policy.stall import Stall, stall_of
 from remediator.policy.stuck import Facts, decide_stuck, deletes_in, too_tight
 from remediator.policy.workloads import (
     Workload,
@@ -136,9 +138,9 @@ class PolicyEngine:
                 # Same phase, better evidence of when it began (an event came late): the
                 # budget runs from when it really began, whichever order told us.
                 if current is not None:
-                    self._arm(current + self._allowance(t, state), t, state, current)
+                    self._arm(self._deadline(t, state, current), t, state, current)
                 continue
-            allowed = since + self._allowance(t, state)
+            allowed = self._deadline(t, state, since)
             if due < allowed:
                 # The budget grew since this timer was armed (the model's history learnt it
                 # is slower): the pod is judged against the budget it has now.
@@ -259,7 +261,7 @@ class PolicyEngine:
             return  # this phase's timer stands (it re-arms itself on better evidence)
         since = t.state_since()
         if since is not None:
-            self._arm(since + self._allowance(t, after), t, after, since)
+            self._arm(self._deadline(t, after, since), t, after, since)
 
     @property
     def _init_deletes(self) -> bool:
@@ -269,6 +271,31 @@ class PolicyEngine:
         cfg = self.config.stuck_pod
         seconds, _ = budget(cfg, self.history, t.model, phase)
         return seconds + (cfg.checks - 1) * cfg.check_interval_s
+
+    def _deadline(self, t: PodTimeline, state: str, since: float) -> float:
+        """When the pod is judged: its phase budget, or in engine init, where its log says
+        which step it is in and siblings went through it, when that step has stalled."""
+        stall = self._stall(t, state)
+        if stall is not None:  # progressing: the phase budget does not apply
+            cfg = self.config.stuck_pod
+            return stall.due(cfg.checks, cfg.check_interval_s)
+        return since + self._allowance(t, state)
+
+    def _stall(self, t: PodTimeline, state: str) -> Stall | None:
+        if state != "engine_init":
+            return None
+        return stall_of(t, self.config.stuck_pod.progress, self.history)
+
+    def _on_step(self, item: EngineStep) -> None:
+        """A step line: the pod's engine moved on (or said where it is); judge it anew."""
+        if not self.config.stuck_pod.progress.enabled:
+            return
+        t = self.tracker.timeline_of(item)
+        if t is None or not self._selected(t) or t.state() != "engine_init":
+            return
+        since = t.state_since()
+        if since is not None:
+            self._arm(self._deadline(t, "engine_init", since), t, "engine_init", since)
 
     def _arm(self, due: float, t: PodTimeline, state: str, since: float) -> None:
         seq = next(self._seq)
@@ -283,6 +310,8 @@ class PolicyEngine:
         total = t.total()
         if total is not None:
             self.history.add(model, "total", total)
+        for step, seconds in t.engine_steps().items():  # what each vLLM step took it
+            self.history.add(model, step_key(step), seconds)
 
     def _timer_decision(
         self, t: PodTimeline, phase: str, since: float, now: float
@@ -293,25 +322,32 @@ class PolicyEngine:
             f"{phase} for {now - since:.0f}s, over its {seconds:.0f}s budget ({how}) "
             f"for {cfg.checks} checks in a row"
         )
-        if phase == "engine_init":
+        sample = phase
+        stall = self._stall(t, phase)
+        if stall is not None:
+            seconds, sample = stall.limit, step_key(stall.timed_as)
+            why = stall.reason(cfg.progress, t.model or "unknown", cfg.checks, now)
+        elif phase == "engine_init":
             why += step_note(t.engine, t.started_at(), now)
         facts = self._facts(t)
         key = (facts.workload or "", phase)
         if deletes_in(phase, self._init_deletes) and facts.workload:
-            evidence = self._too_tight(t, key, seconds)
+            evidence = self._too_tight(t, key, seconds, sample)
             if evidence is not None:
                 return self._hold(t, key, seconds, how, evidence, now)
             self._deciding[t.uid] = key
         return decide_stuck(t, phase, why, facts, now, self._init_deletes)
 
-    def _too_tight(self, t: PodTimeline, key: tuple[str, str], seconds: float) -> str | None:
+    def _too_tight(
+        self, t: PodTimeline, key: tuple[str, str], seconds: float, sample: str
+    ) -> str | None:
         """Why the budget, not the pod, looks wrong; None when nothing says so.
 
         Most recent completions of the phase by the model's pods took longer than the budget
         (one healthy sibling is evidence enough); or, before any completed it, a pod created
         after we deleted one of its workload for being slow there is as slow (the
         replacement of a kill loop's first victim)."""
-        n, within = self.history.share_within(t.model or "unknown", key[1], seconds)
+        n, within = self.history.share_within(t.model or "unknown", sample, seconds)
         if n:
             if within < 0.5:
                 return f"{1 - within:.0%} of the last {n} pods of this model took longer"
@@ -352,7 +388,7 @@ class PolicyEngine:
             held = self.tracker.get(uid)
             since = held.state_since() if held is not None else None
             if held is not None and since is not None and held.state() == phase:
-                self._arm(max(self._now_hint, since + self._allowance(held, phase)), held,
+                self._arm(max(self._now_hint, self._deadline(held, phase, since)), held,
                           phase, since)  # fmt: skip
 
     def _facts(self, t: PodTimeline) -> Facts:
@@ -366,9 +402,12 @@ class PolicyEngine:
         )
 
     # ---- alerts -----------------------------------------------------------------------
-    def _on_stuck_alert(self, alert: AlertSeen, now: float) -> list[Outcome]:
-        if alert.alertname in self.config.alerts.stuck_pod:
-            return [self._stuck_alert(alert, now)]
+    def _on_stuck(self, item: AlertSeen | EngineStep, now: float) -> list[Outcome]:
+        if isinstance(item, EngineStep):
+            self._on_step(item)
+            return []
+        if item.alertname in self.config.alerts.stuck_pod:
+            return [self._stuck_alert(item, now)]
         return []
 
     def _on_gpu(self, item: AlertSeen | GpuVerdict, now: float) -> list[Outcome]:
@@ -470,7 +509,7 @@ class Rule:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("stuck_pod", (AlertSeen,), PolicyEngine._on_stuck_alert, tuple(UNFINISHED)),
+    Rule("stuck_pod", (AlertSeen, EngineStep), PolicyEngine._on_stuck, tuple(UNFINISHED)),
     Rule("gpu_memory", (AlertSeen, GpuVerdict), PolicyEngine._on_gpu),
     Rule("image_update", (WorkloadSeen,), PolicyEngine._on_workload, ("held work",)),
 )

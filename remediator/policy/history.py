@@ -31,6 +31,18 @@ class PhaseHistory:
             return 0, 0.0
         return len(samples), sum(1 for v in samples if v <= seconds) / len(samples)
 
+    def count(self, model: str, phase: str) -> int:
+        samples = self._samples.get((model, phase))
+        return len(samples) if samples else 0
+
+    def quantile(self, model: str, phase: str, q: float, min_samples: int) -> float | None:
+        """The `q` quantile of the samples (nearest rank), once there are `min_samples`."""
+        samples = self._samples.get((model, phase))
+        if samples is None or len(samples) < min_samples:
+            return None
+        ordered = sorted(samples)
+        return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
     def p99(self, model: str, phase: str, min_samples: int) -> float | None:
         key = (model, phase)
         samples = self._samples.get(key)
@@ -43,6 +55,11 @@ class PhaseHistory:
                 min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)
             ]
         return p99
+
+
+def step_key(step: str) -> str:
+    """The history key of one vLLM engine-init step's durations (beside the phases')."""
+    return f"step:{step}"
 
 
 def budget(

@@ -22,7 +22,6 @@ import logging
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from remediator.contract.decision import Decision, Suppressed
 from remediator.inputs.kinds import cluster_stamped
@@ -33,15 +32,13 @@ from remediator.policy.outcome import Ignored
 from remediator.runtime.backlog import Backlog
 from remediator.runtime.clock import Clock, ClusterTime, wait
 from remediator.runtime.inbox import StoreHealth
+from remediator.runtime.kill_switch_file import read_switch
 from remediator.runtime.metrics import RuntimeMetrics
 from remediator.runtime.outbox import Outbox
 from remediator.session import Session
 from remediator.timeline.tracker import StateChange
 
 log = get_logger("remediator.runtime")
-
-_ON = frozenset({"on", "true", "1", "yes", "engaged"})
-_OFF = frozenset({"off", "false", "0", "no", ""})
 
 
 @dataclass
@@ -102,6 +99,7 @@ class Driver:
         self._simulated = simulated
         self._kill_switch_file = kill_switch_file
         self._kill_switch: bool | None = None
+        self.kill_switch_unclear: str | None = None  # why the file reads as on, not clearly
         self._forget_after_s = forget_after_s
         self.store = store or StoreHealth()
         self._unwritten: list[Decision] = []  # let through, not yet in the outbox
@@ -211,23 +209,27 @@ class Driver:
             self.apply_kill_switch()
 
     def apply_kill_switch(self) -> None:
+        """Read the switch (runtime/kill_switch_file.py: unreadable or unclear means on);
+        each change of state, and of why it is unclear, is logged once."""
         path = self._kill_switch_file
         if not path:
             return
-        try:
-            text = Path(path).read_text(encoding="utf-8").strip().lower()
-        except FileNotFoundError:
-            text = ""  # a missing key in the ConfigMap: off
-        except OSError as exc:
-            log.error("kill switch file unreadable", extra={"path": path, "error": str(exc)})
-            return
-        engaged = text not in _OFF  # anything but a clear "off" stops actions
-        if text not in _ON | _OFF:
-            log.error("kill switch file says neither on nor off: engaged", extra={"path": path})
+        reading = read_switch(path)
+        if reading.unclear != self.kill_switch_unclear:
+            self._switch_unclear(path, reading.unclear)
+        engaged = reading.engaged
         if engaged != self._kill_switch:
             first = self._kill_switch is None
             self._kill_switch = engaged
-            self.session.set_kill_switch(engaged, note=f"{path} says {text or 'nothing'}")
+            self.session.set_kill_switch(engaged, note=f"{path} says {reading.said}")
             self.metrics.kill_switch.set(1 if engaged else 0)
             level = logging.INFO if first and not engaged else logging.WARNING
             log.log(level, "kill switch " + ("engaged" if engaged else "off"), extra={"path": path})
+
+    def _switch_unclear(self, path: str, why: str | None) -> None:
+        if why is not None:
+            log.error("kill switch file unclear: engaged", extra={"path": path, "error": why})
+        elif self.kill_switch_unclear is not None:
+            log.warning("kill switch file clear again", extra={"path": path})
+        self.kill_switch_unclear = why
+        self.metrics.kill_switch_unclear.set(0 if why is None else 1)

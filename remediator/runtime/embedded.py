@@ -27,6 +27,7 @@ looked for in the channel before they are posted (`runtime/worker.py`).
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -43,6 +44,7 @@ from remediator.runtime.inbox import Inbox, InboxWriter, StoreFailed, StoreHealt
 from remediator.runtime.leader import Leadership
 from remediator.runtime.metrics import RuntimeMetrics
 from remediator.runtime.outbox import Outbox
+from remediator.runtime.statefile import StateFile
 from remediator.runtime.supervisor import Restarts, Supervisor
 from remediator.runtime.worker import OutboxWorker, WorkerSettings
 from remediator.session import Session
@@ -65,6 +67,7 @@ class RuntimeSettings:
     store_retry_s: float = 1.0  # a state file that refused a write is tried again this often
     restarts: Restarts = Restarts()  # when a failed task is restarted, when it stops all
     outbox_retention_s: float = 7 * 86400.0  # closed outbox rows are deleted after this
+    workflow_start_timeout_s: float = 300.0  # a workflow still Pending this long is told
 
 
 class Runtime:
@@ -93,6 +96,7 @@ class Runtime:
         self.store = StoreHealth()
         self.inbox = inbox  # None: webhooks are queued in memory only (not durable)
         self.writer: InboxWriter[list[Input]] | None = None
+        self.state_file = StateFile(outbox, inbox, self.store)  # deleted under us: recreated
         if inbox is not None:
             self.writer = InboxWriter(inbox, self.store, self.clock, self._landed, s.store_retry_s)
         self._work = asyncio.Event()
@@ -111,6 +115,7 @@ class Runtime:
                 poll_s=s.workflow_poll_s,
                 fresh_for_s=s.fresh_for_s,
                 retention_s=s.outbox_retention_s,
+                start_within_s=s.workflow_start_timeout_s,
             ),
             is_leader=leader.is_leader,
         )
@@ -210,7 +215,11 @@ class Runtime:
         failing = self.store.failing("inbox")
         if failing is not None:
             return False, f"cannot store inputs ({failing})"
-        return self._sources_ready()
+        ready, why = self._sources_ready()
+        unclear = self.driver.kill_switch_unclear
+        if unclear is not None:  # still ready (webhooks are taken), but said where SREs look
+            why += f"; kill switch engaged: its file is unclear ({unclear})"
+        return ready, why
 
     @property
     def failure(self) -> str | None:
@@ -233,12 +242,12 @@ class Runtime:
             "kill-switch": lambda: self.driver.poll_kill_switch(s.kill_switch_poll_s),
             "leader": lambda: self.leader.run(self._stop),
             "executor": self._execute,
+            "state-file": self._keep_state_file,
         }
         if self.writer is not None:
             parts["inbox"] = self.writer.run
-        self._tasks = [
-            asyncio.create_task(self.supervisor.run(n, make), name=n) for n, make in parts.items()
-        ]
+        for name, make in parts.items():
+            self.supervise(name, make)
         self._on_leadership(self.leader.is_leader(), None)  # `Always` leads from the start
         self._work.set()  # resume open rows at once
         log.info("runtime started", extra={"leader": self.leader.is_leader()})
@@ -250,6 +259,14 @@ class Runtime:
             await self.worker.close()
             await self.leader.release()  # nothing executes any more: a standby may take over
             log.info("runtime stopped", extra={"open_rows": len(self.outbox.open_rows())})
+
+    def supervise(self, name: str, make: Callable[[], Awaitable[None]]) -> None:
+        """Run `make()` under the supervisor until the runtime stops (the watches too)."""
+        self._tasks.append(asyncio.create_task(self.supervisor.run(name, make), name=name))
+
+    def failing(self, name: str) -> str | None:
+        """Why the task `name` failed, while it waits to be restarted; None when it runs."""
+        return self.supervisor.restarting.get(name)
 
     async def _stop_tasks(self) -> None:
         """Cancel the loops; the inbox writer is told to finish instead: never cancelled
@@ -270,6 +287,15 @@ class Runtime:
 
     def _would_have(self, held: Suppressed) -> None:
         self.worker.note(WouldHave(held.decision, held.reason))
+
+    async def _keep_state_file(self) -> None:
+        """Once a second: the state file still there (runtime/statefile.py)."""
+        while True:
+            await self.clock.sleep(self.settings.store_retry_s)
+            try:
+                await asyncio.to_thread(self.state_file.check)
+            except (sqlite3.Error, OSError) as exc:  # recreating failed: tried again
+                self.store.failed("inbox", exc)
 
     async def _execute(self) -> None:
         while True:

@@ -20,10 +20,12 @@ disk being fixed without any traffic.
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -48,8 +50,34 @@ CREATE TABLE IF NOT EXISTS inbox_check (
 """
 
 
+class FileGone(sqlite3.OperationalError):
+    """The path no longer names the file the connection writes (deleted, or replaced)."""
+
+
+def file_id(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the file at `path`, None when there is none."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return st.st_dev, st.st_ino
+
+
 class StoreFailed(Exception):
     """The state file would not take the write; the reason is the message."""
+
+
+class InboxFull(StoreFailed):
+    """No room in `keep_bytes` for the body: the sender retries (503), the store is fine."""
+
+
+# The inbox's bound in bytes, sized against deploy/base's 64 MiB emptyDir at /tmp: the state
+# file holds at most this much of bodies (plus the outbox, small), and its WAL grows by at
+# most one group commit before a checkpoint shrinks it back to WAL_LIMIT. 16 + 16 + a few MiB
+# leaves room for everything else under /tmp. MAX_BODY (4 MiB) always fits.
+KEEP_BYTES = 16 * 1024 * 1024
+KEEP_RECENT_S = 60.0  # rows this young are never dropped to make room
+WAL_LIMIT = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,62 +97,134 @@ class Inbox:
         timeout_s: float = 5.0,
         keep_s: float = 3600.0,
         keep_rows: int = 100_000,
+        keep_bytes: int = KEEP_BYTES,
+        keep_recent_s: float = KEEP_RECENT_S,
     ) -> None:
         self._now = now
         self.keep_s = keep_s
         self.keep_rows = keep_rows
+        self.keep_bytes = keep_bytes
+        self.keep_recent_s = keep_recent_s
+        self.dropped = 0  # rows dropped to make room for newer ones (for the log)
         self._pruned = float("-inf")
-        if str(path) != ":memory:":
+        self.path = str(path)
+        self._timeout_s = timeout_s
+        if self.path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(
-            str(path), check_same_thread=False, isolation_level=None, timeout=timeout_s
-        )
         self._lock = threading.Lock()
+        self._db = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        self._db = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, timeout=self._timeout_s
+        )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")  # a 2xx is a stored input
+        self._db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")  # the WAL shrinks again
         self._db.executescript(_SCHEMA)
+        self.file = file_id(self.path)  # the file this connection writes
+        self.bytes = self._sum()  # bodies kept, kept current by every write
+        return self._db
+
+    def _sum(self, where: str = "1", *args: float) -> int:
+        found = self._db.execute(
+            f"SELECT COALESCE(SUM(length(body)), 0) FROM inbox WHERE {where}", args
+        ).fetchone()
+        return int(found[0])
+
+    # --- the file deleted under it (runtime/statefile.py) -----------------------------
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Nothing is read or written meanwhile."""
+        with self._lock:
+            yield
+
+    def reopen_held(self, close_only: bool = False) -> None:
+        self._db.close()
+        if not close_only:
+            self._connect()
+
+    def _same_file(self) -> None:
+        """A write to a file deleted or replaced under the connection would be lost at the
+        next start: refused instead (503, the sender retries) until it is recreated."""
+        if self.path != ":memory:" and file_id(self.path) != self.file:
+            raise FileGone(f"state file {self.path} was deleted or replaced while running")
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
-    def write(self, new: Sequence[tuple[str, bytes]]) -> list[int]:
-        """Store `new` (and drop rows past keeping) in one transaction; their ids, in order.
-        With nothing new it still writes (one row of its own): a check that the file takes
-        writes again."""
+    def write(self, new: Sequence[tuple[str, bytes]]) -> list[int | None]:
+        """Store `new` (and drop rows past keeping) in one transaction; their ids, in order,
+        None for a body there is no room for (see `_room`). With nothing new it still writes
+        (one row of its own): a check that the file takes writes again."""
         now = self._now()
         with self._lock:
+            self._same_file()
             self._db.execute("BEGIN IMMEDIATE")
             try:
+                self._prune(now)
                 ids = [self._insert(kind, body, now) for kind, body in new]
+                self._cut_rows()
                 if not new:
                     self._db.execute(
                         "INSERT OR REPLACE INTO inbox_check (id, at) VALUES (1, ?)", (now,)
                     )
-                self._prune(now)
                 self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:  # SQLite rolls back by itself on some errors
                     self._db.execute("ROLLBACK")
+                self.bytes = self._sum()
                 raise
         return ids
 
-    def _insert(self, kind: str, body: bytes, now: float) -> int:
+    def _insert(self, kind: str, body: bytes, now: float) -> int | None:
+        if not self._room(len(body), now):
+            return None
         cur = self._db.execute(
             "INSERT INTO inbox (kind, body, created_at) VALUES (?, ?, ?)", (kind, body, now)
         )
         assert cur.lastrowid is not None
+        self.bytes += len(body)
         return cur.lastrowid
 
+    def _room(self, size: int, now: float) -> bool:
+        """Whether `size` more bytes fit in `keep_bytes`: the oldest rows are dropped for it,
+        but never one younger than `keep_recent_s` (it may not have been fed yet); when
+        those alone fill it, the body is refused (503: the sender retries)."""
+        need = self.bytes + size - self.keep_bytes
+        if need <= 0:
+            return True
+        old = self._db.execute(
+            "SELECT id, length(body) FROM inbox WHERE created_at < ? ORDER BY id LIMIT 10000",
+            (now - self.keep_recent_s,),
+        )
+        freed, upto, rows = 0, None, 0
+        for row_id, n in old:
+            freed, upto, rows = freed + int(n), int(row_id), rows + 1
+            if freed >= need:
+                break
+        if freed < need or upto is None:
+            return False
+        self._db.execute("DELETE FROM inbox WHERE id <= ?", (upto,))
+        self.bytes -= freed
+        self.dropped += rows
+        return True
+
     def _prune(self, now: float) -> None:
-        """At most once a second; both deletes are index ranges."""
+        """Rows past keep_s: at most once a second, an index range."""
         if now - self._pruned < 1.0:
             return
         self._pruned = now
+        self.bytes -= self._sum("created_at < ?", now - self.keep_s)
         self._db.execute("DELETE FROM inbox WHERE created_at < ?", (now - self.keep_s,))
-        self._db.execute(
-            "DELETE FROM inbox WHERE id <= (SELECT MAX(id) FROM inbox) - ?", (self.keep_rows,)
-        )
+
+    def _cut_rows(self) -> None:
+        """Rows past the newest keep_rows: an index range, nearly always empty."""
+        last = self._db.execute("SELECT MAX(id) FROM inbox").fetchone()[0]
+        if last is not None and last > self.keep_rows:
+            self.bytes -= self._sum("id <= ?", last - self.keep_rows)
+            self._db.execute("DELETE FROM inbox WHERE id <= ?", (last - self.keep_rows,))
 
     def kept(self) -> list[Stored]:
         """Every row kept, oldest first: what a restart feeds again."""
@@ -211,6 +311,7 @@ class InboxWriter(Generic[A]):
             return  # nothing to store, nothing to check
         try:
             ids = await asyncio.to_thread(self.inbox.write, [(k, b) for k, b, _, _ in batch])
+            dropped, self.inbox.dropped = self.inbox.dropped, 0
         except Exception as exc:  # every caller hears, whatever it was
             for _, _, attached, future in batch:
                 self._settled(attached, None)
@@ -221,10 +322,23 @@ class InboxWriter(Generic[A]):
             self.health.failed("inbox", exc)
             return
         self.health.ok("inbox")
+        if dropped:
+            log.warning("inbox full: oldest stored inputs dropped", extra={"rows": dropped})
         for (_, _, attached, future), row_id in zip(batch, ids, strict=True):
             self._settled(attached, row_id)
-            if not future.done():
+            if future.done():
+                continue
+            if row_id is None:
+                future.set_exception(InboxFull(self._full()))
+            else:
                 future.set_result(row_id)
+
+    def _full(self) -> str:
+        i = self.inbox
+        return (
+            f"inbox full: {i.bytes} bytes of inputs from the last {i.keep_recent_s:g}s kept "
+            f"(limit {i.keep_bytes}); try again"
+        )
 
     def close(self) -> None:
         """Take nothing more; `run` writes what waits, then returns."""

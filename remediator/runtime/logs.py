@@ -29,7 +29,21 @@ class JsonFormatter(logging.Formatter):
                 doc[field_name(key)] = value  # a library's `ts` never overwrites the line's
         if record.exc_info:
             doc["exc"] = self.formatException(record.exc_info)
-        return orjson.dumps(doc, default=str).decode()
+        try:
+            return orjson.dumps(doc, default=str).decode()
+        except TypeError:  # a string with a lone surrogate (bytes that were not UTF-8)
+            return orjson.dumps(_printable(doc), default=str).decode()
+
+
+def _printable(value: Any) -> Any:
+    """`value` with every string's bytes that are not UTF-8 written as `\\xff` escapes."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode()
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_printable(v) for v in value]
+    return value
 
 
 def setup_logging(level: str = "INFO", stream: IO[str] | None = None) -> None:

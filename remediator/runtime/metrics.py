@@ -19,6 +19,7 @@ class RuntimeMetrics:
     slack_errors: Counter
     leader: Gauge
     kill_switch: Gauge
+    kill_switch_unclear: Gauge
     queue_depth: Gauge
     task_restarts: Counter
     outbox_pruned: Counter
@@ -30,7 +31,8 @@ class RuntimeMetrics:
                 "remediator_executions_total",
                 "Outbox rows carried out, by action and result (submitted, duplicate: a 409 "
                 "counted as done, unavailable: Argo down, will retry, unauthorized: a 401, "
-                "will retry, failed, notified).",
+                "will retry, failed, notified, not_started: a workflow still Pending past "
+                "--workflow-start-timeout, told to on-call).",
                 ["action", "result"],
                 registry=registry,
             ),
@@ -42,7 +44,11 @@ class RuntimeMetrics:
             ),
             slack_errors=Counter(
                 "remediator_slack_errors_total",
-                "Slack messages that could not be posted.",
+                "Slack messages not posted after the notifier's tries, by the last failure's "
+                "class (ratelimited, slack_error: Slack's transient ok:false, server_error, "
+                "not_slack: a proxy's page, cut_off, bad_answer, timeout, connection; refused: "
+                "a permanent error). A message not posted is tried again later.",
+                ["reason"],
                 registry=registry,
             ),
             leader=Gauge(
@@ -53,7 +59,13 @@ class RuntimeMetrics:
             ),
             kill_switch=Gauge(
                 "remediator_kill_switch_engaged",
-                "1 while the kill-switch file says on.",
+                "1 while the kill-switch file says on (or cannot be read clearly).",
+                registry=registry,
+            ),
+            kill_switch_unclear=Gauge(
+                "remediator_kill_switch_unclear",
+                "1 while the kill-switch file cannot be read, decoded or understood (then "
+                "the switch is on).",
                 registry=registry,
             ),
             queue_depth=Gauge(

@@ -16,8 +16,10 @@ again on start, and the workflow name is deterministic, so a submit that had in
 fact gone through comes back 409 AlreadyExists, which counts as done. `notify`
 decisions run no workflow and go from pending to ended once Slack was told.
 
-Each row tells people twice at most: its act message (`act_at`, then `slack_ts`) and
-its end message, the thread reply or "could not act" (`end_at`, then `end_ts`). The
+Each row tells people three times at most: its act message (`act_at`, then
+`slack_ts`), a "not started" reply when its workflow stays Pending too long (`stuck_at`,
+then `stuck_ts`), and its end message, the thread reply or "could not act" (`end_at`,
+then `end_ts`). The
 `*_at` column is the intent, written before the post; the ts after it. An intent
 without a ts is a post that may have gone through (a crash or a lost answer): the
 worker looks before posting again. A failed row whose end message is not yet told
@@ -35,7 +37,8 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -65,6 +68,9 @@ CREATE TABLE IF NOT EXISTS outbox (
     act_at     REAL,
     end_at     REAL,
     end_ts     TEXT,
+    submitted_at REAL,
+    stuck_at   REAL,
+    stuck_ts   TEXT,
     UNIQUE (incident, action)
 );
 CREATE TABLE IF NOT EXISTS guard_state (
@@ -79,9 +85,28 @@ CREATE TABLE IF NOT EXISTS outbox_counts (
 """
 
 # Columns added since the first release, for state files written before them.
-_ADDED = {"act_at": "REAL", "end_at": "REAL", "end_ts": "TEXT"}
+_ADDED = {
+    "act_at": "REAL",
+    "end_at": "REAL",
+    "end_ts": "TEXT",
+    "submitted_at": "REAL",
+    "stuck_at": "REAL",
+    "stuck_ts": "TEXT",
+}
 
-_FIELDS = {"workflow", "phase", "error", "attempts", "act_at", "slack_ts", "end_at", "end_ts"}
+_FIELDS = {
+    "workflow",
+    "phase",
+    "error",
+    "attempts",
+    "act_at",
+    "slack_ts",
+    "end_at",
+    "end_ts",
+    "submitted_at",
+    "stuck_at",
+    "stuck_ts",
+}
 
 # Open: to execute, to follow, or (failed) still to tell. One expression, used by the
 # partial index and the query alike, so SQLite reads the index, never the table.
@@ -137,6 +162,9 @@ class Row:
     act_at: float | None = None  # when posting the act message was begun
     end_at: float | None = None  # when posting the end message was begun
     end_ts: str | None = None  # the end message, once posted
+    submitted_at: float | None = None  # wall time Argo took the workflow
+    stuck_at: float | None = None  # when posting the "not started" message was begun
+    stuck_ts: str | None = None  # the "not started" message, once posted
 
     @property
     def incident(self) -> str:
@@ -148,14 +176,39 @@ class Outbox:
 
     def __init__(self, path: str | Path, now: Callable[[], float] = time.time) -> None:
         self._now = now  # the runtime's clock: rows are stamped and expired on it
-        if str(path) != ":memory:":
+        self.path = str(path)
+        if self.path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
+        self._db = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")  # a decision written is a decision kept
         self._db.executescript(_SCHEMA)
         self._migrate()
+        return self._db
+
+    # --- the file deleted under it (runtime/statefile.py) -----------------------------
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Nothing is read or written meanwhile."""
+        with self._lock:
+            yield
+
+    def backup_held(self, to: str) -> None:
+        """Everything the connection holds, written to a new file `to` (SQLite's backup)."""
+        dest = sqlite3.connect(to)
+        try:
+            self._db.backup(dest)
+        finally:
+            dest.close()
+
+    def reopen_held(self, close_only: bool = False) -> None:
+        self._db.close()
+        if not close_only:
+            self._connect()
 
     def _migrate(self) -> None:
         """Add the columns, indexes and triggers a state file from before them lacks, and
@@ -332,11 +385,8 @@ class Outbox:
     def _rows(self, where: str, args: tuple[Any, ...] = ()) -> list[Row]:
         sql = (
             "SELECT id, decision, state, workflow, phase, error, slack_ts, attempts, created_at,"
-            " act_at, end_at, end_ts FROM outbox " + where
+            " act_at, end_at, end_ts, submitted_at, stuck_at, stuck_ts FROM outbox " + where
         )
         with self._lock:
             found = self._db.execute(sql, args).fetchall()
-        return [
-            Row(rid, decision_from_json(doc), state, wf, phase, err, ts, n, at, act, end, end_ts)
-            for rid, doc, state, wf, phase, err, ts, n, at, act, end, end_ts in found
-        ]
+        return [Row(rid, decision_from_json(doc), *rest) for rid, doc, *rest in found]

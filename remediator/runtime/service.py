@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -20,17 +21,19 @@ from prometheus_client import CollectorRegistry
 from remediator.executors.argo import ArgoConfig, ArgoExecutor, Backoff
 from remediator.executors.secrets import read_token
 from remediator.executors.slack import SlackConfig, SlackNotifier
+from remediator.guard.state import StateError
 from remediator.inputs.records import Input
 from remediator.logfields import get_logger
 from remediator.metrics.export import TrackerCollector
 from remediator.policy_file import PolicyFile, load_policy_file
 from remediator.runtime.clock import Clock, SystemClock
 from remediator.runtime.embedded import Runtime, RuntimeSettings
-from remediator.runtime.inbox import Inbox
+from remediator.runtime.inbox import KEEP_BYTES, Inbox
 from remediator.runtime.leader import Always, Leadership, LeaseLeadership, LeaseSettings
 from remediator.runtime.metrics import OutboxCollector, RuntimeMetrics
 from remediator.runtime.observe import Observers
 from remediator.runtime.outbox import Outbox
+from remediator.runtime.statefile import OPEN_ERRORS, unusable
 from remediator.session import Session
 from remediator.sources.engine_logs import EngineLogFollower, LogMetrics
 from remediator.sources.first_token import FirstTokenProber, ProbeMetrics
@@ -68,6 +71,7 @@ class ServiceConfig:
     state_busy_timeout_s: float = 5.0  # a write waits this long for a lock on the state file
     inbox_keep_s: float = 3600.0  # webhook inputs are fed again after a restart this long
     inbox_keep_rows: int = 100_000  # ... and at most this many
+    inbox_keep_bytes: int = KEEP_BYTES  # ... of at most this many bytes (503 when full)
     runtime: RuntimeSettings = RuntimeSettings()
     lease: LeaseSettings | None = None  # None: no election, this replica always acts
     watch_settings: WatchSettings = WatchSettings()
@@ -91,40 +95,59 @@ class Service:
         self.session = Session(load_policy(cfg), self.registry)
         self.session.tracker.max_unwatched = cfg.max_webhook_pods
         leader = leader or self._leadership()
-        self.outbox = Outbox(cfg.state_db, self.clock.now)
-        self.inbox = (
-            Inbox(
+        self.outbox, self.inbox = self._open_state()
+        self.registry.register(TrackerCollector(self.session.tracker, lambda: self.session.now))
+        self.registry.register(OutboxCollector(self.outbox))
+        self.source_metrics = SourceMetrics.on(self.registry)
+        dry = self.session.policy.dry_run
+        self.runtime = self._runtime(leader, dry)
+        self.observers = Observers(self.session, prober=self._prober())
+        self._observe_task: asyncio.Task[None] | None = None
+        self.watches: list[KubeWatch] = []
+        self._watch_said: set[str] = set()  # watches said to be failed or silent
+        self.port: int | None = None
+        self._runner: web.AppRunner | None = None
+        self._run_task: asyncio.Task[None] | None = None
+
+    def _open_state(self) -> tuple[Outbox, Inbox | None]:
+        """The outbox and the inbox on the state file; StateFileError if it cannot be used."""
+        cfg = self.cfg
+        try:
+            outbox = Outbox(cfg.state_db, self.clock.now)
+            if not cfg.durable_intake:
+                return outbox, None
+            inbox = Inbox(
                 cfg.state_db,
                 self.clock.now,
                 cfg.state_busy_timeout_s,
                 cfg.inbox_keep_s,
                 cfg.inbox_keep_rows,
+                cfg.inbox_keep_bytes,
             )
-            if cfg.durable_intake
-            else None
-        )
-        self.registry.register(TrackerCollector(self.session.tracker, lambda: self.session.now))
-        self.registry.register(OutboxCollector(self.outbox))
-        self.source_metrics = SourceMetrics.on(self.registry)
-        dry = self.session.policy.dry_run
-        self.runtime = Runtime(
-            self.session,
-            self.outbox,
-            leader,
-            RuntimeMetrics.on(self.registry),
-            cluster=self._argo(dry),
-            notifier=self._slack(),
-            settings=replace(cfg.runtime, workflow_poll_s=cfg.argo_poll_s),
-            clock=self.clock,
-            sources_ready=self._sources_ready,
-            inbox=self.inbox,
-        )
-        self.observers = Observers(self.session, prober=self._prober())
-        self._observe_task: asyncio.Task[None] | None = None
-        self.watches: list[KubeWatch] = []
-        self.port: int | None = None
-        self._runner: web.AppRunner | None = None
-        self._run_task: asyncio.Task[None] | None = None
+        except OPEN_ERRORS as exc:
+            raise unusable(cfg.state_db, exc) from None
+        return outbox, inbox
+
+    def _runtime(self, leader: Leadership, dry: bool) -> Runtime:
+        """The runtime, which reads the guard state back from the state file first."""
+        cfg = self.cfg
+        metrics, cluster = RuntimeMetrics.on(self.registry), self._argo(dry)
+        notifier = self._slack()
+        try:
+            return Runtime(
+                self.session,
+                self.outbox,
+                leader,
+                metrics,
+                cluster=cluster,
+                notifier=notifier,
+                settings=replace(cfg.runtime, workflow_poll_s=cfg.argo_poll_s),
+                clock=self.clock,
+                sources_ready=self._sources_ready,
+                inbox=self.inbox,
+            )
+        except (*OPEN_ERRORS, StateError) as exc:
+            raise unusable(cfg.state_db, exc) from None
 
     def _prober(self) -> FirstTokenProber | None:
         cfg = self.session.policy.rules.first_token_probe
@@ -185,7 +208,28 @@ class Service:
         waiting = [w.target.label for w in self.watches if not w.synced.is_set()]
         if waiting:
             return False, f"watches not synced: {', '.join(waiting[:5])}"
+        troubled = self._watch_trouble()
+        if troubled:
+            return False, "; ".join(troubled[:5])
         return True, f"policy loaded; {len(self.watches)} watches synced"
+
+    def _watch_trouble(self) -> list[str]:
+        """Watches that failed (waiting for the supervisor to restart them) or went silent;
+        each change is logged once."""
+        now = time.monotonic()
+        found: dict[str, str] = {}
+        for w in self.watches:
+            failed = self.runtime.failing(f"watch-{w.target.label}")
+            why = f"watch {w.target.label} failed: {failed}" if failed else w.stale(now)
+            if why is not None:
+                found[w.target.label] = why
+        for label, why in found.items():
+            if label not in self._watch_said:
+                log.error("watch not current: not ready", extra={"watch": label, "error": why})
+        for label in self._watch_said - found.keys():
+            log.warning("watch current again", extra={"watch": label})
+        self._watch_said = set(found)
+        return list(found.values())
 
     async def start(self) -> None:
         self._webhook_token()  # fail at start, not on the first webhook
@@ -211,7 +255,7 @@ class Service:
                     self.source_metrics,
                     self.cfg.watch_settings,
                 )
-                w.start()
+                self.runtime.supervise(f"watch-{target.label}", w.supervised)
                 self.watches.append(w)
             self.observers.follower = self._follower(api)
         if self.observers.active:

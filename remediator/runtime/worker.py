@@ -2,13 +2,15 @@
 
     pending ──Submit──▶ submitted ──Poll…──▶ ended      Tell(Acted) after Submit,
        │                    │                           Tell(Finished) into its thread
+       │                    │ still Pending after start_within_s: Tell(NotStarted), polled on
        ├──Refused───────────┴──────────────▶ failed     Tell(CouldNot)
        └──(a note only: Tell(Acted))───────▶ ended (notified)
 
 It knows an action only through the action table (does it act on the cluster, or is
 it a note?) and executors only through `carry(command) -> outcome`; every failure of
 every executor is handled here, in `_carry` and `_told`. Each row moves in its own
-task, so a slow call holds up only its row. Time is the injected clock's.
+task, so a slow call holds up only its row. Time is the injected clock's: polls and
+retries are scheduled on its monotonic clock, rows are stamped in its wall time.
 
 Slack, at most once per message and never lost: a row's act message and its end
 message (the thread reply, or "could not act") each have an intent column, written
@@ -18,7 +20,10 @@ the answer lost), and Slack's chat.postMessage has no idempotency key, so the
 notifier is asked to look in the channel for it (`Tell.unsure_since`) before posting
 again. A row inherited from another leader (each replica has its own outbox) is looked
 for the same way: the old leader may have posted it. Only the leader posts: `is_leader`
-is asked before every post, since a Lease can lapse between two passes.
+is asked before every post, since a Lease can lapse between two passes. An end waits
+for its act message while that cannot get through, so it always goes into the act's
+thread; only an act Slack refused for good leaves the end alone, and the notifier then
+writes the act's context into it.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from remediator.executors.protocol import (
     Executor,
     Finished,
     Note,
+    NotStarted,
     Outcome,
     Poll,
     Posted,
@@ -55,9 +61,10 @@ from remediator.runtime.outbox import Outbox, Row, State
 
 log = get_logger("remediator.runtime")
 
-Message = Literal["act", "end"]
+Message = Literal["act", "stuck", "end"]
 _COLUMNS: dict[Message, tuple[str, str]] = {
     "act": ("act_at", "slack_ts"),
+    "stuck": ("stuck_at", "stuck_ts"),
     "end": ("end_at", "end_ts"),
 }
 
@@ -70,6 +77,9 @@ class WorkerSettings:
     fresh_for_s: float = 600.0  # a new leader executes pending rows younger than this
     retention_s: float = 7 * 86400.0  # closed rows are deleted this long after closing
     prune_every_s: float = 3600.0
+    # A workflow Argo took that has not started (still Pending: no controller, a quota) in
+    # this long is told to on-call, once; it is followed to its end all the same.
+    start_within_s: float = 300.0
 
 
 class OutboxWorker:
@@ -93,12 +103,17 @@ class OutboxWorker:
         self.settings = settings or WorkerSettings()
         self.leading = False
         self._is_leader = is_leader  # asked again before every post
-        self._next_prune = 0.0
+        self._next_prune: float | None = None  # monotonic; None: prune on the first pass
         self._fresh_lead = False
         self._gained: tuple[float, str | None] | None = None  # (when, from whom) we lead
         self._carrying: dict[int, asyncio.Task[None]] = {}
+        # In-memory schedules on the monotonic clock, so a step of the wall clock (NTP, a VM
+        # resumed) neither stops the polls for an hour nor fires them all at once. They need
+        # not survive a restart: a new process looks at every open row at once.
         self._next_poll: dict[int, float] = {}
         self._next_try: dict[int, float] = {}  # backoff after Unavailable
+        self._submitted: dict[int, float] = {}  # monotonic time each workflow was submitted
+        self._stuck_logged: set[int] = set()  # rows whose "not started" was logged and counted
         self._notes: set[asyncio.Task[str | None]] = set()
 
     # --- leadership ------------------------------------------------------------------------
@@ -123,13 +138,15 @@ class OutboxWorker:
             await self._expire_stale()
         if not self.leading:
             return
-        now = self.clock.now()
         for row in await asyncio.to_thread(self.outbox.open_rows):
-            if row.id not in self._carrying and now >= self._next_try.get(row.id, 0.0):
+            if row.id not in self._carrying and self._due(self._next_try, row.id):
                 self._next_try.pop(row.id, None)
                 task = asyncio.create_task(self._advance(row), name=f"row-{row.id}")
                 self._carrying[row.id] = task
                 task.add_done_callback(self._forget)
+
+    def _due(self, schedule: dict[int, float], row_id: int) -> bool:
+        return self.clock.monotonic() >= schedule.get(row_id, float("-inf"))
 
     def _forget(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and (exc := task.exception()) is not None:
@@ -157,11 +174,10 @@ class OutboxWorker:
 
     async def _prune(self) -> None:
         """Closed rows older than the retention period go, on every replica (in a thread)."""
-        now = self.clock.now()
-        if now < self._next_prune:
+        if self._next_prune is not None and self.clock.monotonic() < self._next_prune:
             return
-        self._next_prune = now + self.settings.prune_every_s
-        before = now - self.settings.retention_s
+        self._next_prune = self.clock.monotonic() + self.settings.prune_every_s
+        before = self.clock.now() - self.settings.retention_s  # rows are stamped in wall time
         pruned = await asyncio.to_thread(self.outbox.prune, before)
         if pruned:
             self.metrics.outbox_pruned.inc(pruned)
@@ -195,7 +211,7 @@ class OutboxWorker:
             self.metrics.executions.labels(row.decision.action, "notified").inc()
         elif row.state == "pending":
             await self._submit(row)
-        elif self.clock.now() >= self._next_poll.get(row.id, 0.0):
+        elif self._due(self._next_poll, row.id):
             await self._poll(row)
 
     async def _submit(self, row: Row) -> None:
@@ -205,14 +221,15 @@ class OutboxWorker:
             return
         result = "submitted" if out.created else "duplicate"
         self.metrics.executions.labels(d.action, result).inc()
-        await self._mark(row, "submitted", workflow=out.name)
+        self._submitted[row.id] = self.clock.monotonic()
+        await self._mark(row, "submitted", workflow=out.name, submitted_at=self.clock.now())
         log.info(
             "outbox row submitted",
             extra={"incident": row.incident, "workflow": out.name, "result": result},
         )
         row = replace(row, state="submitted", workflow=out.name)
         await self._post(row, "act", Acted(self._for_people(row), out))
-        self._next_poll[row.id] = self.clock.now()  # look at once, then every poll_s
+        self._next_poll[row.id] = self.clock.monotonic()  # look at once, then every poll_s
 
     async def _poll(self, row: Row) -> None:
         d, name = row.decision, row.workflow
@@ -222,27 +239,68 @@ class OutboxWorker:
         out = await self._carry(row, Poll(d, name))
         if not isinstance(out, Running | Ended):
             return
-        thread = row.slack_ts
+        thread, act_waits = row.slack_ts, False
         if thread is None:  # a restart, or Slack down, between submit and the act message
             again = Submitted(name, "", "", row.incident, created=False, url=out.url)
             acted = await self._post(row, "act", Acted(self._for_people(row), again))
             thread = acted.ts if isinstance(acted, Posted) else None
-        if isinstance(out, Running):
-            self._next_poll[row.id] = self.clock.now() + self.settings.poll_s
+            # What follows waits for the act message, to go into its thread; only an act
+            # message Slack refused for good leaves them to say it all alone.
+            act_waits = isinstance(acted, Unavailable)
+        if isinstance(out, Running) or act_waits:
+            self._next_poll[row.id] = self.clock.monotonic() + self.settings.poll_s
+            if isinstance(out, Running) and out.phase == "Pending" and not act_waits:
+                await self._not_started(row, out, thread)
             return
         # Tell first, mark after: a reply that could not be posted (Slack unreachable) keeps
         # the row open, so the next pass polls and tells again instead of losing the reply.
         told = await self._post(row, "end", Finished(d, out), thread)
         if isinstance(told, Unavailable):
-            self._next_poll[row.id] = self.clock.now() + self.settings.poll_s
+            self._next_poll[row.id] = self.clock.monotonic() + self.settings.poll_s
             return
         self._next_poll.pop(row.id, None)
+        self._submitted.pop(row.id, None)
+        self._stuck_logged.discard(row.id)
         await self._mark(row, "ended", phase=out.phase)
         self.metrics.workflows_ended.labels(d.action, out.phase).inc()
         log.info(
             "workflow ended",
             extra={"incident": row.incident, "workflow": name, "phase": out.phase},
         )
+
+    async def _not_started(self, row: Row, seen: Running, thread: str | None) -> None:
+        """Tell on-call, once, about a workflow still Pending `start_within_s` after it was
+        submitted: accepted by Argo and never started, it would otherwise wait unseen."""
+        if row.stuck_ts is not None:
+            return
+        waited = self._pending_for(row)
+        if waited < self.settings.start_within_s:
+            return
+        first = row.stuck_at is None and row.id not in self._stuck_logged
+        if first:
+            self._stuck_logged.add(row.id)
+            self.metrics.executions.labels(row.decision.action, "not_started").inc()
+            log.warning(
+                "workflow not started",
+                extra={
+                    "incident": row.incident,
+                    "workflow": seen.workflow,
+                    "phase": seen.phase,
+                    "waited_s": round(waited, 1),
+                },
+            )
+        note = NotStarted(self._for_people(row), seen.workflow, seen.phase, waited, seen.url)
+        await self._post(row, "stuck", note, thread)
+
+    def _pending_for(self, row: Row) -> float:
+        """Seconds since the workflow was submitted, on the monotonic clock. A row this
+        process did not submit (a restart, a takeover) is credited the wall time since its
+        stored `submitted_at`, so restarting never postpones the note for good."""
+        start = self._submitted.get(row.id)
+        if start is None:
+            before = self.clock.now() - (row.submitted_at or self.clock.now())
+            start = self._submitted[row.id] = self.clock.monotonic() - max(before, 0.0)
+        return self.clock.monotonic() - start
 
     async def _carry(self, row: Row, command: Command) -> Outcome:
         """The cluster executor's failures, in one place: Unavailable waits for the next
@@ -263,7 +321,7 @@ class OutboxWorker:
     def _back_off(self, row: Row, reason: str) -> None:
         s = self.settings
         wait = min(s.retry_s * 2 ** min(row.attempts, 30), s.max_retry_s)
-        self._next_try[row.id] = self.clock.now() + wait
+        self._next_try[row.id] = self.clock.monotonic() + wait
         log.warning(
             "executor unavailable, will retry",
             extra={
@@ -338,9 +396,23 @@ class OutboxWorker:
         out = await self.notifier.carry(Tell(note, thread, unsure_since))
         if isinstance(out, Posted):
             return out
-        self.metrics.slack_errors.inc()
-        reason = out.reason if isinstance(out, Unavailable | Refused) else repr(out)
-        log.error("slack failed", extra={"incident": note.decision.incident, "error": reason})
+        if isinstance(out, Unavailable | Refused):
+            cause = out.cause or ("refused" if isinstance(out, Refused) else "unavailable")
+            reason = out.reason
+        else:
+            cause, reason = "bad_answer", repr(out)
+        self.metrics.slack_errors.labels(reason=cause).inc()
+        log.error(
+            "slack failed",
+            extra={
+                "incident": note.decision.incident,
+                "action": note.decision.action,
+                "note": type(note).__name__.lower(),
+                "cause": cause,
+                "error": reason,
+                "retried": isinstance(out, Unavailable),  # told on a later pass, not lost
+            },
+        )
         return out
 
     async def _mark(self, row: Row, state: State | None, **fields: str | float | None) -> None:

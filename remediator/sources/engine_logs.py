@@ -28,7 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from remediator.inputs.records import EngineStep, Input
 from remediator.inputs.timefmt import parse_time
-from remediator.inputs.vllm_log import KEYWORDS, parse_line
+from remediator.inputs.vllm_log import KEYWORDS, is_reprint, parse_line, vllm_clock
 from remediator.logfields import get_logger
 from remediator.policy.config import EngineLogsConfig
 from remediator.timeline.model import PodTimeline
@@ -105,7 +105,10 @@ def step_of(raw: bytes, namespace: str, pod: str, uid: str) -> EngineStep | None
         at = parse_time(stamp)
     except ValueError:
         return None  # not the kubelet's prefix: a line cut by limitBytes, say
-    return EngineStep(namespace, pod, uid, mark.step, mark.reported_s, mark.detail, at)
+    logged, reprint = vllm_clock(line, at), is_reprint(line)  # Ray's late copies
+    return EngineStep(
+        namespace, pod, uid, mark.step, mark.reported_s, mark.detail, at, logged, reprint
+    )
 
 
 class _Follow:

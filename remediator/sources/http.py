@@ -5,13 +5,15 @@
                    202 {"accepted": N}: decoded and stored in the state file (the
                    inbox), all of it; fed to the core even after a crash.
                    503 {"error": ...}: not stored (the state file refuses writes, the
-                   backlog is full, shutting down): the sender retries. One log line
-                   per cause, not per request.
+                   backlog is full, shutting down, no webhook token to compare with: its
+                   file missing or empty): the sender retries. One log line per cause,
+                   not per request.
                    400 {"error": ...}: nothing of the body was applied (bad JSON,
                    bad encoding, bad CloudEvent...): one warning line, no traceback.
                    401: no or wrong token (one warning line).
     GET  /healthz  200 while the process and its loop are alive (liveness).
-    GET  /readyz   200 once the policy is loaded and every watch has synced.
+    GET  /readyz   200 once the policy is loaded and every watch has synced, while
+                   webhooks can be stored and there is a webhook token to compare with.
     GET  /metrics  Prometheus text exposition of the service's registry.
     GET  /timelines[?namespace=NS&state=STATE]   every tracked pod's cold start, one JSON
                    object per line (application/x-ndjson): the `timeline` lines replay prints.
@@ -33,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -90,21 +93,109 @@ def _error(status: int, message: str, **more: Any) -> web.Response:
     return web.Response(status=status, body=body, content_type="application/json")
 
 
-def _authorized(request: web.Request, token: TokenSource) -> bool:
+def _given_token(request: web.Request) -> bytes | None:
     header = request.headers.get("Authorization", "")
     scheme, _, given = header.partition(" ")
     if scheme.lower() != "bearer" or not given:
-        return False
+        return None
     try:
-        given_bytes = given.strip().encode()
+        return given.strip().encode()
     except UnicodeEncodeError:  # aiohttp keeps non-UTF-8 header bytes as lone surrogates
-        return False
-    return hmac.compare_digest(given_bytes, token().encode())
+        return None
+
+
+# Pauses between reads of a token that did not match, or was not there: a file being
+# rewritten in place is empty, then half written, for a moment. ~0.9 s in all; a wrong
+# token that reads the same twice is answered after the first pause.
+SETTLE_S = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+GRACE_S = 10.0  # a token admitted this recently still is while its file is mid-rewrite
+
+
+class BearerToken:
+    """The token POST /events requires, read from its source on every request, so a rotated
+    secret is picked up. A read may meet a file mid-rewrite (empty, or half written), so a
+    token that does not match, or a file with no token, is read again (for ~1 s, unless the
+    same other token is read twice) before the answer. A file still in flux after that
+    (empty, missing, or a beginning of the token given) admits the token last admitted, for
+    `grace_s` after it was: a good token is never refused for a moment's truncation, and a
+    complete other token in the file ends the grace at once. No token at all, after that, is
+    why the request is unavailable (503: the sender retries), never a crash."""
+
+    def __init__(
+        self,
+        source: TokenSource,
+        settle_s: tuple[float, ...] = SETTLE_S,
+        grace_s: float = GRACE_S,
+    ) -> None:
+        self._source = source
+        self._settle_s = settle_s
+        self._grace_s = grace_s
+        self._good: tuple[bytes, float] | None = None  # the token last admitted, and when
+
+    def read(self) -> tuple[bytes | None, str]:
+        """(the token, "") or (None, why there is none)."""
+        try:
+            value = self._source().strip()
+        except (RuntimeError, OSError, ValueError) as exc:  # MissingSecret, not UTF-8, ...
+            return None, f"webhook token unavailable: {_printable(str(exc))}"
+        if not value:
+            return None, "webhook token unavailable: empty"
+        return value.encode(), ""
+
+    async def check(self, given: bytes | None) -> bool | str:
+        """True: admitted; False: no or wrong token (401); a string: no token to compare
+        with (503, and why)."""
+        expected, why = self.read()
+        if given is None:
+            return why if expected is None else False
+        before: bytes | None = None
+        for pause in (*self._settle_s, None):
+            if expected is not None and hmac.compare_digest(given, expected):
+                self._good = (given, time.monotonic())
+                return True
+            if expected is not None and expected == before and not given.startswith(expected):
+                break  # a whole other token, read twice: simply the wrong one
+            if pause is None:
+                break
+            before = expected
+            await asyncio.sleep(pause)
+            expected, why = self.read()
+        if (expected is None or given.startswith(expected)) and self._in_grace(given):
+            return True  # the file is still being written: the token it held a moment ago
+        return why if expected is None else False
+
+    def _in_grace(self, given: bytes) -> bool:
+        good = self._good
+        if good is None or time.monotonic() - good[1] > self._grace_s:
+            return False
+        return hmac.compare_digest(given, good[0])
 
 
 # What the CloudEvents SDK raises on a bad binary-mode event besides its own errors: it
 # decodes and parses the body itself (UnicodeDecodeError, JSONDecodeError, RecursionError).
 _SDK_BAD_INPUT = (GenericException, ValueError, TypeError, AttributeError, RecursionError)
+
+
+def _ce_headers_utf8(headers: Any) -> None:
+    """A binary-mode event's attributes are its ce-* headers: every one must be UTF-8 text
+    (CloudEvents HTTP binding 3.1.3.2). aiohttp keeps other bytes as lone surrogates, which
+    the SDK would quote into an error nothing can encode."""
+    for name, value in headers.items():
+        if name.lower().startswith("ce-") and not _utf8(value):
+            raise InputError(f"header {_printable(name)} is not UTF-8 text")
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _printable(text: str) -> str:
+    """`text` with any byte that is not UTF-8 shown as an escape, for a log line or an answer."""
+    return text.encode("utf-8", "backslashreplace").decode()
 
 
 def _decode_body(headers: Any, body: bytes) -> tuple[list[Input], str, bytes]:
@@ -115,6 +206,7 @@ def _decode_body(headers: Any, body: bytes) -> tuple[list[Input], str, bytes]:
     is application/cloudevents+json, even if ce-* headers came along."""
     ctype = headers.get("Content-Type", "").split(";")[0].strip().lower()
     if ctype != STRUCTURED and any(k.lower().startswith("ce-") for k in headers):
+        _ce_headers_utf8(headers)
         try:
             event = from_http(dict(headers), body)
         except _SDK_BAD_INPUT as exc:
@@ -181,8 +273,14 @@ def make_app(
     timelines: Timelines | None = None,
     body_timeout_s: float = IDLE_TIMEOUT_S,
 ) -> web.Application:
+    bearer = BearerToken(token)
+
     async def events(request: web.Request) -> web.Response:
-        if not _authorized(request, token):
+        admitted = await bearer.check(_given_token(request))
+        if isinstance(admitted, str):  # no token to compare with: nobody can be admitted
+            resp = _unavailable(admitted)
+            return _closing(request, resp) if request.content.exception() else resp
+        if not admitted:
             log.warning("webhook refused", extra={"status": 401, "error": "bearer token"})
             resp = _error(401, "missing or wrong bearer token", hint="Authorization: Bearer ...")
             return _closing(request, resp) if request.content.exception() else resp
@@ -211,7 +309,7 @@ def make_app(
 
     def _refused(error: str, size: int | None) -> web.Response:
         """400: nothing of the body was applied. One log line, no traceback."""
-        error = " ".join(error.split())[:500]  # one line, bounded, whatever the input held
+        error = _printable(" ".join(error.split())[:500])  # one line, bounded, encodable
         metrics.input_errors.labels("http").inc()
         log.warning("webhook refused", extra={"status": 400, "error": error, "bytes": size})
         return _error(400, error, accepted=0)
@@ -235,6 +333,8 @@ def make_app(
 
     async def readyz(request: web.Request) -> web.Response:
         ok, why = intake.ready()
+        if bearer.read()[0] is None:  # every webhook would be refused
+            ok, why = False, bearer.read()[1]
         return web.json_response({"ready": ok, "detail": why}, status=200 if ok else 503)
 
     async def metrics_handler(request: web.Request) -> web.Response:

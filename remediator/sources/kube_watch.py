@@ -9,7 +9,10 @@ Resilience: the watch resumes from the last resourceVersion it saw (BOOKMARKs
 included); a 410 Gone (in the stream or as the HTTP status) relists; any other
 failure is logged, counted and retried with capped exponential backoff. A stream
 the server ends normally is simply resumed. Nothing is dropped silently: a line
-the decoder refuses is logged and counted as an input error.
+the decoder refuses, or an event with no object (metadata) in it, is logged and
+counted as an input error. serve runs each watch under the runtime's supervisor
+(`supervised`): anything that kills the thread is restarted with a relist. `stale`
+says when it has shown no sign of life for too long (/readyz fails).
 
 A relist replays every object as ADDED, then says the list is complete (`Relisted`,
 with every UID it held and the API server's time of it): an object deleted while the
@@ -18,10 +21,12 @@ watch was gone is never seen as DELETED, so the core reconciles it from that.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -54,6 +59,7 @@ class WatchTarget:
     kind: str  # one of KINDS
     namespace: str
     field_selector: str | None = None  # e.g. metadata.name=gpu-warmup (RBAC by name)
+    label_selector: str | None = None  # kubectl coldstart's -l / a workload's selector
 
     @property
     def label(self) -> str:
@@ -66,6 +72,10 @@ class WatchSettings:
     read_timeout_s: float = 330.0  # client side: a silent connection is dead after this
     backoff_initial_s: float = 0.5
     backoff_max_s: float = 30.0
+    # A watch that has shown no sign of life (a list, a stream opened, an event, a BOOKMARK)
+    # for this long is stale: /readyz fails. The API server sends a BOOKMARK about once a
+    # minute to a watch that asks for them, and ends each request after timeout_s.
+    stale_after_s: float = 90.0
 
 
 def targets(namespaces: list[str], warmup: str | None) -> list[WatchTarget]:
@@ -136,9 +146,44 @@ class KubeWatch:
         self._resp: urllib3.HTTPResponse | None = None
         self._thread = threading.Thread(target=self._run, name=f"watch-{target.label}", daemon=True)
         self._synced_gauge = metrics.watch_synced.labels(target.kind, target.namespace)
+        self.alive_at = time.monotonic()  # the last sign of life: see WatchSettings
 
     def start(self) -> None:
+        """Run in a thread of its own, unsupervised (tests; serve uses `supervised`)."""
         self._thread.start()
+
+    async def supervised(self) -> None:
+        """One run of the loop in a fresh thread, for the runtime's supervisor: returns or
+        raises when the thread does, so anything that kills it (a bug, bad data no check
+        foresaw) is logged, counted and restarted with a relist, never a watch dead in
+        silence. Once stopped, it waits to be cancelled: a stop is not a failure."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def body() -> None:
+            outcome: BaseException | None = None
+            try:
+                self._run()
+            except BaseException as exc:  # handed to the loop: the supervisor judges it
+                outcome = exc
+            with contextlib.suppress(RuntimeError):  # the loop closed first: nobody waits
+                loop.call_soon_threadsafe(_settle, done, outcome)
+
+        self._thread = threading.Thread(target=body, name=f"watch-{self.target.label}", daemon=True)
+        self._thread.start()
+        await done
+        if self._stop.is_set():
+            await loop.create_future()  # cancelled by the runtime as it stops
+
+    def stale(self, now: float) -> str | None:
+        """Why this watch cannot be trusted to be current, or None."""
+        silent = now - self.alive_at
+        if self.synced.is_set() and silent > self._settings.stale_after_s:
+            return f"watch {self.target.label} silent for {silent:.0f}s"
+        return None
+
+    def _alive(self) -> None:
+        self.alive_at = time.monotonic()
 
     def stop(self) -> None:
         self._stop.set()
@@ -203,6 +248,8 @@ class KubeWatch:
         kw: dict[str, Any] = {"_preload_content": False, **extra}
         if self.target.field_selector:
             kw["field_selector"] = self.target.field_selector
+        if self.target.label_selector:
+            kw["label_selector"] = self.target.label_selector
         return kw
 
     def _list(self) -> str:
@@ -218,7 +265,9 @@ class KubeWatch:
             if at is None:
                 at = _server_time(resp)  # the first page's: every page is that snapshot
             doc = orjson.loads(resp.data)
-            meta = doc.get("metadata") or {}
+            meta = doc.get("metadata") if isinstance(doc, dict) else None
+            if not isinstance(meta, dict):  # ValueError: backed off and listed again
+                raise ValueError(f"{self.target.kind} list is not an object with metadata")
             list_kind = f"{self.target.kind}List"
             for item in doc.get("items") or ():  # one at a time: a bad item spoils no other
                 uid = (item.get("metadata") or {}).get("uid") if isinstance(item, dict) else None
@@ -229,6 +278,7 @@ class KubeWatch:
             if not cont:
                 rv = str(meta.get("resourceVersion") or "")
                 self._relisted(uids, rv, at)
+                self._alive()
                 return rv
 
     def _relisted(self, uids: set[str], rv: str, at: float | None) -> None:
@@ -250,6 +300,7 @@ class KubeWatch:
         )
         resp = self._call(self.target.namespace, **kw)
         self._resp = resp
+        self._alive()
         try:
             for line in _lines(resp):
                 if self._stop.is_set():
@@ -261,6 +312,7 @@ class KubeWatch:
         return rv
 
     def _event(self, line: bytes, rv: str) -> str:
+        self._alive()
         try:
             doc = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
@@ -273,7 +325,13 @@ class KubeWatch:
             if status.get("code") == 410:
                 raise Gone(str(status.get("message") or "resource version too old"))
             raise ValueError(f"watch ERROR event: {status.get('message') or status}")
-        new_rv = ((obj or {}).get("metadata") or {}).get("resourceVersion") if obj else None
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if etype is not None and not isinstance(meta, dict):
+            # Not a watch event a decoder could read (an object that is a string, null, a
+            # list; metadata that is not an object): skipped and said, the stream goes on.
+            self._refused(f"{etype} event without an object with metadata: {line[:200]!r}")
+            return rv
+        new_rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
         if etype != "BOOKMARK":
             self._apply(doc)
         return str(new_rv) if new_rv else rv
@@ -291,3 +349,12 @@ class KubeWatch:
     def _refused(self, why: str) -> None:
         self._metrics.input_errors.labels("kube").inc()
         log.warning("watch input refused", extra={"watch": self.target.label, "error": why})
+
+
+def _settle(done: asyncio.Future[None], outcome: BaseException | None) -> None:
+    if done.done():
+        return
+    if outcome is None:
+        done.set_result(None)
+    else:
+        done.set_exception(outcome)

@@ -4,6 +4,10 @@ Facts only narrow here too: each step keeps the times its line was seen (every t
 worker logs it; the engine moves on when the last one has), so inputs in any order give the
 same steps. A step lasts from the previous step's line, or the container's start, to its own;
 lines from before the container run that became Ready (a restart's) are left out.
+
+Ray's de-duplicated reprints arrive late (minutes, when the engine is quiet) but say when the
+other workers wrote them, in vLLM's clock: the container's local time. The pod's other lines
+give that zone (vLLM's clock against the kubelet's, to the quarter hour); until one has, UTC.
 """
 
 from __future__ import annotations
@@ -11,11 +15,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from remediator.inputs.records import EngineStep
-from remediator.inputs.vllm_log import COMPILE_STARTED, SERVER_STARTED, STEPS
+from remediator.inputs.vllm_log import (
+    COMPILE_STARTED,
+    ENDS_BEFORE,
+    KV_CACHE_STARTED,
+    SERVER_STARTED,
+    STEPS,
+)
 
 UNTIL_READY = "until_ready"  # the last step's line to Ready: what no line accounts for
 TIMELINE_STEPS = (*STEPS, UNTIL_READY)
 _MAX_TIMES = 32  # per step: TP workers × a few restarts; bounded memory on a chatty pod
+_QUARTER_HOUR = 900.0  # time zones are whole quarter hours from UTC
 
 
 @dataclass(slots=True)
@@ -24,25 +35,55 @@ class EngineSteps:
     reported: dict[str, float] = field(default_factory=dict)  # what vLLM measured, by step
     detail: dict[str, str] = field(default_factory=dict)  # "7.68 GiB", "1,587,648 tokens"
     exported: int = 0  # bitmask over TIMELINE_STEPS already observed in the histogram
+    reprinted: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # logged, at
+    zones: dict[float, int] = field(default_factory=dict)  # kubelet − vLLM clock → lines
 
     def see(self, item: EngineStep) -> None:
-        times = self.seen.setdefault(item.step, [])
-        if item.at not in times and len(times) < _MAX_TIMES:
-            times.append(item.at)
+        if item.reprint and item.logged is not None:
+            copies = self.reprinted.setdefault(item.step, [])
+            if (item.logged, item.at) not in copies and len(copies) < _MAX_TIMES:
+                copies.append((item.logged, item.at))
+        else:
+            times = self.seen.setdefault(item.step, [])
+            if item.at not in times and len(times) < _MAX_TIMES:
+                times.append(item.at)
+            if item.logged is not None:
+                zone = round((item.at - item.logged) / _QUARTER_HOUR) * _QUARTER_HOUR
+                if zone in self.zones or len(self.zones) < _MAX_TIMES:
+                    self.zones[zone] = self.zones.get(zone, 0) + 1
         if item.reported_s is not None:  # the slowest worker's
             self.reported[item.step] = max(self.reported.get(item.step, 0.0), item.reported_s)
         if item.detail:
-            old = self.detail.get(item.step)
-            self.detail[item.step] = item.detail if old is None else max(old, item.detail)
+            step = "kv_cache" if item.step == KV_CACHE_STARTED else item.step  # its size
+            old = self.detail.get(step)
+            self.detail[step] = item.detail if old is None else _pick(step, old, item.detail)
 
     def end(self, step: str, started: float | None, until: float | None) -> float | None:
-        """The last time the step's line was seen in this run (the slowest worker's)."""
+        """The last time the step's line, or a line that starts the next step, was seen in
+        this run (the slowest worker's)."""
+        marks = [step, *(m for m, ends in ENDS_BEFORE.items() if ends == step)]
         times = [
             t
-            for t in self.seen.get(step, ())
+            for mark in marks
+            for t in self._times(mark)
             if (started is None or t >= started) and (until is None or t <= until)
         ]
         return max(times) if times else None
+
+    def _times(self, mark: str) -> list[float]:
+        """When the mark's lines were written: a reprint's own time, in the pod's zone."""
+        times = list(self.seen.get(mark, ()))
+        copies = self.reprinted.get(mark)
+        if copies:
+            zone = self._zone()
+            times.extend(min(at, logged + zone) for logged, at in copies)
+        return times
+
+    def _zone(self) -> float:
+        """The container's clock ahead of vLLM's read as UTC: the most lines' (then the least)."""
+        if not self.zones:
+            return 0.0
+        return min(self.zones, key=lambda z: (-self.zones[z], z))
 
     def durations(self, started: float | None, ready: float | None) -> dict[str, float]:
         """Seconds per step, in order, for the steps whose end is known."""
@@ -62,6 +103,15 @@ class EngineSteps:
             out[UNTIL_READY] = max(0.0, ready - prev)  # readiness probe, or lines not logged
         return out
 
+    def last_end(self, started: float | None) -> tuple[str, float] | None:
+        """The last step that ended in this run, and when (the later step on a tie)."""
+        last: tuple[str, float] | None = None
+        for step in STEPS:
+            end = self.end(step, started, None)
+            if end is not None and (last is None or end >= last[1]):
+                last = (step, end)
+        return last
+
     def current(self, started: float | None) -> str:
         """The step the engine is in now: the one after the last line seen."""
         last, last_at = None, float("-inf")
@@ -69,9 +119,8 @@ class EngineSteps:
             end = self.end(step, started, None)
             if end is not None and end >= last_at:
                 last, last_at = step, end
-        if (self.end(SERVER_STARTED, started, None) or float("-inf")) >= last_at:
-            return "api_server"
-        if last == "api_server":
+        serving = self.end(SERVER_STARTED, started, None)
+        if last == "api_server" or (serving is not None and serving >= last_at):
             return "api_server"  # logged complete, not Ready yet: the readiness probe
         compiling = self.end(COMPILE_STARTED, started, None)
         if compiling is not None and compiling >= last_at and last in (None, "weights"):
@@ -80,6 +129,22 @@ class EngineSteps:
             return "weights"
         following = STEPS[STEPS.index(last) + 1 :]
         return next(s for s in following if s != "torch_compile")
+
+
+def _pick(step: str, a: str, b: str) -> str:
+    """Of two details of one step (TP workers', a restart's), the one that tells: the KV cache
+    memory the engine sizes its cache by is its workers' least ("-3.86 GiB" when one has none
+    left); every other figure, the largest. By value: as text, "9.90" > "18.38"."""
+    smaller = _figure(b) < _figure(a)
+    return b if smaller == (step == "memory_profiling") and _figure(a) != _figure(b) else a
+
+
+def _figure(detail: str) -> float:
+    head = detail.split(" ", 1)[0].replace(",", "")
+    try:
+        return float(head)
+    except ValueError:
+        return float("-inf")
 
 
 def step_note(steps: EngineSteps | None, started: float | None, now: float) -> str:

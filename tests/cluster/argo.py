@@ -21,7 +21,6 @@ import json
 import os
 import re
 import ssl
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster import Cluster, ClusterError, bin_dir, free_port, versions
-from procs import Procs
+from procs import Supervised
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -85,17 +84,22 @@ def controller_config(metrics_port: int, hold_steps: bool) -> dict[str, str]:
 
 
 @dataclass
-class Argo:
+class Argo(Supervised):
     cluster: Cluster
     state: dict[str, Any] = field(default_factory=dict)
 
+    COMPONENTS = COMPONENTS
+
     def __post_init__(self) -> None:
-        if self.state_file.exists():
-            self.state = json.loads(self.state_file.read_text())
+        self._load()
 
     @property
     def state_file(self) -> Path:
         return self.cluster.home / "argo.json"
+
+    @property
+    def logs(self) -> Path:
+        return self.cluster.logs
 
     @property
     def server_url(self) -> str:
@@ -114,52 +118,25 @@ class Argo:
             raise ClusterError(
                 f"missing {missing or manifests_dir()}: run tests/cluster/build-argo"
             )
-        if self.running():
-            raise ClusterError(f"Argo already runs from {self.cluster.home} ({self.pids})")
-        started = time.monotonic()
         ports = {"argo-server": free_port(), "metrics": free_port()}
-        self.state = {"ports": ports, "pids": {}, "bin": str(exe)}
-        try:
-            self.install(hold_steps)
-            self._start("workflow-controller")
-            self._wait(lambda: _http_ok(HEALTHZ), timeout, "workflow-controller /healthz")
-            self._start("argo-server")
-            # Up when an authenticated call is served (503 Unavailable until its caches sync).
-            token = self.cluster.token(NAMESPACE, "argo-server", seconds=600)
-            url = f"{self.server_url}/api/v1/workflow-templates/{NAMESPACE}"
-            self._wait(lambda: _answers(url, token), timeout, "argo server")
-        except BaseException:
-            self.down()
-            raise
-        self.state["ready_s"] = round(time.monotonic() - started, 1)
-        self._save()
+        state = {"ports": ports, "pids": {}, "bin": str(exe)}
+        self._bring_up(state, lambda: self._start_all(hold_steps, timeout))
 
-    def down(self) -> None:
-        for name in reversed(COMPONENTS):
-            self.stop(name)
-        if self.state_file.exists():
-            self.state_file.unlink()
-
-    def stop(self, name: str, wait: float = 15.0) -> None:
-        """Stop one process we started, by its recorded PID (checked against its command line)."""
-        self.procs.stop(name, wait=wait)
-
-    def running(self) -> bool:
-        return self.procs.running()
-
-    @property
-    def pids(self) -> dict[str, int]:
-        return dict(self.state.get("pids", {}))
+    def _start_all(self, hold_steps: bool, timeout: float) -> None:
+        self.install(hold_steps)
+        self._start("workflow-controller")
+        self._wait(lambda: _http_ok(HEALTHZ), timeout, "workflow-controller /healthz")
+        self._start("argo-server")
+        # Up when an authenticated call is served (503 Unavailable until its caches sync).
+        token = self.cluster.token(NAMESPACE, "argo-server", seconds=600)
+        url = f"{self.server_url}/api/v1/workflow-templates/{NAMESPACE}"
+        self._wait(lambda: _answers(url, token), timeout, "argo server")
 
     def status(self) -> dict[str, Any]:
         return {
             "server": self.server_url if self.state else None,
             "components": self.procs.states(),
         }
-
-    @property
-    def procs(self) -> Procs:
-        return Procs(self.state.setdefault("pids", {}), self.cluster.logs, self._exe, self._save)
 
     # -- install -----------------------------------------------------------------------------
     def install(self, hold_steps: bool = False) -> None:
@@ -259,13 +236,6 @@ class Argo:
         kubeconfig = next(a.split("=", 1)[1] for a in args if a.startswith("--kubeconfig="))
         env = {**os.environ, "LEADER_ELECTION_DISABLE": "true", "KUBECONFIG": kubeconfig}
         self.procs.start(name, args, cwd=self.cluster.home, env=env)
-
-    def _wait(self, check: Any, timeout: float, what: str) -> None:
-        self.procs.wait(check, timeout, what)
-
-    def _save(self) -> None:
-        if self.state:
-            self.state_file.write_text(json.dumps(self.state, indent=2))
 
 
 _CLUSTER_SCOPED = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}

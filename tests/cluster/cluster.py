@@ -19,11 +19,9 @@ import base64
 import json
 import os
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable
@@ -31,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from procs import ClusterError, Procs
+from procs import ClusterError, Supervised
 
 __all__ = ["Cluster", "ClusterError", "bin_dir", "free_port", "versions"]
 
@@ -90,17 +88,18 @@ def _b64(path: Path) -> str:
 
 
 @dataclass
-class Cluster:
+class Cluster(Supervised):
     """One control plane whose files (certificates, etcd data, logs, PIDs) live under `home`."""
 
     home: Path
     nodes: int = 4
     state: dict[str, Any] = field(default_factory=dict)
 
+    COMPONENTS = ORDER
+
     def __post_init__(self) -> None:
         self.home = self.home.resolve()
-        if self.state_file.exists():
-            self.state = json.loads(self.state_file.read_text())
+        self._load()
 
     # -- paths -------------------------------------------------------------------------------
     @property
@@ -137,42 +136,26 @@ class Cluster:
             raise ClusterError(
                 f"missing {', '.join(missing)} in {binaries}: run tests/cluster/build first"
             )
-        if self.running():
-            raise ClusterError(f"a cluster is already running from {self.home} (pids {self.pids})")
-        started = time.monotonic()
+        ports = {k: free_port() for k in ("etcd", "etcd_peer", "apiserver", "kwok")}
+        state = {"ports": ports, "pids": {}, "nodes": self.nodes, "bin": str(binaries)}
+        self._bring_up(state, lambda: self._start_all(timeout))
+
+    def _start_all(self, timeout: float) -> None:
         shutil.rmtree(self.home / "etcd", ignore_errors=True)  # every `up` is a fresh cluster
         self.home.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
-        ports = {k: free_port() for k in ("etcd", "etcd_peer", "apiserver", "kwok")}
-        self.state = {"ports": ports, "pids": {}, "nodes": self.nodes, "bin": str(binaries)}
         self._pki()
         self._kubeconfigs()
         self._kwok_config()
-        try:
-            self._start("etcd")
-            self._wait(lambda: self._http_ok(f"{self.etcd_url}/health"), timeout, "etcd health")
-            self._start("kube-apiserver")
-            self._wait(self._apiserver_ready, timeout, "kube-apiserver /readyz")
-            for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
-                self._start(name)
-            self._create_nodes(self.nodes)
-            self._wait(lambda: self._ready_nodes() >= self.nodes, timeout, "nodes Ready")
-            self._wait(self._default_sa, timeout, "the default ServiceAccount")
-        except BaseException:
-            self.down()
-            raise
-        self.state["ready_s"] = round(time.monotonic() - started, 1)
-        self._save()
-
-    def down(self) -> None:
-        for name in reversed(ORDER):
-            self.stop(name)
-        if self.state_file.exists():
-            self.state_file.unlink()
-
-    def stop(self, name: str, sig: int = signal.SIGTERM, wait: float = 15.0) -> None:
-        """Stop one component we started, by its recorded PID (checked against its command line)."""
-        self.procs.stop(name, sig, wait)
+        self._start("etcd")
+        self._wait(lambda: self._http_ok(f"{self.etcd_url}/health"), timeout, "etcd health")
+        self._start("kube-apiserver")
+        self._wait(self._apiserver_ready, timeout, "kube-apiserver /readyz")
+        for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            self._start(name)
+        self._create_nodes(self.nodes)
+        self._wait(lambda: self._ready_nodes() >= self.nodes, timeout, "nodes Ready")
+        self._wait(self._default_sa, timeout, "the default ServiceAccount")
 
     def restart(self, name: str, timeout: float = 60.0) -> None:
         self.stop(name)
@@ -180,13 +163,6 @@ class Cluster:
         if name == "kube-apiserver":
             self._wait(self._apiserver_ready, timeout, "kube-apiserver /readyz")
         self._save()
-
-    def running(self) -> bool:
-        return self.procs.running()
-
-    @property
-    def pids(self) -> dict[str, int]:
-        return dict(self.state.get("pids", {}))
 
     def status(self) -> dict[str, Any]:
         comps = self.procs.states()
@@ -372,22 +348,8 @@ class Cluster:
             ]
         raise ClusterError(f"unknown component {name}")
 
-    @property
-    def procs(self) -> Procs:
-        return Procs(
-            self.state.setdefault("pids", {}),
-            self.logs,
-            exe=lambda name: Path(self.state.get("bin", "")) / name,
-            save=self._save,
-        )
-
     def _start(self, name: str) -> None:
         self.procs.start(name, self._args(name), cwd=self.home)
-
-    def _save(self) -> None:
-        if self.state:
-            self.home.mkdir(parents=True, exist_ok=True)
-            self.state_file.write_text(json.dumps(self.state, indent=2))
 
     def _admin_tls(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
@@ -409,9 +371,6 @@ class Cluster:
                 return bool(resp.status == 200)
         except (OSError, urllib.error.URLError):
             return False
-
-    def _wait(self, check: Any, timeout: float, what: str) -> None:
-        self.procs.wait(check, timeout, what)
 
     def _create_nodes(self, count: int) -> None:
         for i in range(count):
@@ -454,7 +413,7 @@ def gpu_node(index: int, gpus: int = 8) -> dict[str, Any]:
         "spec": {"podCIDR": f"10.{100 + hi}.{lo}.0/24"},
         "status": {
             "capacity": capacity,
-            "allocatable": capacity,
+            "allocatable": dict(capacity),  # its own: a test may change one of the two
             "addresses": [
                 {"type": "InternalIP", "address": f"10.64.{hi}.{lo + 1}"},
                 {"type": "Hostname", "address": name},

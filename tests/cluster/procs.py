@@ -1,6 +1,7 @@
 """The processes the test environment starts (control plane, Argo): each recorded by PID in its
 owner's state file and stopped by that PID, after checking it still runs our binary (PIDs get
-reused), never by name. Stdlib only, like its callers.
+reused), never by name. Stdlib only, like its callers. `Supervised` is the lifecycle both
+owners share (state file, stop, down, status); each says only what it runs and where.
 
     procs = Procs(state["pids"], logs, exe=lambda name: bin / name, save=write_state)
     procs.start("etcd", args, cwd=home)       # log: logs/etcd.log
@@ -10,6 +11,7 @@ reused), never by name. Stdlib only, like its callers.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 
 class ClusterError(RuntimeError):
@@ -115,3 +118,71 @@ def alive(pid: int) -> bool:
             return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
         except OSError:
             return False
+
+
+class Supervised:
+    """An owner of processes: its state (ports, `pids`, `bin`) in a JSON file, its components
+    started in `COMPONENTS` order and stopped in reverse. Subclasses (dataclasses with a
+    `state` field) give `state_file` and `logs`, and may map a component to its binary."""
+
+    COMPONENTS: ClassVar[tuple[str, ...]] = ()
+    state: dict[str, Any]
+
+    @property
+    def state_file(self) -> Path:
+        raise NotImplementedError
+
+    @property
+    def logs(self) -> Path:
+        raise NotImplementedError
+
+    def _exe(self, name: str) -> Path:
+        return Path(self.state.get("bin", "")) / name
+
+    def _load(self) -> None:
+        if self.state_file.exists():
+            self.state = json.loads(self.state_file.read_text())
+
+    def _save(self) -> None:
+        if self.state:
+            self.state_file.parent.mkdir(parents=True, exist_ok=True)
+            self.state_file.write_text(json.dumps(self.state, indent=2))
+
+    @property
+    def procs(self) -> Procs:
+        return Procs(self.state.setdefault("pids", {}), self.logs, self._exe, self._save)
+
+    @property
+    def pids(self) -> dict[str, int]:
+        return dict(self.state.get("pids", {}))
+
+    def running(self) -> bool:
+        return self.procs.running()
+
+    def stop(self, name: str, sig: int = signal.SIGTERM, wait: float = 15.0) -> None:
+        """Stop one component we started, by its recorded PID (checked against its command line)."""
+        self.procs.stop(name, sig, wait)
+
+    def down(self) -> None:
+        for name in reversed(self.COMPONENTS):
+            self.stop(name)
+        if self.state_file.exists():
+            self.state_file.unlink()
+
+    def _wait(self, check: Callable[[], bool], timeout: float, what: str) -> None:
+        self.procs.wait(check, timeout, what)
+
+    def _bring_up(self, state: dict[str, Any], start: Callable[[], None]) -> None:
+        """Start from `state` (no PIDs yet) with `start`; on any failure stop what started."""
+        if self.running():
+            where = self.state_file.parent
+            raise ClusterError(f"{type(self).__name__} already runs from {where} ({self.pids})")
+        started = time.monotonic()
+        self.state = state
+        try:
+            start()
+        except BaseException:
+            self.down()
+            raise
+        self.state["ready_s"] = round(time.monotonic() - started, 1)
+        self._save()

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from tests.data import SCHEMAS
+from tests.sharing import own_copy
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -70,8 +71,14 @@ def kustomization_dirs() -> list[Path]:
     return dirs
 
 
-@functools.cache
 def render(directory: Path) -> tuple[dict[str, Any], ...]:
+    """What `kubectl kustomize DIRECTORY` renders (run once per folder): a fresh copy, which
+    the caller may change."""
+    return own_copy(_render(directory))
+
+
+@functools.cache
+def _render(directory: Path) -> tuple[dict[str, Any], ...]:
     out = run([tool("kubectl"), "kustomize", str(directory)])
     if out.returncode != 0:
         pytest.fail(f"kubectl kustomize {directory.relative_to(REPO)} failed:\n{out.stderr}")

@@ -19,6 +19,7 @@ NOT_MANIFESTS = {
     "deploy/monitoring/alertmanager/alertmanager.yaml": "amtool check-config",
     "deploy/monitoring/prometheus/remediator.rules.yaml": "promtool check rules",
     "deploy/monitoring/prometheus/remediator.rules.test.yaml": "promtool test rules",
+    "deploy/krew/coldstart.yaml": "krew plugin manifest (tests/coldstart/test_krew.py)",
 }
 
 

@@ -55,11 +55,11 @@ ALLOWED: dict[tuple[str, str], Allowed] = {
     ("argoproj.io", "workflowtaskresults"): Allowed({"create", "patch"}, namespaces={"argo"}),
     ("", "nodes"): Allowed({"get", "list", "patch"}, cluster=True),
 }
-# Verbs that change something: where each may appear at all.
-DELETE_PODS_ONLY_IN = INFERENCE
 
 
-def rbac_violations(docs: list[dict[str, Any]]) -> list[str]:
+def rbac_violations(docs: list[dict[str, Any]], inference: set[str] = INFERENCE) -> list[str]:
+    """What in `docs` grants more than ALLOWED; `inference`: the inference namespaces (the Helm
+    chart may list several), standing in for llm-inference wherever ALLOWED names it."""
     out: list[str] = []
     roles = {
         (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d
@@ -71,14 +71,16 @@ def rbac_violations(docs: list[dict[str, Any]]) -> list[str]:
         if role.get("aggregationRule"):
             out.append(f"{who}: aggregationRule")
         for rule in role.get("rules") or []:
-            out += _rule_violations(who, kind == "ClusterRole", ns, rule)
+            out += _rule_violations(who, kind == "ClusterRole", ns, rule, inference)
     for d in docs:
         if d["kind"] in ("RoleBinding", "ClusterRoleBinding"):
             out += _binding_violations(d, roles)
     return out
 
 
-def _rule_violations(who: str, cluster: bool, ns: str | None, rule: dict[str, Any]) -> list[str]:
+def _rule_violations(
+    who: str, cluster: bool, ns: str | None, rule: dict[str, Any], inference: set[str]
+) -> list[str]:
     out = []
     if rule.get("nonResourceURLs"):
         return [f"{who}: nonResourceURLs {rule['nonResourceURLs']}"]
@@ -104,9 +106,12 @@ def _rule_violations(who: str, cluster: bool, ns: str | None, rule: dict[str, An
                 )
             if cluster and not allowed.cluster:
                 out.append(f"{who}: {resource} may only be granted in a namespaced Role")
-            if allowed.namespaces is not None and not cluster and ns not in allowed.namespaces:
+            where = allowed.namespaces
+            if where is not None and where >= INFERENCE:
+                where = (where - INFERENCE) | inference
+            if where is not None and not cluster and ns not in where:
                 out.append(f"{who}: {resource} may not be granted in namespace {ns}")
-            if resource == "pods" and "delete" in rule["verbs"] and ns not in DELETE_PODS_ONLY_IN:
+            if resource == "pods" and "delete" in rule["verbs"] and ns not in inference:
                 out.append(f"{who}: pod deletion outside the inference namespaces")
     return out
 

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -8,15 +7,13 @@ import pytest
 from remediator.contract.decision import Decision
 from remediator.executors.argo import ArgoConfig, ArgoExecutor, Backoff
 from tests.standins.argo_server import ArgoStandin
+from tests.standins.fixtures import argo_fixture
 
 TOKEN = "argo-test-token-7f3a"
 POD_UID = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
 
 
-@pytest.fixture
-def argo() -> Iterator[ArgoStandin]:
-    with ArgoStandin(token=TOKEN) as server:
-        yield server
+argo = argo_fixture(TOKEN)
 
 
 @pytest.fixture

@@ -3,36 +3,25 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from remediator.executors.argo import Ended, Submitted
-from remediator.executors.slack import SlackConfig, SlackError, SlackNotifier
+from remediator.executors.slack import SlackError, SlackNotifier
 from tests.executors.conftest import delete_decision
+from tests.standins.fixtures import slack_config, slack_fixture
 from tests.standins.slack_server import SlackStandin
 
 SLACK_TOKEN = "xoxb-test-1234-abcd"
 CHANNEL = "C0REMEDIATE"
 
 
-@pytest.fixture
-def slack() -> Iterator[SlackStandin]:
-    with SlackStandin(token=SLACK_TOKEN) as server:
-        yield server
+slack = slack_fixture(SLACK_TOKEN)
 
 
 def notifier_for(slack: SlackStandin, tmp_path: Path, token: str = SLACK_TOKEN) -> SlackNotifier:
-    path = tmp_path / "slack-token"
-    path.write_text(token)
-    config = SlackConfig(
-        channel=CHANNEL,
-        base_url=slack.url,
-        token_env="REMEDIATOR_TEST_UNSET_SLACK_TOKEN",
-        token_file=str(path),
-    )
-    return SlackNotifier(config)
+    return SlackNotifier(slack_config(slack, tmp_path / "slack-token", CHANNEL, token))
 
 
 def submitted_for(name: str = "delete-pod-x-0123456789", created: bool = True) -> Submitted:
@@ -135,18 +124,19 @@ async def test_429_waits_retry_after_then_posts(
 
     assert [r.status for r in slack.requests] == [429, 200]
     assert slack.posted()[0].ts == ts
-    (waited,) = [r for r in caplog.records if r.getMessage() == "slack rate limited, waiting"]
-    assert waited.retry_after_s == 1.0  # type: ignore[attr-defined]
+    (waited,) = [r for r in caplog.records if r.getMessage() == "slack call failed, retrying"]
+    assert waited.retry_in_s == 1.0  # type: ignore[attr-defined]
+    assert waited.cause == "ratelimited"  # type: ignore[attr-defined]
     assert waited.incident == decision.incident  # type: ignore[attr-defined]
 
 
 async def test_429_beyond_the_retry_budget_is_a_clear_error(
     slack: SlackStandin, tmp_path: Path
 ) -> None:
-    slack.rate_limit_next(retry_after_s=0, times=5)
+    slack.rate_limit_next(retry_after_s=0, times=9)
     with pytest.raises(SlackError, match=r"ratelimited \(429\)"):
         await notifier_for(slack, tmp_path).acted(delete_decision(), submitted_for())
-    assert len(slack.requests) == 3  # the first try and two retries, no more
+    assert len(slack.requests) == 5  # the first try and SlackConfig.retries (4), no more
 
 
 async def test_bad_token_is_a_clear_error_that_never_shows_the_token(

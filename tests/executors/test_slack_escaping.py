@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,8 @@ from remediator.executors.protocol import (
     Submitted,
     WouldHave,
 )
-from remediator.executors.slack import SlackConfig, SlackNotifier
+from remediator.executors.slack import SlackNotifier
+from tests.standins.fixtures import slack_config, slack_fixture
 from tests.standins.slack_server import SlackStandin
 
 TOKEN = "xoxb-escape-test"
@@ -58,14 +58,7 @@ def assert_inert(posted: str) -> None:
 
 
 def notifier_for(slack: SlackStandin, token: Path) -> SlackNotifier:
-    token.write_text(TOKEN)
-    config = SlackConfig(
-        channel=CHANNEL,
-        base_url=slack.url,
-        token_env="REMEDIATOR_TEST_UNSET_SLACK_TOKEN",
-        token_file=str(token),
-    )
-    return SlackNotifier(config)
+    return SlackNotifier(slack_config(slack, token, CHANNEL, TOKEN))
 
 
 def notes(d: Decision, name: str, url: str, message: str, phase: str) -> list[Note]:
@@ -80,10 +73,7 @@ def notes(d: Decision, name: str, url: str, message: str, phase: str) -> list[No
     ]
 
 
-@pytest.fixture(scope="module")
-def slack() -> Iterator[SlackStandin]:
-    with SlackStandin(token=TOKEN) as server:
-        yield server
+slack = slack_fixture(TOKEN)
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -100,7 +90,6 @@ def slack() -> Iterator[SlackStandin]:
     phase=text,
 )
 def test_no_outside_string_becomes_slack_markup(
-    slack: SlackStandin,
     tmp_path_factory: pytest.TempPathFactory,
     namespace: str,
     target: str,
@@ -112,15 +101,14 @@ def test_no_outside_string_becomes_slack_markup(
     phase: str,
 ) -> None:
     d = Decision("delete-pod", namespace, target, reason, incident or "i", 1_714_557_600.0)
-    notifier = notifier_for(slack, tmp_path_factory.mktemp("slack") / "token")
-    seen = len(slack.requests)
 
-    async def post_all() -> None:
+    async def post_all(notifier: SlackNotifier) -> None:
         for note in notes(d, name, url, message, phase):
             await notifier.tell(note)
 
-    asyncio.run(post_all())
-    posted = [r for r in slack.requests[seen:] if r.ts is not None]
+    with SlackStandin(token=TOKEN) as slack:  # a server per example: nothing carried over
+        asyncio.run(post_all(notifier_for(slack, tmp_path_factory.mktemp("slack") / "token")))
+    posted = [r for r in slack.requests if r.ts is not None]
     assert len(posted) == 5  # every note accepted (the stand-in checks the Block Kit shape)
     for p in posted:
         for shown in mrkdwn(p.body):
@@ -133,8 +121,7 @@ def test_a_gpu_verdict_mention_reaches_the_channel_as_text(
     """The report: `<!channel>` inside a GPU verdict reached the channel (fallback text)."""
     reason = "GPU 3: memory did not settle <!channel> & <@U123>"
     d = Decision("notify", "llm", "gpu-node-7", reason, "gpu-verdict-1", 1_714_557_600.0)
-    seen = len(slack.requests)
     asyncio.run(notifier_for(slack, tmp_path / "token").tell(Acted(d)))
-    (posted,) = slack.requests[seen:]
+    (posted,) = slack.requests
     assert "&lt;!channel&gt; &amp; &lt;@U123&gt;" in posted.body["text"]
     assert all("<!channel>" not in t for t in mrkdwn(posted.body))

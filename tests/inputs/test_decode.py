@@ -23,6 +23,7 @@ from remediator.inputs.records import (
 )
 from remediator.inputs.timefmt import parse_time
 from tests.data import CAPTURES
+from tests.sharing import own_copy
 from tests.timeline.streams import (
     IMAGE,
     MODEL,
@@ -247,8 +248,9 @@ def test_arbitrary_bytes(raw: bytes) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_real_shapes_with_one_field_replaced(data: st.DataObject) -> None:
-    """Real-looking documents with one field anywhere replaced by garbage."""
-    doc = data.draw(
+    """Real-looking documents with one field anywhere replaced by garbage (in a copy of its
+    own: the builders' results are fresh, and a drawn value is never changed in place)."""
+    drawn = data.draw(
         st.sampled_from(
             [
                 watch(pod(scheduled=12, started=289, ready=525)),
@@ -259,6 +261,7 @@ def test_real_shapes_with_one_field_replaced(data: st.DataObject) -> None:
             ]
         )
     )
+    doc = own_copy(drawn)
     node: Any = doc
     path: list[Any] = []
     while isinstance(node, (dict, list)) and node and data.draw(st.booleans()):

@@ -21,6 +21,7 @@ import pytest
 
 from tests.live.harness import NS, POLICY, LiveCluster, Serve, install_deploy, wait_for
 from tests.standins.argo_server import ArgoStandin
+from tests.standins.fixtures import argo_fixture, slack_fixture
 from tests.standins.slack_server import SlackStandin
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,16 +50,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCluster]:
         raw.down()
 
 
-@pytest.fixture
-def argo() -> Iterator[ArgoStandin]:
-    with ArgoStandin(token=ARGO_TOKEN) as server:
-        yield server
-
-
-@pytest.fixture
-def slack() -> Iterator[SlackStandin]:
-    with SlackStandin(token=SLACK_TOKEN, channels=frozenset({CHANNEL})) as server:
-        yield server
+argo = argo_fixture(ARGO_TOKEN)
+slack = slack_fixture(SLACK_TOKEN, frozenset({CHANNEL}))
 
 
 @pytest.fixture

@@ -1,10 +1,14 @@
-"""Small, readable watch events for policy tests (the simulator makes the big realistic ones)."""
+"""Small, readable watch events for policy tests (the simulator makes the big realistic ones).
+
+Each builder returns a fresh document (tests/sharing.py): a test may change what it built.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from remediator.inputs.timefmt import format_time
+from tests.sharing import fresh
 
 T0 = 1_760_000_000.0  # a round epoch second: 2025-10-09T08:53:20Z
 MODEL = "meta-llama/Llama-3.1-70B-Instruct"
@@ -14,6 +18,7 @@ def ts(offset: float) -> str:
     return format_time(T0 + offset)
 
 
+@fresh
 def pod(
     name: str = "vllm-70b-7c9d5b6f4-abcde",
     uid: str = "11111111-2222-3333-4444-555555555555",
@@ -98,6 +103,7 @@ def _cond(ctype: str, status: str, at: float) -> dict[str, Any]:
     return {"type": ctype, "status": status, "lastTransitionTime": ts(at)}
 
 
+@fresh
 def event(
     reason: str,
     message: str,
@@ -132,6 +138,7 @@ def event(
     }
 
 
+@fresh
 def alert(
     status: str,
     labels: dict[str, str],
@@ -158,6 +165,7 @@ def alert(
     }
 
 
+@fresh
 def deployment(
     image: str,
     *,

@@ -32,12 +32,13 @@ def test_json_timeline_carries_the_steps() -> None:
         "weights",
         "torch_compile",
         "memory_profiling",
-        "kv_cache",
         "cuda_graphs",
         "api_server",
         "until_ready",
     ]
     assert sum(steps.values()) == timeline["phases"]["engine_init"] == 236.0
+    # V1 logs nothing between sizing its KV cache and the end of graph capture.
+    assert timeline["engine_init_detail"]["kv_cache"] == "1,587,648 tokens"
 
 
 def test_text_shows_the_steps_and_where_a_stalled_init_is() -> None:
@@ -45,4 +46,5 @@ def test_text_shows_the_steps_and_where_a_stalled_init_is() -> None:
     assert " · weights            41.0s" in done and " · cuda_graphs        37.0s" in done
     stalled = replay("--until", "2025-03-01T12:06:00Z")
     assert "state=engine_init" in stalled
-    assert " · cuda_graphs            … in progress" in stalled
+    assert " · kv_cache               … in progress  1,587,648 tokens" in stalled
+    assert " · kv_cache               -  1,587,648 tokens (timed with the next step)" in done

@@ -14,12 +14,14 @@ from typing import Any
 
 import pytest
 
+from remediator.runtime.clock import Clock
 from remediator.runtime.embedded import RuntimeSettings
 from remediator.runtime.leader import Leadership, LeaseSettings
 from remediator.runtime.service import Service, ServiceConfig
 from remediator.sources.kube_watch import WatchSettings
 from tests.logcheck import LogRecorder, strict_logging
 from tests.standins.argo_server import ArgoStandin
+from tests.standins.fixtures import argo_fixture, slack_fixture
 from tests.standins.kube_api import KubeApiServer
 from tests.standins.slack_server import SlackStandin
 
@@ -142,16 +144,8 @@ def kube() -> Iterator[KubeApiServer]:
         yield api
 
 
-@pytest.fixture
-def argo() -> Iterator[ArgoStandin]:
-    with ArgoStandin(token=ARGO_TOKEN) as server:
-        yield server
-
-
-@pytest.fixture
-def slack() -> Iterator[SlackStandin]:
-    with SlackStandin(token=SLACK_TOKEN, channels=frozenset({CHANNEL})) as server:
-        yield server
+argo = argo_fixture(ARGO_TOKEN)
+slack = slack_fixture(SLACK_TOKEN, frozenset({CHANNEL}))
 
 
 @pytest.fixture
@@ -191,8 +185,12 @@ def config(
 
 
 @asynccontextmanager
-async def running(cfg: ServiceConfig, leader: Leadership | None = None) -> AsyncIterator[Service]:
-    service = Service(cfg, leader)
+async def running(
+    cfg: ServiceConfig, leader: Leadership | None = None, clock: Clock | None = None
+) -> AsyncIterator[Service]:
+    """The service, started and stopped; on `clock` (a VirtualClock: budgets lapse only when
+    the test moves it) else the system's."""
+    service = Service(cfg, leader, clock)
     await service.start()
     try:
         yield service

@@ -202,3 +202,38 @@ def test_a_full_disk_is_a_503_reported_once_and_recovered(tmp_path: Path, tiny_f
         assert post(s.port, watch_event("vllm-after")) == 202
         until(lambda: {"vllm-before", "vllm-after"} <= set(copied(inside, tmp_path / "copy")))
     assert s.proc.returncode == 0
+
+
+@pytest.mark.parametrize("how", ["the file", "its directory"])
+def test_a_state_file_deleted_while_running_is_recreated_and_loses_nothing(
+    how: str, tmp_path: Path
+) -> None:
+    """Issue 18 #8: with the state file deleted under serve, 5 webhooks were answered 202 into
+    the deleted file, and after kill -9 and a restart none was decided. Now the open copy is
+    written back to the path and nothing is lost: not what was stored before the delete,
+    not what a sender stored (after a 503 and a retry) after it."""
+    folder = tmp_path / "state"
+    state_db = str(folder / "state.db")
+    before = ["vllm-del-0", "vllm-del-1"]
+    after = [f"vllm-del-{i}" for i in range(2, 7)]
+    with serve(state_db, tmp_path) as s:
+        for name in before:
+            assert post(s.port, watch_event(name)) == 202
+        until(lambda: sorted(decided(state_db)) == before)
+        if how == "the file":
+            for suffix in ("", "-wal", "-shm"):  # rm -f state.db*
+                Path(state_db + suffix).unlink()
+        else:
+            shutil.rmtree(folder)
+        codes = []
+        for name in after:  # as a sender does: again until it is a 2xx
+            until(
+                lambda name=name: codes.append(post(s.port, watch_event(name))) or codes[-1] == 202
+            )
+        until(lambda: s.named("state file recreated from the open copy"))
+        assert len(s.named("state file deleted while running: recreating it")) == 1
+        assert set(codes) <= {202, 503}
+        s.proc.kill()
+        s.proc.wait(30)
+    with serve(state_db, tmp_path) as s:
+        until(lambda: sorted(decided(state_db)) == sorted(before + after))

@@ -87,3 +87,12 @@ def test_no_log_call_names_a_reserved_field() -> None:
         if key in RESERVED
     ]
     assert hits == []
+
+
+def test_a_field_holding_bytes_that_were_not_utf8_is_still_one_json_line() -> None:
+    """aiohttp keeps a header's non-UTF-8 bytes as lone surrogates; a log line quoting one
+    was a logging traceback (issue 18 #9), now it is written with the byte escaped."""
+    with strict_logging(logging.INFO) as logs:
+        get_logger("remediator.test").warning("quoted", extra={"header": "1.0\udcff"})
+    assert logs.problems() == []
+    assert logs.named("quoted")[0]["header"] == "1.0\\udcff"  # escaped, never dropped

@@ -5,17 +5,16 @@ holds when the process dies mid-post: the post taken by Slack, its ts never stor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from prometheus_client import CollectorRegistry
 
 from remediator.contract.decision import Decision
 from remediator.executors.protocol import Command, Outcome, Refused, Submit
 from remediator.executors.recorder import Recorder
-from remediator.executors.slack import SlackConfig, SlackNotifier
+from remediator.executors.slack import SlackNotifier
 from remediator.guard.state import GuardState
 from remediator.inputs.decode import normalize
 from remediator.policy_file import load_policy
@@ -26,16 +25,15 @@ from remediator.runtime.outbox import Outbox
 from remediator.runtime.worker import OutboxWorker, WorkerSettings
 from remediator.session import Session
 from tests.runtime.test_virtual_clock import POLICY, T0, Argo, pod
+from tests.standins.fixtures import slack_config as standin_config
+from tests.standins.fixtures import slack_fixture
 from tests.standins.slack_server import SlackStandin
 
 TOKEN = "xoxb-once-test"
 CHANNEL = "C0REMEDIATE"
 
 
-@pytest.fixture
-def slack() -> Iterator[SlackStandin]:
-    with SlackStandin(token=TOKEN) as server:
-        yield server
+slack = slack_fixture(TOKEN)
 
 
 class Replica:
@@ -48,20 +46,15 @@ class Replica:
         argo: Callable[[Command], Outcome],
         clock: VirtualClock,
         is_leader: Callable[[], bool] = lambda: True,
+        **slack_config: Any,
     ) -> None:
         self.clock = clock
         self.outbox = Outbox(tmp_path / "state.db", clock.now)
         self.session = Session(load_policy(POLICY))
         self.metrics = RuntimeMetrics.on(CollectorRegistry())
         tmp_path.mkdir(parents=True, exist_ok=True)
-        token = tmp_path / "slack-token"
-        token.write_text(TOKEN)
-        config = SlackConfig(
-            channel=CHANNEL,
-            base_url=slack.url,
-            token_env="REMEDIATOR_TEST_UNSET_SLACK_TOKEN",
-            token_file=str(token),
-        )
+        settings = {"retries": 2, "retry_initial_s": 0.01, **slack_config}  # 3 tries a message
+        config = standin_config(slack, tmp_path / "slack-token", CHANNEL, TOKEN, **settings)
         self.argo = Recorder(argo)
         self.worker = OutboxWorker(
             self.outbox,
@@ -136,12 +129,13 @@ async def test_an_end_reply_whose_answer_was_lost_is_not_posted_twice(
     await replica.at(61)  # submitted, act posted
     await replica.at(62)  # running
     slack.drop_answer_next()  # the end reply is taken, its answer lost
-    await replica.at(67)
-    assert [r.state for r in replica.outbox.rows()] == ["submitted"]  # not ended untold
-    await replica.at(72)
+    await replica.at(67)  # the next try looks in the thread first, and finds it
     (act,) = acts(slack)
     assert len(replies(slack, act)) == 1
     assert [r.state for r in replica.outbox.rows()] == ["ended"]
+    assert replica.outbox.rows()[0].end_ts == replies(slack, act)[0]
+    looked = [r.method for r in slack.requests if r.method.startswith("conversations.")]
+    assert looked == ["conversations.replies"]
 
 
 async def test_an_unreadable_channel_posts_again_and_says_it_may_repeat(

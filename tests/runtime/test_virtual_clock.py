@@ -7,13 +7,11 @@ the same paths against real clients over loopback."""
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-import pytest
 from prometheus_client import CollectorRegistry
 
 from remediator.executors.protocol import (
@@ -162,18 +160,14 @@ class Rig:
             "executions": self.metrics.executions,
             "slack_errors": self.metrics.slack_errors,
         }[name]
-        return metric.labels(**labels)._value.get() if labels else metric._value.get()
+        if labels:
+            return float(metric.labels(**labels)._value.get())
+        return sum(
+            s.value for m in metric.collect() for s in m.samples if s.name.endswith("_total")
+        )
 
 
-@pytest.fixture
-def wall() -> Iterator[None]:
-    """Everything here runs on the virtual clock: a whole test takes no wall time to speak of."""
-    started = time.monotonic()
-    yield
-    assert time.monotonic() - started < 5.0
-
-
-async def test_a_stuck_pod_is_deleted_told_and_followed_to_its_end(wall: None) -> None:
+async def test_a_stuck_pod_is_deleted_told_and_followed_to_its_end() -> None:
     rig = Rig(Argo(running=1), slack_ok())
     rig.feed(pod("vllm-0", started=T0))
     await rig.at(59)
@@ -192,7 +186,7 @@ async def test_a_stuck_pod_is_deleted_told_and_followed_to_its_end(wall: None) -
     assert isinstance(finished, Tell) and finished.thread == "ts-1"
 
 
-async def test_unavailable_is_retried_and_refused_fails_the_row_and_tells(wall: None) -> None:
+async def test_unavailable_is_retried_and_refused_fails_the_row_and_tells() -> None:
     down = Argo(submit=Unavailable("argo down"))
     rig = Rig(down, slack_ok())
     rig.feed(pod("vllm-0", started=T0))
@@ -210,7 +204,7 @@ async def test_unavailable_is_retried_and_refused_fails_the_row_and_tells(wall: 
     assert isinstance(tell, Tell) and isinstance(tell.note, CouldNot)
 
 
-async def test_an_argo_401_is_retried_with_backoff_counted_and_told_once(wall: None) -> None:
+async def test_an_argo_401_is_retried_with_backoff_counted_and_told_once() -> None:
     """Issue 10 #9: a rotated token used to fail the row for good."""
     argo = Argo(submit=Unavailable("Argo refused the request (401): token not valid", True))
     rig = Rig(argo, slack_ok())
@@ -229,9 +223,7 @@ async def test_an_argo_401_is_retried_with_backoff_counted_and_told_once(wall: N
     assert [r.state for r in rig.outbox.rows()] == ["submitted"]
 
 
-async def test_a_notifier_that_fails_is_counted_and_the_end_reply_waits_for_it(
-    wall: None,
-) -> None:
+async def test_a_notifier_that_fails_is_counted_and_the_end_reply_waits_for_it() -> None:
     """Issue 10 #3: a connection drop at the end reply used to lose it for good (the row
     was marked ended first). Now the row stays open until the reply is posted."""
     slack_up = False
@@ -244,7 +236,7 @@ async def test_a_notifier_that_fails_is_counted_and_the_end_reply_waits_for_it(
     await rig.at(61)
     await rig.at(62)
     assert rig.rows() == [("delete-pod", "submitted", None, None)]  # the end not yet told
-    assert rig.counted("slack_errors") == 3  # act, re-act after the first poll, end
+    assert rig.counted("slack_errors") == 2  # act, re-act after the first poll; the end waits
     slack_up = True
     await rig.at(70)
     assert rig.rows() == [("delete-pod", "ended", "Succeeded", "ts-1")]
@@ -254,7 +246,7 @@ async def test_a_notifier_that_fails_is_counted_and_the_end_reply_waits_for_it(
     assert ended._value.get() == 1
 
 
-async def test_a_standby_carries_nothing_and_a_new_leader_expires_stale_rows(wall: None) -> None:
+async def test_a_standby_carries_nothing_and_a_new_leader_expires_stale_rows() -> None:
     rig = Rig(Argo(), slack_ok(), leading=False)
     rig.feed(pod("vllm-0", started=T0))
     await rig.at(61)
@@ -266,7 +258,7 @@ async def test_a_standby_carries_nothing_and_a_new_leader_expires_stale_rows(wal
     assert rig.argo.carried == []
 
 
-async def test_a_fresh_row_taken_over_says_so(wall: None) -> None:
+async def test_a_fresh_row_taken_over_says_so() -> None:
     rig = Rig(Argo(running=0), slack_ok(), leading=False)
     rig.feed(pod("vllm-0", started=T0))
     await rig.at(61)
@@ -278,7 +270,7 @@ async def test_a_fresh_row_taken_over_says_so(wall: None) -> None:
     assert acted.note.decision.reason.endswith("(taken over from other-replica)")
 
 
-async def test_dry_run_tells_what_it_would_have_done_and_executes_nothing(wall: None) -> None:
+async def test_dry_run_tells_what_it_would_have_done_and_executes_nothing() -> None:
     rig = Rig(Argo(), slack_ok(), policy=POLICY + "guardrails: {dry_run: {enabled: true}}\n")
     rig.feed(pod("vllm-0", started=T0))
     await rig.at(61)
@@ -288,7 +280,7 @@ async def test_dry_run_tells_what_it_would_have_done_and_executes_nothing(wall: 
     assert tell.note.reason.startswith("dry-run: would delete-pod llm/vllm-0")
 
 
-async def test_the_timer_loop_fires_on_virtual_time(wall: None) -> None:
+async def test_the_timer_loop_fires_on_virtual_time() -> None:
     """The driver's own loop, not a hand-called tick: it wakes at the policy's deadline."""
     rig = Rig(Argo(), slack_ok())
     rig.feed(pod("vllm-0", started=T0))
@@ -302,9 +294,7 @@ async def test_the_timer_loop_fires_on_virtual_time(wall: None) -> None:
         timer.cancel()
 
 
-async def test_a_pending_delete_of_a_pod_that_went_away_is_dropped_not_submitted(
-    wall: None,
-) -> None:
+async def test_a_pending_delete_of_a_pod_that_went_away_is_dropped_not_submitted() -> None:
     """Argo is down when the budget lapses, so the delete waits, pending; meanwhile the pod goes
     (its DELETED, or a relist without it): the row is expired, and Argo, back, gets nothing."""
     down = Argo(submit=Unavailable("argo down"))

@@ -85,6 +85,17 @@ def test_binary_cloudevent_with_non_utf8_attributes_is_400(
     refused(service, logs_at_debug, headers, orjson.dumps({"kind": "Pod"}))
 
 
+@pytest.mark.parametrize("name", [b"ce-specversion", b"ce-id", b"ce-source", b"ce-type", b"ce-x"])
+def test_a_non_utf8_byte_in_any_ce_header_is_400_naming_it(
+    name: bytes, service: Service, logs_at_debug: LogRecorder
+) -> None:
+    """Issue 18 #9: `ce-specversion: 1.0\\xff` was a 500 and two logging tracebacks (the SDK's
+    error quoted the byte, which neither the JSON answer nor the log line could encode)."""
+    headers = [AUTH, JSON, *(h for h in CE if h[0] != name), (name, b"1.0\xff")]
+    line = refused(service, logs_at_debug, headers, orjson.dumps({"kind": "Pod"}))
+    assert name.decode() in str(line["error"]) and "UTF-8" in str(line["error"])
+
+
 def test_a_bad_gzip_body_is_400(service: Service, logs_at_debug: LogRecorder) -> None:
     good = gzip.compress(b'{"type": "BOOKMARK", "object": {}}')
     # not gzip; a gzip header then garbage; a stream cut short inside its data

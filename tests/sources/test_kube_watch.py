@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
+from prometheus_client import Counter as PromCounter
 
 from remediator.inputs.records import Input, PodSeen, Relisted
+from remediator.runtime.clock import SystemClock
+from remediator.runtime.service import ServiceConfig
+from remediator.runtime.supervisor import Restarts, Supervisor
 from remediator.sources.kube_client import api_client
 from remediator.sources.kube_watch import KubeWatch, WatchSettings, WatchTarget, targets
 from remediator.sources.metrics import SourceMetrics
+from tests.logcheck import LogRecorder
+from tests.runtime.conftest import running
 from tests.standins.kube_api import KubeApiServer, node, pod
 
 
@@ -162,3 +170,96 @@ def test_every_list_ends_with_what_it_held(watching) -> None:  # type: ignore[no
 def relists(got: Got) -> list[Relisted]:
     with got.lock:
         return [i for i in got.items if isinstance(i, Relisted)]
+
+
+# Issue 18 #5: a non-object event killed the watch thread for good (`.get` on a str), and
+# nothing restarted it. No real API server sends one on request, so the stand-in sends it.
+NOT_OBJECTS = [
+    {"type": "MODIFIED", "object": "x"},
+    {"type": "BOOKMARK", "object": None},
+    {"type": "MODIFIED", "object": [1, 2]},
+    {"type": "BOOKMARK", "object": {"metadata": "x"}},
+    {"type": "ADDED", "object": {"kind": "Pod", "metadata": [1]}},
+    [1, 2],
+    "x",
+    None,
+]
+
+
+@pytest.mark.parametrize("line", NOT_OBJECTS, ids=[str(x)[:30] for x in NOT_OBJECTS])
+def test_a_non_object_event_is_counted_and_skipped(watching, line) -> None:  # type: ignore[no-untyped-def]
+    api, got, w, registry = watching
+    api.send_raw_event("v1", "pods", line)
+    wait(
+        lambda: (
+            (registry.get_sample_value("remediator_input_errors_total", {"source": "kube"}) or 0)
+            >= 1
+        )
+    )
+    api.store.create(pod("llm", "vllm-after"))  # the same watch goes on
+    wait(lambda: ("vllm-after", "ADDED") in got.pods())
+    restarts = registry.get_sample_value(
+        "remediator_watch_restarts_total", {"kind": "Pod", "reason": "error"}
+    )
+    assert not restarts, "skipped in the stream, not a failure of it"
+
+
+async def test_a_watch_that_dies_is_restarted_by_the_supervisor(tmp_path: Path) -> None:
+    """Whatever kills the watch's thread is the supervisor's to log, count and restart (with
+    a relist). Here what is handed the inputs fails once, as a bug downstream would."""
+    with KubeApiServer() as api:
+        api.store.create(pod("llm", "vllm-0"))
+        got, fails = Got(), [1]
+
+        def deliver(inputs: list[Input]) -> None:
+            if fails[0] and any(isinstance(i, PodSeen) for i in inputs):
+                fails[0] -= 1
+                raise RuntimeError("a bug downstream of the watch")
+            got(inputs)
+
+        registry = CollectorRegistry()
+        client = api_client(str(api.write_kubeconfig(tmp_path / "kubeconfig")))
+        settings = WatchSettings(timeout_s=30, backoff_initial_s=0.02)
+        target = WatchTarget("Pod", "llm")
+        w = KubeWatch(client, target, deliver, SourceMetrics.on(registry), settings)
+        restarts = PromCounter("t_restarts", "restarts", ["task"], registry=registry)
+        supervisor = Supervisor(SystemClock(), Restarts(after_s=0.05), restarts, asyncio.Event())
+        task = asyncio.create_task(supervisor.run("watch-Pod/llm", w.supervised))
+        try:
+            await until(lambda: ("vllm-0", "ADDED") in got.pods())
+            assert registry.get_sample_value("t_restarts_total", {"task": "watch-Pod/llm"}) == 1
+            api.store.create(pod("llm", "vllm-1"))  # and it watches on
+            await until(lambda: ("vllm-1", "ADDED") in got.pods())
+        finally:
+            w.stop()
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            w.join(5)
+
+
+async def until(check: Callable[[], object], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_silent_watch_fails_readyz_until_it_speaks_again(
+    config: ServiceConfig, kube: KubeApiServer, logs_at_debug: LogRecorder
+) -> None:
+    """A stream that says nothing, not even a BOOKMARK, for longer than the bound may be dead
+    (a half-open connection): /readyz fails, once said, and recovers when it speaks."""
+    watch = replace(config.watch_settings, stale_after_s=1.0)
+    async with running(replace(config, watch_settings=watch)) as service:
+        await until(lambda: service.runtime.ready()[0])
+        kube.bookmark_interval_s = 3600  # every stream goes quiet
+        await until(lambda: not service.runtime.ready()[0])
+        ready, why = service.runtime.ready()
+        assert "watch Pod/llm silent for" in why, why
+        kube.bookmark_interval_s = 0.2
+        await until(lambda: service.runtime.ready()[0])
+    said = logs_at_debug.named("watch not current: not ready")
+    assert {x["watch"] for x in said} == {w.target.label for w in service.watches}
+    assert len(said) == len(service.watches)  # once each, however often it was asked
+    assert len(logs_at_debug.named("watch current again")) == len(service.watches)
+    assert not logs_at_debug.named("task failed, restarting")  # a stop is no failure

@@ -29,6 +29,7 @@ import jsonschema  # type: ignore[import-untyped]
 import yaml
 
 from tests.data import SCHEMAS
+from tests.sharing import own_copy
 from tests.standins.loopback import LoopbackServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,10 +42,15 @@ _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 _PARAM_REF = re.compile(r"\{\{\s*workflow\.parameters\.([A-Za-z0-9_-]+)\s*\}\}")
 
 
-@functools.cache
 def relaxed_schema() -> dict[str, Any]:
     """The published schema with the one relaxation tests/data/README.md records:
-    IntOrString also accepts integers (Argo does, e.g. retryStrategy.limit: 3)."""
+    IntOrString also accepts integers (Argo does, e.g. retryStrategy.limit: 3). A fresh copy:
+    the caller may change it."""
+    return own_copy(_relaxed_schema())
+
+
+@functools.cache
+def _relaxed_schema() -> dict[str, Any]:
     schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text())
     schema["definitions"]["io.k8s.apimachinery.pkg.util.intstr.IntOrString"] = {
         "type": ["string", "integer"]
@@ -54,7 +60,7 @@ def relaxed_schema() -> dict[str, Any]:
 
 @functools.cache
 def validator() -> jsonschema.protocols.Validator:
-    schema = relaxed_schema()
+    schema = _relaxed_schema()
     cls = jsonschema.validators.validator_for(schema)
     return cls(schema)
 
@@ -63,7 +69,7 @@ def validator() -> jsonschema.protocols.Validator:
 def _definition_validator(name: str) -> jsonschema.protocols.Validator:
     schema = {
         "$ref": f"#/definitions/io.argoproj.workflow.v1alpha1.{name}",
-        "definitions": relaxed_schema()["definitions"],
+        "definitions": _relaxed_schema()["definitions"],
     }
     return jsonschema.Draft202012Validator(schema)
 

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.sharing import fresh
 from tests.standins.pod_logs import PodLogs
 
 Obj = dict[str, Any]
@@ -645,6 +646,7 @@ class KubeApiServer:
         self.requests: list[Recorded] = []
         self.faults: list[Fault] = []
         self.bookmark_interval_s = 0.5  # idle time between BOOKMARKs on a watch that asks
+        self.raw_events: list[tuple[Resource, Any]] = []  # see send_raw_event
         self._watch_epoch = 0  # close_watches() bumps it; open streams end
         self._closing = False
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -674,6 +676,14 @@ class KubeApiServer:
         """End every open watch stream (an API server restart, a load balancer timeout)."""
         with self.store.lock:
             self._watch_epoch += 1
+            self.store.changed.notify_all()
+
+    def send_raw_event(self, group_version: str, plural: str, line: Any) -> None:
+        """Send `line` (any JSON value) as one line on the next open watch of that resource:
+        a malformed event (`{"type": "MODIFIED", "object": "x"}`) no real API server can be
+        asked for, but a proxy or a bug between could send."""
+        with self.store.lock:
+            self.raw_events.append((self.resource(group_version, plural), line))
             self.store.changed.notify_all()
 
     def write_kubeconfig(self, path: Path) -> Path:
@@ -747,7 +757,7 @@ class KubeApiServer:
 
     def watch_of(
         self, method: str, raw_path: str, headers: dict[str, str]
-    ) -> tuple[int, Obj] | Iterator[Obj] | None:
+    ) -> tuple[int, Obj] | Iterator[Any] | None:
         """A watch request: an error to answer, or the stream of events; None if not a watch."""
         url = urlsplit(raw_path)
         query = parse_qs(url.query)
@@ -767,7 +777,7 @@ class KubeApiServer:
         req = Request(method, res, m["ns"], None, query, "", None)
         return self._watch(req)
 
-    def _watch(self, r: Request) -> Iterator[Obj]:
+    def _watch(self, r: Request) -> Iterator[Any]:
         store, epoch = self.store, self._watch_epoch
         labels, fields = r.arg("labelSelector"), r.arg("fieldSelector")
         bookmarks = r.arg("allowWatchBookmarks") in ("true", "1")
@@ -802,11 +812,14 @@ class KubeApiServer:
         while True:
             with store.lock:
                 fresh = [(rv, t, res, o) for rv, t, res, o in store.changes if rv > since]
-                if not fresh and epoch == self._watch_epoch:
+                if not fresh and not self.raw_events and epoch == self._watch_epoch:
                     store.changed.wait(min(self.bookmark_interval_s, 0.5))
                     fresh = [(rv, t, res, o) for rv, t, res, o in store.changes if rv > since]
                 ended = epoch != self._watch_epoch or self._closing
                 now_rv = store.current_rv
+                raw = [line for res, line in self.raw_events if res == r.res]
+                self.raw_events = [(res, x) for res, x in self.raw_events if res != r.res]
+            yield from raw
             for rv, kind, res, obj in fresh:
                 since = max(since, rv)
                 if wanted(res, obj):
@@ -905,7 +918,7 @@ class KubeApiServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client went away
 
-            def _stream(self, events: Iterator[Obj]) -> None:
+            def _stream(self, events: Iterator[Any]) -> None:
                 """One JSON line per event, one chunk per line, as the API server sends."""
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -991,6 +1004,7 @@ def daemonset(
     }
 
 
+@fresh
 def node(name: str, unschedulable: bool = False) -> Obj:
     spec: Obj = {"unschedulable": True} if unschedulable else {}
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": spec}
@@ -1000,6 +1014,7 @@ def seed(store: Store, objects: Iterable[Obj]) -> list[Obj]:
     return [store.create(o) for o in objects]
 
 
+@fresh
 def lease(namespace: str, name: str, **spec: Any) -> Obj:
     """A pre-created Lease, as deploy/base/lease.yaml ships it (no holder) unless `spec`
     says otherwise (holderIdentity, renewTime, leaseDurationSeconds, ...)."""

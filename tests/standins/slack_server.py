@@ -8,10 +8,17 @@ with HTTP 200), and can answer 429 with Retry-After, as Slack rate-limits. It ca
 also take a post and drop the connection before answering (`drop_answer_next`: the
 post went through, the poster never heard), and refuse history reads with
 missing_scope (`history_scope=False`). Message ts are wall time, as Slack's are.
+
+Slack itself cannot run here, so its failures are scripted (`fail_next`, `answer_next`):
+each class Slack or a proxy in front of it is known to answer (FAULTS: Slack's own
+transient `ok: false` errors with HTTP 200, a proxy's HTML page, a 5xx, JSON cut off
+after the post was taken, an answer slower than the client waits, a connection reset),
+or any status, content type and body a test makes up.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -22,6 +29,49 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.standins.loopback import LoopbackServer
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One scripted answer. `taken`: the request is handled as usual first (a post goes
+    through), then this is what the caller hears; `delay_s` before answering; status 0:
+    the connection closes with no answer."""
+
+    status: int
+    body: bytes = b""
+    ctype: str = "application/json; charset=utf-8"
+    taken: bool = False
+    delay_s: float = 0.0
+
+
+def _slack_error(code: str) -> Answer:
+    return Answer(200, json.dumps({"ok": False, "error": code}).encode())
+
+
+# Every failure class a caller of Slack's Web API meets, by name.
+FAULTS: dict[str, Answer] = {
+    # Slack's own transient errors, answered with HTTP 200 (docs.slack.dev, chat.postMessage)
+    **{
+        code: _slack_error(code)
+        for code in (
+            "internal_error",
+            "fatal_error",
+            "service_unavailable",
+            "request_timeout",
+            "ratelimited",
+        )
+    },
+    # a proxy or load balancer in front of Slack
+    "html": Answer(200, b"<html><body><h1>502 Bad Gateway</h1></body></html>", "text/html"),
+    "html_502": Answer(502, b"<html><body>Bad Gateway</body></html>", "text/html"),
+    "server_error": Answer(503, b'{"ok": false, "error": "service_unavailable"}'),
+    # the post went through; the answer stops half way
+    "cut_off": Answer(200, b'{"ok": true, "channel": "C0REMEDIATE", "ts": "17', taken=True),
+    # the post went through; the answer comes after the client stopped waiting (1 s)
+    "slow": Answer(200, b'{"ok": true}', taken=True, delay_s=2.5),
+    # the connection is reset before anything was taken
+    "reset": Answer(0),
+}
 
 _BLOCK_TYPES = {"header", "section", "context", "divider", "actions", "image", "rich_text"}
 _TEXT_LIMIT = {"header": 150, "section": 3000}
@@ -43,6 +93,7 @@ class SlackStandin:
     requests: list[Posted] = field(default_factory=list)
     history_scope: bool = True  # the token has channels:history
     _rate_limits: deque[int] = field(default_factory=deque)
+    _answers: deque[Answer] = field(default_factory=deque)
     _drops: int = 0
     _next_ts: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -51,6 +102,22 @@ class SlackStandin:
     def rate_limit_next(self, retry_after_s: int = 0, times: int = 1) -> None:
         """The next `times` calls get 429 with this Retry-After."""
         self._rate_limits.extend([retry_after_s] * times)
+
+    def fail_next(self, fault: str, times: int = 1) -> None:
+        """The next `times` calls meet this failure class (a name in FAULTS)."""
+        self.answer_next(FAULTS[fault], times)
+
+    def answer_next(self, answer: Answer, times: int = 1) -> None:
+        """The next `times` calls get this answer."""
+        self._answers.extend([answer] * times)
+
+    def reset(self) -> None:
+        """Forget every request and scripted answer (between a property test's examples)."""
+        with self._lock:
+            self.requests.clear()
+            self._answers.clear()
+            self._rate_limits.clear()
+            self._drops = 0
 
     def drop_answer_next(self, times: int = 1) -> None:
         """The next `times` posts are taken, then the connection closes with no answer."""
@@ -75,13 +142,30 @@ class SlackStandin:
 
     def handle(
         self, path: str, auth: str | None, ctype: str, raw: bytes
+    ) -> tuple[int, dict[str, str], dict[str, Any] | Answer]:
+        with self._lock:
+            scripted = self._answers.popleft() if self._answers else None
+        if scripted is None:
+            return self._handle(path, auth, ctype, raw)
+        if scripted.taken:
+            self._handle(path, auth, ctype, raw)
+        else:
+            self._log(path, ctype, raw, auth, scripted.status)
+        time.sleep(scripted.delay_s)
+        return scripted.status, {}, scripted
+
+    def _log(self, path: str, ctype: str, raw: bytes, auth: str | None, status: int) -> None:
+        url = urlsplit(path)
+        method = url.path.removeprefix("/api/")
+        with self._lock:
+            self.requests.append(Posted(method, auth, _body(url.query, ctype, raw), status))
+
+    def _handle(
+        self, path: str, auth: str | None, ctype: str, raw: bytes
     ) -> tuple[int, dict[str, str], dict[str, Any]]:
         url = urlsplit(path)
         method = url.path.removeprefix("/api/")
-        if ctype.startswith("application/json"):
-            body = json.loads(raw or b"{}")
-        else:
-            body = {k: v[0] for k, v in parse_qs(raw.decode() or url.query).items()}
+        body = _body(url.query, ctype, raw)
         with self._lock:
             record = Posted(method, auth, body, 200)
             self.requests.append(record)
@@ -151,6 +235,12 @@ class SlackStandin:
         return _check_blocks(blocks) if blocks is not None else None
 
 
+def _body(query: str, ctype: str, raw: bytes) -> dict[str, Any]:
+    if ctype.startswith("application/json"):
+        return dict(json.loads(raw or b"{}"))
+    return {k: v[0] for k, v in parse_qs(raw.decode() or query).items()}
+
+
 def _check_blocks(blocks: Any) -> str | None:
     if not isinstance(blocks, list) or not 0 < len(blocks) <= 50:
         return "invalid_blocks"
@@ -183,17 +273,21 @@ def _handler(standin: SlackStandin) -> type[BaseHTTPRequestHandler]:
                 self.headers.get("Content-Type", ""),
                 raw,
             )
-            if status == 0:  # the post went through; the answer never comes
+            if status == 0:  # the answer never comes
                 self.close_connection = True
                 return
-            data = json.dumps(payload).encode()
+            if isinstance(payload, Answer):
+                data, ctype = payload.body, payload.ctype
+            else:
+                data, ctype = json.dumps(payload).encode(), "application/json; charset=utf-8"
             self.send_response(status)
             for key, value in headers.items():
                 self.send_header(key, value)
-            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data)
+            with contextlib.suppress(OSError):  # a caller that stopped waiting has gone
+                self.wfile.write(data)
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             pass  # keep test output clean

@@ -6,27 +6,21 @@ a redelivered command tells nothing."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from remediator.executors.argo import ArgoExecutor, Backoff
 from remediator.executors.slack import SlackConfig, SlackNotifier
 from remediator.streams.executor import ArgoCarrier, TellingCarrier
 from tests.executors.conftest import config_for, delete_decision
 from tests.standins.argo_server import ArgoStandin
+from tests.standins.fixtures import slack_fixture
 from tests.standins.slack_server import SlackStandin
 
 SLACK_TOKEN = "xoxb-kafka-end-test"
 CHANNEL = "C0KAFKA"
 
 
-@pytest.fixture
-def slack(monkeypatch: pytest.MonkeyPatch) -> Iterator[SlackStandin]:
-    monkeypatch.setenv("SLACK_BOT_TOKEN", SLACK_TOKEN)
-    with SlackStandin(token=SLACK_TOKEN, channels=frozenset({CHANNEL})) as server:
-        yield server
+slack = slack_fixture(SLACK_TOKEN, frozenset({CHANNEL}), token_env=True)
 
 
 def telling(argo: ArgoStandin, token_file: Path, slack: SlackStandin) -> TellingCarrier:

@@ -1,14 +1,19 @@
 """Builders for realistic watch events, Events and observations on a fixed clock.
 
 Times are seconds after T0; `at(s)` writes them as the API server does (RFC 3339, `Z`).
+Every builder returns a fresh document (tests/sharing.py): a test may change what it built, and
+the constants here are immutable.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 
 import orjson
+
+from tests.sharing import fresh
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 T0_EPOCH = T0.timestamp()
@@ -18,14 +23,14 @@ UID = "6a1d6c2e-1f0b-4c5e-9d8e-70b000000001"
 NODE = "gpu-node-7"
 MODEL = "meta-llama/Llama-3.1-70B-Instruct"
 IMAGE = "vllm/vllm-openai:v0.6.3"
-VLLM_ARGS = [
+VLLM_ARGS = (
     "--model",
     MODEL,
     "--tensor-parallel-size",
     "2",
     "--gpu-memory-utilization",
     "0.92",
-]
+)
 
 Obj = dict[str, Any]
 
@@ -38,6 +43,7 @@ def at(seconds: float) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@fresh
 def pod(
     *,
     created: float = 0.0,
@@ -73,7 +79,7 @@ def pod(
     container: Obj = {
         "name": "vllm",
         "image": IMAGE,
-        "args": VLLM_ARGS if args is None else args,
+        "args": list(VLLM_ARGS) if args is None else args,
         "resources": {"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "2"}},
     }
     if command is not None:
@@ -132,6 +138,7 @@ def watch(obj: Obj, wtype: str = "MODIFIED") -> Obj:
     return {"type": wtype, "object": obj}
 
 
+@fresh
 def event(
     reason: str,
     message: str,
@@ -168,6 +175,7 @@ def event(
     }
 
 
+@fresh
 def new_event(
     reason: str,
     note: str,
@@ -202,6 +210,7 @@ def new_event(
     return ev
 
 
+@fresh
 def first_token(t: float, *, uid: str | None = None, name: str = POD) -> Obj:
     obs: Obj = {"kind": "FirstToken", "namespace": NS, "pod": name, "time": at(t)}
     if uid is not None:
@@ -209,6 +218,7 @@ def first_token(t: float, *, uid: str | None = None, name: str = POD) -> Obj:
     return obs
 
 
+@fresh
 def cloudevent(data: Any, *, ce_type: str = "dev.remediator.first-token", **attrs: Any) -> Obj:
     ce: Obj = {
         "specversion": "1.0",
@@ -234,14 +244,16 @@ def pulled(seconds: str, waiting: str | None = None, size: int | None = None) ->
 # The realistic cold start of the issue (figures of one production cluster):
 # created 0, Unschedulable at 1, scheduled 12, Pulling 13, Pulled 195 (3m2s), started 289,
 # Ready 525, first token 530.
-COLD_START = {
-    "scheduling": 12.0 - 0.0,
-    "init": None,  # no init containers
-    "image_pull": 195.0 - 13.0,
-    "container_start": 289.0 - 195.0,
-    "engine_init": 525.0 - 289.0,
-    "first_token": 530.0 - 525.0,
-}
+COLD_START = MappingProxyType(
+    {
+        "scheduling": 12.0 - 0.0,
+        "init": None,  # no init containers
+        "image_pull": 195.0 - 13.0,
+        "container_start": 289.0 - 195.0,
+        "engine_init": 525.0 - 289.0,
+        "first_token": 530.0 - 525.0,
+    }
+)
 COLD_START_TOTAL = 530.0 - 0.0
 
 

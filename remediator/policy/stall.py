@@ -1,0 +1,74 @@
+"""Progress-aware engine init: is a pod stuck in the vLLM step it is in, judged by what that
+stretch took the model's siblings? Pure: the pod's timeline, the history, the config.
+
+A stretch runs from the last step's line (or the container's start) to the next line that ends
+a step. Siblings' times for it are the durations of the step that line ended: the first step
+after the last one ended that the siblings have times for (a V0 engine compiles nothing, so
+after its weights come memory_profiling's times; a V1 engine logs nothing between sizing its KV
+cache and ending graph capture, so there cuda_graphs' times judge kv_cache).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from remediator.policy.config import ProgressConfig
+from remediator.policy.history import PhaseHistory, step_key
+from remediator.timeline.engine_steps import TIMELINE_STEPS
+from remediator.timeline.model import PodTimeline
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """Where a pod's engine is, since when, and how long its siblings took there."""
+
+    step: str  # where vLLM's log says the engine is
+    began: float  # the last step's line, or the container's start
+    limit: float  # seconds the stretch may take: max(floor, factor × the siblings' quantile)
+    siblings_s: float  # the siblings' quantile for the stretch
+    samples: int  # how many siblings' times that is from
+    timed_as: str  # the step whose times those are
+
+    def due(self, checks: int, interval_s: float) -> float:
+        """When the pod is hung: stalled for `checks` checks in a row."""
+        return self.began + self.limit + (checks - 1) * interval_s
+
+    def reason(self, cfg: ProgressConfig, model: str, checks: int, now: float) -> str:
+        """Which step stalled, and how its time compares with the siblings'."""
+        what = self.step
+        if self.timed_as != self.step:
+            what += f" (timed as {self.timed_as})"
+        return (
+            f"engine_init stalled in vLLM step {what} for {now - self.began:.0f}s, over its "
+            f"{self.limit:.0f}s limit for {checks} checks in a row: {self.samples} siblings "
+            f"of {model} took {self.siblings_s:.0f}s there (P{cfg.quantile * 100:g}; limit "
+            f"{cfg.factor:g}× that, at least {cfg.floor_s:.0f}s)"
+        )
+
+
+def stall_of(t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory) -> Stall | None:
+    """The stretch the pod's engine is in, judged by its siblings; None when progress is off,
+    the pod's log says nothing, or too few siblings went through the stretch."""
+    if not cfg.enabled or t.engine is None:
+        return None
+    started = t.started_at()
+    last = t.engine.last_end(started)
+    began = last[1] if last is not None else started
+    if began is None:
+        return None
+    model = t.model or "unknown"
+    after = TIMELINE_STEPS.index(last[0]) + 1 if last is not None else 0
+    timed_as = next((s for s in TIMELINE_STEPS[after:] if history.count(model, step_key(s))), None)
+    if timed_as is None:
+        return None
+    siblings = history.quantile(model, step_key(timed_as), cfg.quantile, cfg.min_samples)
+    if siblings is None:
+        return None
+    return Stall(
+        step=t.engine.current(started),
+        began=began,
+        limit=max(cfg.floor_s, cfg.factor * siblings),
+        siblings_s=siblings,
+        samples=history.count(model, step_key(timed_as)),
+        timed_as=timed_as,
+    )

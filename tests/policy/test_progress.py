@@ -1,0 +1,186 @@
+"""Progress-aware engine init: a pod is judged by the vLLM step it is in against what that step
+took its siblings, not by its whole phase. Real vLLM lines (tests/data/vllm_logs) at made-up
+times: five healthy siblings teach the steps, then one pod hangs, or crawls but keeps going."""
+
+from __future__ import annotations
+
+import pytest
+
+from remediator.contract.errors import ConfigError
+from remediator.policy_file import load_policy
+from tests.data import vllm_logs
+from tests.policy.builders import T0, pod
+from tests.policy.conftest import Run, make_run
+
+POLICY = """
+stuck_pod:
+  checks: 3
+  budgets: {engine_init: 600}
+  progress: {enabled: %s, min_samples: %d}
+guardrails:
+  min_age: {factor: 0}
+  rate_limit: {per_minute: 600, burst: 100}
+"""
+
+
+def _line(name: str, needle: str) -> str:
+    return next(ln for ln in vllm_logs.lines(name) if needle in ln)
+
+
+# A V1 start (vLLM 0.11 and 0.9 lines), seconds after the container started, as a sibling
+# logs them: weights 40 s, torch.compile 20 s, profiling 2 s, KV cache and graphs 37.5 s,
+# API server 1.5 s, then Ready 9 s later (engine init: 110 s).
+STEPS = [
+    (5.0, _line("2025-04-v0.7-v0-profiling.log", "Starting to load model")),
+    (40.0, _line("2025-11-v1-engine.log", "Model loading took")),
+    (48.0, _line("2025-11-v1-engine.log", "Dynamo bytecode")),
+    (60.0, _line("2025-11-v1-engine.log", "torch.compile takes")),
+    (61.0, _line("2025-11-v1-engine.log", "Available KV cache memory")),
+    (62.0, _line("2025-11-v1-engine.log", "GPU KV cache size")),
+    (99.0, _line("2025-06-v1-api-server.log", "Graph capturing finished")),
+    (99.5, _line("2025-06-v1-api-server.log", "init engine")),
+    (100.0, _line("2025-06-v1-api-server.log", "Starting vLLM API server")),
+    (101.0, "INFO:     Application startup complete."),
+]
+READY = 110.0
+
+
+# The same lines from a start that crawls: each stretch between lines that end a step takes
+# 110 s (up to 55 times its siblings', under each 120 s limit); Ready at 670 s.
+CRAWL = [110.0 * k for k in (0, 1, 1.4, 2, 3, 3.05, 4, 4.05, 4.5, 5)]
+CRAWL[0] = 5.0
+CRAWL_READY = 670.0
+
+
+def _name(i: int) -> str:
+    return f"vllm-70b-7c9d5b6f4-s{i}"
+
+
+def _uid(i: int) -> str:
+    return f"aaaaaaaa-0000-0000-0000-{i:012d}"
+
+
+def _start(run: Run, i: int, created: float, lines: list[tuple[float, str]]) -> float:
+    """A pod whose container starts 10 s after it is created and logs `lines` from then."""
+    started = created + 10.0
+    run.feed(pod(_name(i), _uid(i), created=created, scheduled=created + 1, started=started))
+    for at, line in lines:
+        run.feed(vllm_logs.engine_log("llm", _name(i), line, T0 + started + at))
+    return started
+
+
+def _siblings(run: Run, n: int = 5) -> float:
+    """`n` healthy cold starts, one after the other; returns when the next may be created."""
+    for i in range(n):
+        created = i * 1000.0
+        started = _start(run, i, created, STEPS)
+        run.feed(
+            pod(
+                _name(i),
+                _uid(i),
+                created=created,
+                scheduled=created + 1,
+                started=started,
+                ready=started + READY,
+            )
+        )
+    assert run.decisions == []
+    return n * 1000.0
+
+
+def _run(enabled: bool = True, min_samples: int = 5) -> Run:
+    return make_run(POLICY % ("true" if enabled else "false", min_samples))
+
+
+def _delete_at(run: Run) -> float:
+    (decision,) = run.decisions
+    assert decision.action == "delete-pod" and decision.target == _name(9)
+    return decision.at - T0
+
+
+def test_a_pod_stalled_in_a_step_is_deleted_long_before_its_phase_budget() -> None:
+    """It sized its KV cache and went quiet: siblings took 37 s from there to graphs captured
+    (V1 says nothing in between), so the limit is the 120 s floor, hung 2 checks later."""
+    run = _run()
+    started = _start(run, 9, _siblings(run), STEPS[:6])
+    run.at(T0 + started + 62 + 120 + 19)
+    assert run.decisions == []
+    run.at(T0 + started + 600)
+    assert _delete_at(run) == started + 62 + 120 + 20
+    reason = run.decisions[0].reason
+    assert "stalled in vLLM step kv_cache (timed as cuda_graphs) for 140s" in reason
+    assert "over its 120s limit for 3 checks in a row" in reason
+    assert "5 siblings of meta-llama/Llama-3.1-70B-Instruct took 38s there (P95" in reason
+
+
+def test_a_stall_while_loading_weights_is_found_too() -> None:
+    run = _run()
+    started = _start(run, 9, _siblings(run), STEPS[:1])  # "Starting to load model …" only
+    run.at(T0 + started + 600)
+    assert _delete_at(run) == started + 120 + 20
+    assert "stalled in vLLM step weights for 140s" in run.decisions[0].reason
+    assert "took 40s there" in run.decisions[0].reason
+
+
+def _crawl(run: Run) -> tuple[float, float]:
+    created = _siblings(run)
+    lines = [(at, line) for at, (_, line) in zip(CRAWL, STEPS, strict=True)]
+    return created, _start(run, 9, created, lines)
+
+
+def test_a_start_that_keeps_ending_steps_is_never_deleted_for_being_slow_overall() -> None:
+    """670 s of engine init, over the 600 s phase budget: it becomes Ready untouched."""
+    run = _run()
+    created, started = _crawl(run)
+    run.at(T0 + started + CRAWL_READY - 1)
+    assert run.decisions == []
+    run.feed(pod(_name(9), _uid(9), created=created, scheduled=created + 1, started=started,
+                 ready=started + CRAWL_READY))  # fmt: skip
+    run.at(T0 + started + 3600)
+    assert run.decisions == []
+
+
+def test_without_progress_the_same_slow_start_is_deleted_at_its_phase_budget() -> None:
+    """The control for the test above: the policy's default judges the whole phase."""
+    run = _run(enabled=False)
+    _, started = _crawl(run)
+    run.at(T0 + started + CRAWL_READY - 1)
+    assert _delete_at(run) == started + 600 + 20
+    assert "engine_init for 620s, over its 600s budget" in run.decisions[0].reason
+
+
+def test_a_pod_whose_log_is_not_read_keeps_its_phase_budget() -> None:
+    run = _run()
+    started = _start(run, 9, _siblings(run), [])
+    run.at(T0 + started + 1000)
+    assert _delete_at(run) == started + 620
+
+
+def test_a_step_too_few_siblings_went_through_keeps_the_phase_budget() -> None:
+    run = _run(min_samples=6)
+    started = _start(run, 9, _siblings(run), STEPS[:6])
+    run.at(T0 + started + 1000)
+    assert _delete_at(run) == started + 620
+    assert "over its 600s budget" in run.decisions[0].reason
+    assert "stalled in vLLM step kv_cache for" in run.decisions[0].reason  # the step note
+
+
+def test_progress_is_off_by_default() -> None:
+    cfg = load_policy("").rules.stuck_pod.progress
+    assert not cfg.enabled
+    assert (cfg.factor, cfg.quantile, cfg.floor_s, cfg.min_samples) == (3.0, 0.95, 120.0, 5)
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("stuck_pod: {progress: {quantile: 0.2}}", "quantile from 0.5 to 1"),
+        ("stuck_pod: {progress: {factor: 0.5}}", "below 1"),
+        ("stuck_pod: {progress: {floor_s: -1}}", "negative"),
+        ("stuck_pod: {progress: {min_samples: 0}}", "below 1"),
+        ("stuck_pod: {progress: {enable: true}}", "unknown key"),
+    ],
+)
+def test_bad_progress_settings_are_refused_with_a_reason(text: str, why: str) -> None:
+    with pytest.raises(ConfigError, match=why):
+        load_policy(text)

@@ -1,0 +1,104 @@
+"""Where the engine is, and how long each step took, on real lines that releases word or order
+differently: eager starts, the KV cache's start, Ray's late reprints, a compile just begun."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import orjson
+
+from remediator.inputs.decode import decode
+from remediator.inputs.records import EngineStep
+from remediator.timeline.engine_steps import EngineSteps
+from tests.data import vllm_logs
+
+
+def _steps(docs: list[dict[str, object]]) -> EngineSteps:
+    steps = EngineSteps()
+    for doc in docs:
+        for item in decode(orjson.dumps(doc)):
+            assert isinstance(item, EngineStep)
+            steps.see(item)
+    return steps
+
+
+def _upto(name: str, needle: str) -> list[dict[str, object]]:
+    """The file's lines as delivered, through the first line that holds `needle`."""
+    docs = vllm_logs.replay(name)
+    end = next(i for i, doc in enumerate(docs) if needle in str(doc["line"]))
+    return docs[: end + 1]
+
+
+def _kubelet(stamp: str, line: str) -> dict[str, object]:
+    return {"kind": "EngineLog", "namespace": "llm", "pod": "p", "line": f"{stamp} {line}"}
+
+
+def _t(*args: int) -> float:
+    return datetime(*args, tzinfo=UTC).timestamp()
+
+
+def test_an_eager_start_ends_engine_init_with_the_engines_init_line() -> None:
+    """--enforce-eager captures no graphs: after `init engine ... took` the API server starts."""
+    before = _steps(_upto("2026-02-v1-eager-omni.log", "Autotuning process ends"))
+    assert before.current(None) == "kv_cache"
+    steps = _steps(vllm_logs.replay("2026-02-v1-eager-omni.log"))
+    assert steps.current(None) == "api_server"
+    assert steps.durations(None, None) == {"cuda_graphs": 1.0}  # allocation and warm-up
+
+
+def test_a_crash_as_the_kv_cache_is_allocated_is_the_kv_caches() -> None:
+    """V0 prints "# cuda blocks" as it allocates the cache, V1 "GPU KV cache size" before it
+    does: an engine that dies or hangs after either is in kv_cache, not in graph capture."""
+    v0 = _steps(_upto("2026-02-v0-memory-profiling-init-engine.log", "# cuda blocks"))
+    assert v0.current(None) == "kv_cache"
+    v1 = _steps(_upto("2025-11-v1-engine.log", "GPU KV cache size"))
+    assert v1.current(None) == "kv_cache"
+    capturing = _steps(_upto("2026-02-v0-memory-profiling-init-engine.log", "Capturing"))
+    assert capturing.current(None) == "cuda_graphs"
+    assert capturing.durations(None, None) == {"memory_profiling": 0.44, "kv_cache": 3.0}
+
+
+def test_a_worker_with_no_room_for_the_kv_cache_is_the_one_shown() -> None:
+    steps = _steps(vllm_logs.replay("2025-12-v1-tp2-negative-kv.log"))
+    assert steps.detail == {"memory_profiling": "-3.86 GiB for KV cache"}
+    assert steps.current(None) == "kv_cache"
+
+
+# Real lines from vllm-project/vllm#11208 (Ray, vLLM 0.6): the kubelet's times are made up
+# here, as late as Ray's reprints come (9 and 34 minutes late in #6689 and an Ascend log).
+_REPRINT = vllm_logs.lines("2024-12-v0.6-ray-reprint.log")[0]  # INFO 12-15 07:41:22 ... [repeated
+_BLOCKS = vllm_logs.lines("2024-12-v0.6-ray-reprint.log")[1]  # INFO 12-15 07:41:29 # GPU blocks
+
+
+def test_a_ray_reprint_that_arrives_late_keeps_the_time_it_was_written() -> None:
+    docs = [
+        _kubelet("2024-12-15T07:41:29.5Z", _BLOCKS),
+        _kubelet("2024-12-15T07:50:40.1Z", _REPRINT),  # after the later line
+    ]
+    steps = _steps(docs)
+    assert steps.end("weights", None, None) == _t(2024, 12, 15, 7, 41, 22)
+    assert steps.current(None) == "kv_cache"
+    assert steps.durations(None, None) == {"memory_profiling": 7.5}
+
+
+def test_a_reprint_is_placed_in_the_containers_zone_learnt_from_its_other_lines() -> None:
+    """vLLM writes the container's local time; the kubelet, UTC. Here the container is seven
+    hours behind UTC, as in vllm-project/vllm#16107's pod."""
+    docs = [
+        _kubelet("2024-12-15T14:41:29.5Z", _BLOCKS),
+        _kubelet("2024-12-15T14:50:40.1Z", _REPRINT),
+    ]
+    steps = _steps(docs)
+    assert steps.end("weights", None, None) == _t(2024, 12, 15, 14, 41, 22)
+    assert steps.durations(None, None) == {"memory_profiling": 7.5}
+    started = _t(2024, 12, 15, 14, 30, 0)
+    alone = _steps(docs[1:])  # no other line yet: UTC is assumed, hours early, so left out
+    assert alone.end("weights", started, None) is None
+    assert alone.current(started) == "weights"
+
+
+def test_an_engine_that_only_began_compiling_is_compiling() -> None:
+    line = next(ln for ln in vllm_logs.lines("2025-11-v1-engine.log") if "Dynamo" in ln)
+    steps = _steps([vllm_logs.engine_log("llm", "p", line, 1000.0)])
+    assert steps.current(None) == "torch_compile"
+    assert steps.current(999.0) == "torch_compile"
