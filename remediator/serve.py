@@ -43,7 +43,9 @@ Leader election (on when POD_NAME is set, i.e. in a cluster):
 \b
 Endpoints on --listen:
   POST /events   Alertmanager webhook, CloudEvent (structured or binary), watch event
-  GET  /healthz  liveness     GET /readyz  readiness (policy loaded, watches synced)
+  GET  /healthz  liveness
+  GET  /readyz   readiness: policy loaded; every watch synced, running and current (a
+                 BOOKMARK or event within 90 s); webhooks can be stored; a token to check
   GET  /metrics  Prometheus
   GET  /timelines[?namespace=&state=]  every pod's cold start (JSON lines, as replay prints)
   GET  /timelines/NAMESPACE/POD        one pod's timelines (404 if untracked)

@@ -6,17 +6,17 @@ import logging
 import os
 import sys
 import threading
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 import click
 import orjson
 
 from remediator.coldstart.kube import Forbidden, Kube, KubeError, load
-from remediator.coldstart.render import Style, json_docs, text
+from remediator.coldstart.render import Style, json_docs, text, use_color
 from remediator.coldstart.snapshot import LOG_BYTES, Snapshot, selectors, take
 from remediator.coldstart.target import TargetError, parse_target
 from remediator.contract.errors import ConfigError
-from remediator.session import Session
+from remediator.timeline.tracker import Tracker
 
 EXIT_ERROR = 1  # the API could not be asked (unreachable, kubeconfig, not found)
 EXIT_USAGE = 2
@@ -103,7 +103,7 @@ def coldstart(
     --watch), get deployments or statefulsets when one is named, get pods/log with --logs
     (without it, that is said once and everything else is shown). No remediator
     service, no Prometheus.
-    NO_COLOR set (or output not a terminal): no colours.
+    NO_COLOR set (not empty), or output not a terminal: no colours.
 
     \b
     Exit codes: 0 shown (whatever state the pods are in; Ctrl-C ends --watch with 0);
@@ -116,16 +116,13 @@ def coldstart(
         goal = parse_target(target, selector)
     except TargetError as exc:
         raise click.UsageError(str(exc)) from None
-    try:
-        session = Session.from_policy_file(policy)
-    except ConfigError as exc:
-        raise click.UsageError(f"policy file {policy}: {exc}") from None
+    tracker = Tracker(_engines(policy))
     try:
         api, default_ns = load(kubeconfig, context)
         ns = namespace or default_ns
         kube = Kube(api)
         pod_sel = selectors(kube, ns, goal)
-        snap = take(kube, ns, goal, session, pod_sel, logs=logs, log_bytes=log_bytes)
+        snap = take(kube, ns, goal, tracker, pod_sel, logs=logs, log_bytes=log_bytes)
     except TargetError as exc:
         _fail(str(exc), EXIT_ERROR)
     except Forbidden as exc:
@@ -140,14 +137,15 @@ def coldstart(
         click.echo(f"warning: {snap.refused} objects refused as malformed", err=True)
     scope = f"{ns} {goal.label}"
     out = sys.stdout
-    color = out.isatty() and "NO_COLOR" not in os.environ
+    color = use_color(out, os.environ)
     try:
         if not watch:
             _show(out, snap, snap.now(), output, scope, Style(color), [])
             out.flush()
             return
         if snap.events_api == "events.k8s.io":
-            click.echo("warning: Events are followed only through core/v1", err=True)
+            # (serve's watch follows core/v1 Events; the pods' own status still moves on)
+            click.echo("warning: --watch follows the pods, not their Events", err=True)
         _follow(api, snap, pod_sel, logs, log_bytes, output, scope, Style(color), out)
     except BrokenPipeError:
         # `kubectl coldstart ... | head`: the reader has what it wanted; not an error.
@@ -155,7 +153,19 @@ def coldstart(
         sys.exit(0)
 
 
-def _fail(message: str, code: int) -> None:
+def _engines(policy: str | None) -> tuple[str, ...]:
+    """The engine containers serve's policy names (else the tracker finds the GPU one)."""
+    if policy is None:
+        return ()
+    from remediator.policy_file import load_policy_file  # only with --policy: its imports cost
+
+    try:
+        return load_policy_file(policy).rules.stuck_pod.engine_containers
+    except ConfigError as exc:
+        raise click.UsageError(f"policy file {policy}: {exc}") from None
+
+
+def _fail(message: str, code: int) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
 
@@ -222,14 +232,23 @@ def _follow(
 
 
 def _changed_json(out: IO[str], snap: Snapshot, now: float, shown: dict[str, bytes]) -> None:
-    """Each object again only when it changed (a pod's timeline, a workload's figures)."""
+    """Each object again only when it changed (a pod's timeline, a workload's figures); a
+    pod that went away, once more with its state `deleted`."""
+    seen: set[str] = set()
     for doc in json_docs(snap.timelines(), now):
         key = f"{doc['kind']}/{doc.get('uid') or doc.get('workload')}"
+        seen.add(key)
         # (a waiting pod's seconds count on: compared without them)
         raw = orjson.dumps({**doc, "for_s": None} if doc["kind"] == "waiting" else doc)
         if shown.get(key) != raw:
             shown[key] = raw
             out.write(orjson.dumps(doc).decode() + "\n")
+    for key in [k for k in shown if k not in seen]:
+        del shown[key]
+        kind, _, uid = key.partition("/")
+        gone = snap.tracker.get(uid) if kind == "timeline" else None
+        if gone is not None:
+            out.write(orjson.dumps(gone.to_json()).decode() + "\n")
 
 
 def _changed_text(

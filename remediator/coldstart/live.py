@@ -1,9 +1,9 @@
-"""`kubectl coldstart --watch`: the snapshot's session, kept current by watches, redrawn in place.
+"""`kubectl coldstart --watch`: the snapshot's core, kept current by watches, redrawn in place.
 
 The pods (the target's selector) and their Events are watched with serve's own `KubeWatch`
 (raw JSON, resume from the last resourceVersion, relist on 410, back off on errors); with
 `--logs`, serve's `EngineLogFollower` follows the engine log of each pod while it is in engine
-init. Their inputs go through a queue to the one thread that feeds the session; the screen is
+init. Their inputs go through a queue to the one thread that feeds the tracker; the screen is
 redrawn at most once a second (and once a second while a pod waits, so its "for 312s" counts).
 Ctrl-C ends it; the caller exits 0.
 """

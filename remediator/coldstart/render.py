@@ -9,9 +9,9 @@ pod not Ready and one `workload` object per workload.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from remediator.coldstart.report import Spread, Workload, waiting, workloads
 from remediator.inputs.timefmt import format_time
@@ -19,6 +19,11 @@ from remediator.output import bar_scale, pod_lines
 from remediator.timeline.model import PodTimeline
 
 _CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33"}
+
+
+def use_color(stream: IO[str], environ: Mapping[str, str]) -> bool:
+    """Colours on a terminal only, and never with NO_COLOR set to anything (no-color.org)."""
+    return stream.isatty() and not environ.get("NO_COLOR")
 
 
 @dataclass(frozen=True, slots=True)

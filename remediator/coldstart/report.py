@@ -155,16 +155,23 @@ def waiting(t: PodTimeline, siblings: Workload, now: float) -> Waiting | None:
 
 
 def _why(t: PodTimeline, phase: str) -> str:
+    """What the cluster says the pod waits for, most telling first."""
+    said = []
     if phase == "scheduling" and t.unschedulable:
-        return f"scheduler: {t.unschedulable}"
-    if phase == "image_pull" and t.image_backoff():
-        return "the image pull is backing off"
-    if t.waiting_reason and t.waiting_reason not in ("ContainerCreating", "PodInitializing"):
-        return f"container waiting: {t.waiting_reason}"
+        said.append(f"scheduler: {t.unschedulable}")
+    reason = t.waiting_reason
+    if reason and reason not in ("ContainerCreating", "PodInitializing"):
+        said.append(f"container waiting: {reason}")
+    elif phase == "image_pull" and t.image_backoff():
+        said.append("the image pull is backing off")  # (Events say so; the status not yet)
+    if t.restarts:
+        # (a crash loop's back-off is not always in `waiting_reason`: the object that shows it
+        # carries no newer timestamp than the one that showed the container running)
+        said.append(f"the engine restarted {t.restarts} time{'s' if t.restarts > 1 else ''}")
     step = t.engine_step()
     if step is not None:
-        return f"in vLLM step {step}"
-    return ""
+        said.append(f"in vLLM step {step}")
+    return "; ".join(said)
 
 
 def _s(seconds: float) -> str:

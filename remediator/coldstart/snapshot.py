@@ -1,6 +1,7 @@
 """One look at the cluster: the target's pods, their Events from both Event APIs and, with
-`--logs`, the engine containers' logs, listed once and fed as raw JSON to a `Session`, the
-core `remediator replay` drives and serve answers `/timelines` from.
+`--logs`, the engine containers' logs, listed once and fed as raw JSON to the core's `Tracker`,
+on the clock `remediator replay`'s Session keeps (each input at its own time, never back), so a
+pod's timeline is the one replay prints and serve answers `/timelines` with.
 
 The three lists run at once (the first screen waits for the slowest, not for their sum).
 Events are listed for every Pod of the namespace (or the one pod named) and only those of the
@@ -14,66 +15,59 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from remediator.coldstart.kube import Forbidden, Kube, KubeError, Page, Resource
+from remediator.coldstart.kube import EVENTS, Forbidden, Kube, KubeError, Page, Resource
 from remediator.coldstart.target import Target, selector_of
-from remediator.contract.decision import Decision, Suppressed
 from remediator.inputs.decode import normalize
-from remediator.inputs.records import Input, InputError, PodEvent, PodSeen
-from remediator.policy.outcome import Ignored
-from remediator.session import Session
-from remediator.sources.engine_logs import step_of
+from remediator.inputs.records import Input, InputError, PodEvent, PodSeen, Relisted
 from remediator.timeline.model import PodTimeline
-from remediator.timeline.tracker import StateChange
+from remediator.timeline.tracker import Tracker
 
 LOG_BYTES = 1 << 20  # per pod, from the log's start: where engine init is (serve's default)
 LOG_READERS = 8
 
 
-class Quiet:
-    """The session's sink: `kubectl coldstart` shows timelines, it decides nothing."""
-
-    def transition(self, change: StateChange) -> None:
-        return
-
-    def decision(self, decision: Decision) -> None:
-        return
-
-    def suppressed(self, suppressed: Suppressed) -> None:
-        return
-
-    def ignored(self, ignored: Ignored) -> None:
-        return
-
-
 @dataclass
 class Snapshot:
-    """The core fed with what the lists held; `uids` the pods asked about."""
+    """The core fed with what the lists held; `uids` the pods asked about.
 
-    session: Session
+    `tracker` and `clock` are what `Session.feed` drives for replay, without the policy and
+    guardrails behind them: `kubectl coldstart` shows timelines and decides nothing (and so
+    does not import them: the first screen waits for every import)."""
+
+    tracker: Tracker
     namespace: str
     target: Target
     uids: set[str] = field(default_factory=set)
     at: float | None = None  # the API server's time of the pod list
-    versions: dict[str, str] = field(default_factory=dict)  # resourceVersion per list
     notes: list[str] = field(default_factory=list)  # said once, on stderr
     refused: int = 0  # list items the decoder refused (malformed)
     events_api: str | None = None  # the Event API that could be listed (for --watch)
     logs_forbidden: bool = False
+    clock: float = 0.0  # the newest input time: the tracker's `now`, as the Session's
 
     def timelines(self) -> list[PodTimeline]:
         """The listed pods' timelines (and any the watch added), oldest first."""
-        found = [t for t in self.session.tracker if t.uid in self.uids and not t.deleted]
+        found = [t for t in self.tracker if t.uid in self.uids and not t.deleted]
         found.sort(key=lambda t: (t.namespace, t.created or 0.0, t.name))
         return found
 
     def now(self) -> float:
         """The cluster's time: the pod list's Date, or a later input's own time."""
-        return max(self.at or 0.0, self.session.now)
+        return max(self.at or 0.0, self.clock)
 
     def feed(self, items: Iterable[Input]) -> None:
-        sink = Quiet()
+        """As `Session.feed` applies them: a relist reconciles at the current time, any other
+        input at its own time (the clock never goes back)."""
+        tracker = self.tracker
         for item in items:
-            self.session.feed(item, sink)
+            if isinstance(item, Relisted):
+                tracker.relisted(item, self.clock)
+                if item.at is not None and item.at > self.clock:
+                    self.clock = item.at
+                continue
+            if item.at is not None and item.at > self.clock:
+                self.clock = item.at
+            tracker.apply(item, self.clock)
 
 
 def selectors(kube: Kube, namespace: str, target: Target) -> dict[str, str | None]:
@@ -99,7 +93,7 @@ def take(
     kube: Kube,
     namespace: str,
     target: Target,
-    session: Session,
+    tracker: Tracker,
     pod_sel: dict[str, str | None],
     *,
     logs: bool = False,
@@ -108,7 +102,7 @@ def take(
     """List once (the pods by `pod_sel`, from `selectors`), feed the core, read the engine
     logs if asked. Raises KubeError when the pods (or both Event APIs) cannot be listed; a
     missing `pods/log` is a note."""
-    snap = Snapshot(session, namespace, target)
+    snap = Snapshot(tracker, namespace, target)
     with ThreadPoolExecutor(3) as pool:
         pods = pool.submit(_list_all, kube, kube.pods, namespace, pod_sel)
         core = pool.submit(
@@ -123,9 +117,8 @@ def take(
         )
         pod_pages = pods.result()  # a refusal here is the command's end
         event_pages = _events(snap, core, v1)
-    pod_items = _decode(snap, "Pod", pod_pages)
+    pod_items = _decode(snap, kube.pods.kind, pod_pages)
     snap.at = pod_pages[0].at if pod_pages else None
-    snap.versions["pods"] = pod_pages[-1].version if pod_pages else ""
     for item in pod_items:
         if isinstance(item, PodSeen):
             snap.uids.add(item.uid)
@@ -147,10 +140,13 @@ def _list_all(
 
 
 def _events(snap: Snapshot, core: Future[list[Page]], v1: Future[list[Page]]) -> list[Input]:
-    """Both Event APIs' lists (the same Events, in two shapes: the core takes either, and
-    duplicates are facts it already has). One refused is a note; both, the end."""
+    """Both Event APIs' lists: the same stored Events in two shapes (the core reads either).
+    An Event the first list held is not decoded again from the second (same metadata.uid);
+    one the second alone holds (written between the lists) is. One list refused is a note;
+    both, the end."""
     out: list[Input] = []
     refusals: list[Forbidden] = []
+    held: set[str] = set()
     for name, future in (("events", core), ("events.k8s.io", v1)):
         try:
             pages = future.result()
@@ -158,12 +154,27 @@ def _events(snap: Snapshot, core: Future[list[Page]], v1: Future[list[Page]]) ->
             refusals.append(exc)
             continue
         snap.events_api = snap.events_api or name
-        snap.versions[name] = pages[-1].version if pages else ""
-        out.extend(_decode(snap, "Event", pages))
+        out.extend(_decode(snap, EVENTS.kind, _new(pages, held)))
     if len(refusals) == 2:
         raise refusals[0]
     for refused in refusals:
         snap.notes.append(f"{refused}; Events read from the other Event API")
+    return out
+
+
+def _new(pages: list[Page], held: set[str]) -> list[Page]:
+    """The pages without the objects already `held` (by uid), adding theirs to it."""
+    out = []
+    for page in pages:
+        fresh = []
+        for item in page.items:
+            uid = (item.get("metadata") or {}).get("uid") if isinstance(item, dict) else None
+            if isinstance(uid, str) and uid:
+                if uid in held:
+                    continue
+                held.add(uid)
+            fresh.append(item)
+        out.append(Page(fresh, page.version, page.at, page.more))
     return out
 
 
@@ -225,4 +236,6 @@ def read_logs(kube: Kube, snap: Snapshot, limit_bytes: int) -> None:
 
 def _steps(raw: bytes, t: PodTimeline) -> list[Input]:
     """The lines that end a vLLM step, stamped with the kubelet's time (serve's `step_of`)."""
+    from remediator.sources.engine_logs import step_of  # --logs only: it imports the metrics
+
     return [s for line in raw.splitlines() if (s := step_of(line, t.namespace, t.name, t.uid))]

@@ -31,6 +31,9 @@ the step before it:
     WEIGHTS_STARTED   Starting to load model meta-llama/Llama-3.1-8B...: the log is read and
                       the engine is loading its weights (it ends no step)
     COMPILE_STARTED   Dynamo bytecode transform time / Using cache directory ... torch.compile
+    COMPILE_MISSED    Cache the graph for dynamic shape for later use / Compiling a graph for
+                      general|dynamic shape takes 13.62 s: torch.compile missed its cache and
+                      compiles (minutes, where a cache hit takes seconds)
     SERVER_STARTED    Starting vLLM API server [N] on URL / Starting vLLM server on URL
 
 Ray prints a line that several workers logged once, then the others' copies later (minutes
@@ -50,10 +53,14 @@ import msgspec
 STEPS = ("weights", "torch_compile", "memory_profiling", "kv_cache", "cuda_graphs", "api_server")
 WEIGHTS_STARTED = "weights_started"
 COMPILE_STARTED = "torch_compile_started"
+COMPILE_MISSED = "torch_compile_missed"
 KV_CACHE_STARTED = "kv_cache_started"
 GRAPHS_STARTED = "cuda_graphs_started"
 ENGINE_READY = "engine_ready"
 SERVER_STARTED = "api_server_started"
+# Not vLLM's: the follower read the log until it ended or hit its byte bound, and no further;
+# what the engine does after its last line is then unknown (progress can no longer be judged).
+LOG_ENDED = "log_ended"
 # The marks that say a step ended without being that step's own line: mark → the step it ends.
 ENDS_BEFORE = {
     KV_CACHE_STARTED: "memory_profiling",
@@ -64,6 +71,7 @@ MARKS = (
     *STEPS,
     WEIGHTS_STARTED,
     COMPILE_STARTED,
+    COMPILE_MISSED,
     KV_CACHE_STARTED,
     GRAPHS_STARTED,
     ENGINE_READY,
@@ -81,6 +89,7 @@ KEYWORDS = (
     "torch.compile",
     "Starting vLLM",
     "Starting to load model",
+    "Cache the graph",
     "Application startup complete",
 )
 _NUM = r"(-?[0-9]+(?:,[0-9]{3})*(?:\.[0-9]+)?)"
@@ -171,6 +180,10 @@ _FORMS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], StepMark]], ...] 
         _mark(COMPILE_STARTED),
     ),
     (re.compile(r"Starting to load model \S"), _mark(WEIGHTS_STARTED)),
+    (
+        re.compile(r"Cache the graph .*for later use|Compiling a graph for \w+ shape takes"),
+        _mark(COMPILE_MISSED),
+    ),
 )
 
 

@@ -44,7 +44,8 @@ class ProgressConfig:
     lasts `checks` checks in a row; then it is deleted, before its phase budget. While the
     step it is in is judged this way, the phase budget does not apply: a start that keeps
     ending steps is never deleted for being slow overall. A step with fewer than
-    `min_samples` siblings' times, or a pod whose log is not read, keeps the phase budget."""
+    `min_samples` siblings' times, or a pod whose log is not read (or no longer is: the
+    follow hit its byte bound or broke), keeps the phase budget."""
 
     enabled: bool = False
     factor: float = 3.0

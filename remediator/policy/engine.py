@@ -29,7 +29,7 @@ from remediator.policy.config import PolicyConfig
 from remediator.policy.history import PhaseHistory, budget, expected_cold_start, step_key
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored, Outcome
-from remediator.policy.stall import Stall, stall_of
+from remediator.policy.stall import Stall, learn_steps, stall_of
 from remediator.policy.stuck import Facts, decide_stuck, deletes_in, too_tight
 from remediator.policy.workloads import (
     Workload,
@@ -310,8 +310,7 @@ class PolicyEngine:
         total = t.total()
         if total is not None:
             self.history.add(model, "total", total)
-        for step, seconds in t.engine_steps().items():  # what each vLLM step took it
-            self.history.add(model, step_key(step), seconds)
+        learn_steps(t, self.history)  # what each vLLM step took it
 
     def _timer_decision(
         self, t: PodTimeline, phase: str, since: float, now: float

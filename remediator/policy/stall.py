@@ -5,13 +5,16 @@ A stretch runs from the last step's line (or the container's start) to the next 
 a step. Siblings' times for it are the durations of the step that line ended: the first step
 after the last one ended that the siblings have times for (a V0 engine compiles nothing, so
 after its weights come memory_profiling's times; a V1 engine logs nothing between sizing its KV
-cache and ending graph capture, so there cuda_graphs' times judge kv_cache).
+cache and ending graph capture, so there cuda_graphs' times judge kv_cache). A torch.compile
+that missed its cache is judged only by siblings' compiles that missed it too: a cache hit
+takes seconds, a miss minutes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from remediator.inputs.vllm_log import COMPILE_MISSED, LOG_ENDED
 from remediator.policy.config import ProgressConfig
 from remediator.policy.history import PhaseHistory, step_key
 from remediator.timeline.engine_steps import TIMELINE_STEPS
@@ -52,6 +55,8 @@ def stall_of(t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory) -> Stal
     if not cfg.enabled or t.engine is None:
         return None
     started = t.started_at()
+    if t.engine.end(LOG_ENDED, started, None) is not None:
+        return None  # the log is no longer read: what the engine does now is unknown
     last = t.engine.last_end(started)
     began = last[1] if last is not None else started
     if began is None:
@@ -61,6 +66,8 @@ def stall_of(t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory) -> Stal
     timed_as = next((s for s in TIMELINE_STEPS[after:] if history.count(model, step_key(s))), None)
     if timed_as is None:
         return None
+    if timed_as == "torch_compile" and t.engine.compile_missed(started):
+        timed_as = COMPILE_MISSED
     siblings = history.quantile(model, step_key(timed_as), cfg.quantile, cfg.min_samples)
     if siblings is None:
         return None
@@ -72,3 +79,15 @@ def stall_of(t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory) -> Stal
         samples=history.count(model, step_key(timed_as)),
         timed_as=timed_as,
     )
+
+
+def learn_steps(t: PodTimeline, history: PhaseHistory) -> None:
+    """What each vLLM step took a healthy cold start, beside its phases' times (a compile that
+    missed its cache once more, as what such compiles take)."""
+    model = t.model or "unknown"
+    steps = t.engine_steps()
+    for step, seconds in steps.items():
+        history.add(model, step_key(step), seconds)
+    compiled = steps.get("torch_compile")
+    if compiled is not None and t.engine is not None and t.engine.compile_missed(t.started_at()):
+        history.add(model, step_key(COMPILE_MISSED), compiled)

@@ -10,7 +10,6 @@ budgets are on `ClusterTime`: the cluster's clock as its inputs show it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import itertools
 import time
@@ -133,6 +132,7 @@ async def wait(event: asyncio.Event, timeout: float, clock: Clock) -> bool:
     finally:
         for task in (waiter, sleeper):
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        # Their own cancellations are results here; a cancel of the caller still raises
+        # (a `suppress(CancelledError)` around each await swallowed that one too).
+        await asyncio.gather(waiter, sleeper, return_exceptions=True)
     return event.is_set()

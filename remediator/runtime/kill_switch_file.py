@@ -5,7 +5,7 @@
     the file missing              off        (the key is not in the ConfigMap)
     anything else                 on, and `unclear` says why: a word it does not know,
                                   text that does not decode, a file it cannot read (a
-                                  directory, permission denied)
+                                  directory, permission denied), more than 1 KiB
 
 Text is UTF-8 unless a byte-order mark says UTF-16 or UTF-32 (an editor on Windows
 writes one), so "on" saved as UTF-16 is on. A switch that cannot be read must never
@@ -21,6 +21,8 @@ from pathlib import Path
 
 ON = frozenset({"on", "true", "1", "yes", "engaged"})
 OFF = frozenset({"off", "false", "0", "no", ""})
+
+_MOST = 1024  # bytes read at most
 
 # Longest first: a UTF-32-LE mark begins with the UTF-16-LE one.
 _BOMS = (
@@ -49,11 +51,14 @@ def decode(data: bytes) -> str:
 
 def read_switch(path: str) -> SwitchReading:
     try:
-        data = Path(path).read_bytes()
+        with Path(path).open("rb") as f:
+            data = f.read(_MOST + 1)  # a switch is a word: never a whole device read
     except FileNotFoundError:
         return SwitchReading(False, "nothing (no file)")
     except OSError as exc:
         return SwitchReading(True, "nothing readable", f"unreadable: {exc.strerror or exc}")
+    if len(data) > _MOST:
+        return SwitchReading(True, "too much", f"longer than {_MOST} bytes: not a switch")
     try:
         text = decode(data).strip().lower()
     except UnicodeDecodeError as exc:

@@ -28,7 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from remediator.inputs.records import EngineStep, Input
 from remediator.inputs.timefmt import parse_time
-from remediator.inputs.vllm_log import KEYWORDS, is_reprint, parse_line, vllm_clock
+from remediator.inputs.vllm_log import KEYWORDS, LOG_ENDED, is_reprint, parse_line, vllm_clock
 from remediator.logfields import get_logger
 from remediator.policy.config import EngineLogsConfig
 from remediator.timeline.model import PodTimeline
@@ -129,6 +129,7 @@ class _Follow:
         self._stop = threading.Event()
         self.read = 0
         self.cpu_s = 0.0  # this follow's own CPU (its thread's), once it has ended
+        self._last: EngineStep | None = None  # the last step line read
         self.thread = threading.Thread(target=self._run, name=f"log-{t.name}", daemon=True)
         self.thread.start()
 
@@ -168,6 +169,7 @@ class _Follow:
                 if step is not None:
                     self._metrics.steps.labels(step.step).inc()
                     self._deliver([step])
+                    self._last = step
                 if self._stop.is_set():
                     break
         except ApiException as exc:
@@ -178,12 +180,22 @@ class _Follow:
                 self._metrics.errors.inc()
                 log.warning("pod log stream broke", extra={**fields, "error": repr(exc)})
         finally:
+            self._ended()
             self.cpu_s = time.thread_time()
             self._metrics.cpu.inc(self.cpu_s)
             self._metrics.bytes_read.inc(self.read)
             if self._resp is not None:
                 with contextlib.suppress(Exception):
                     self._resp.release_conn()
+
+    def _ended(self) -> None:
+        """Read no further while the pod is still wanted (its bound, EOF, an error): say so,
+        so that the core stops judging its progress by a log it no longer sees."""
+        last = self._last
+        if self._stop.is_set() or last is None:
+            return
+        ended = EngineStep(last.namespace, last.pod, last.uid, LOG_ENDED, None, None, last.at)
+        self._deliver([ended])
 
 
 class EngineLogFollower:

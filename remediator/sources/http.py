@@ -333,8 +333,9 @@ def make_app(
 
     async def readyz(request: web.Request) -> web.Response:
         ok, why = intake.ready()
-        if bearer.read()[0] is None:  # every webhook would be refused
-            ok, why = False, bearer.read()[1]
+        token, missing = bearer.read()
+        if token is None:  # every webhook would be refused
+            ok, why = False, missing
         return web.json_response({"ready": ok, "detail": why}, status=200 if ok else 503)
 
     async def metrics_handler(request: web.Request) -> web.Response:

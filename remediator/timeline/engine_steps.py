@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from remediator.inputs.records import EngineStep
 from remediator.inputs.vllm_log import (
+    COMPILE_MISSED,
     COMPILE_STARTED,
     ENDS_BEFORE,
     KV_CACHE_STARTED,
@@ -80,7 +81,7 @@ class EngineSteps:
         return times
 
     def _zone(self) -> float:
-        """The container's clock ahead of vLLM's read as UTC: the most lines' (then the least)."""
+        """UTC minus the container's local time (what vLLM writes), as most lines say."""
         if not self.zones:
             return 0.0
         return min(self.zones, key=lambda z: (-self.zones[z], z))
@@ -102,6 +103,10 @@ class EngineSteps:
         if ready is not None and prev is not None and out:
             out[UNTIL_READY] = max(0.0, ready - prev)  # readiness probe, or lines not logged
         return out
+
+    def compile_missed(self, started: float | None) -> bool:
+        """torch.compile missed its cache in this run: it compiles, for minutes."""
+        return self.end(COMPILE_MISSED, started, None) is not None
 
     def last_end(self, started: float | None) -> tuple[str, float] | None:
         """The last step that ended in this run, and when (the later step on a tie)."""

@@ -132,6 +132,12 @@ class Argo(Supervised):
         url = f"{self.server_url}/api/v1/workflow-templates/{NAMESPACE}"
         self._wait(lambda: _answers(url, token), timeout, "argo server")
 
+    def start_controller(self, timeout: float = 90.0) -> None:
+        """Start the workflow-controller again after `stop("workflow-controller")`: a test
+        that needs the server to take workflows nothing runs (they stay Pending)."""
+        self._start("workflow-controller")
+        self._wait(lambda: _http_ok(HEALTHZ), timeout, "workflow-controller /healthz")
+
     def status(self) -> dict[str, Any]:
         return {
             "server": self.server_url if self.state else None,

@@ -10,7 +10,7 @@ from remediator.inputs.decode import decode
 from remediator.inputs.records import PodSeen
 from remediator.inputs.timefmt import parse_time
 from remediator.replay import _lines
-from remediator.session import Session
+from remediator.timeline.tracker import Tracker
 
 REPO = Path(__file__).resolve().parents[2]
 HUNG = REPO / "tests/data/cluster/hung-engine-init.jsonl"
@@ -22,9 +22,9 @@ REDIS_EVENTS = REPO / "tests/data/captures/k8s/eventlist_default_redis_k8s-v1.31
 
 def snapshot_of(*paths: Path, until: str | None = None, namespace: str = "") -> Snapshot:
     """What a list at `until` would have held: the recording's inputs up to then, fed to a
-    fresh Session in file order (replay's reader), the pods seen being the ones asked about."""
+    fresh Tracker in file order (replay's reader), the pods seen being the ones asked about."""
     limit = parse_time(until) if until else None
-    snap = Snapshot(Session(), namespace, Target())
+    snap = Snapshot(Tracker(), namespace, Target())
     for _, _, line in _lines([str(p) for p in paths]):
         items = [i for i in decode(line) if limit is None or i.at is None or i.at <= limit]
         for item in items:

@@ -73,3 +73,11 @@ def test_an_api_server_that_is_not_there_is_named(tmp_path: Path) -> None:
     assert out.returncode == 1, out.stderr
     assert out.stderr.startswith(f"error: cannot reach the API server at {server}")
     assert "Traceback" not in out.stderr
+
+
+def test_a_bad_policy_file_is_a_usage_error(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("stuck_pod: {engine_containers: 7}\n")
+    out = _run("--policy", str(policy), "deploy/x")
+    assert out.returncode == 2
+    assert f"policy file {policy}" in out.stderr

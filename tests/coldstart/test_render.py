@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 
-from remediator.coldstart.render import Style, json_docs, text
+from remediator.coldstart.render import Style, json_docs, text, use_color
 from remediator.inputs.timefmt import parse_time
 from tests.coldstart.support import HUNG, STEPS, snapshot_of
 from tests.replay.conftest import run_replay_cli
@@ -66,7 +68,7 @@ def test_the_json_timelines_are_replays_and_so_serves() -> None:
 
 def test_engine_init_steps_show_under_the_bars_and_in_the_figures() -> None:
     snap = snapshot_of(STEPS)
-    screen = list(text(snap.timelines(), snap.session.now, "llm all pods"))
+    screen = list(text(snap.timelines(), snap.clock, "llm all pods"))
     assert " · cuda_graphs        37.0s ▒▒▒  0.45 GiB" in screen, screen
     assert "   · cuda_graphs         37.0s    37.0s  1" in screen
 
@@ -77,3 +79,13 @@ def test_colour_only_when_asked() -> None:
     coloured = list(text(snap.timelines(), now, "x", Style(color=True)))
     assert any(line.startswith("\x1b[31m  ▶ not Ready") for line in coloured)
     assert Style(color=False)("plain", "red") == "plain"
+
+
+def test_colour_on_a_terminal_unless_no_color() -> None:
+    leader, follower = os.openpty()  # a real terminal
+    with open(follower, "w") as tty, open(leader, "rb", buffering=0):
+        assert use_color(tty, {})
+        assert use_color(tty, {"NO_COLOR": ""})  # no-color.org: set and not empty
+        assert not use_color(tty, {"NO_COLOR": "1"})
+    with tempfile.TemporaryFile("w") as plain:
+        assert not use_color(plain, {})

@@ -111,7 +111,6 @@ def test_lines_that_look_alike_mark_nothing() -> None:
     for line in (
         "(EngineCore_0 pid=1) INFO 10-26 21:47:45 [default_loader.py:267] "
         "Loading weights took 1.27 seconds",
-        "INFO 06-02 11:03:11 [backends.py:170] Compiling a graph for general shape takes 36.76 s",
         "(EngineCore_DP0 pid=387) INFO 03-08 16:44:28 [gpu_model_runner.py:5651] "
         "Estimated CUDA graph memory: 0.26 GiB total",
         "",

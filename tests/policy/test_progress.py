@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 
 from remediator.contract.errors import ConfigError
+from remediator.inputs.records import EngineStep
+from remediator.inputs.vllm_log import LOG_ENDED
 from remediator.policy_file import load_policy
 from tests.data import vllm_logs
 from tests.policy.builders import T0, pod
@@ -184,3 +186,64 @@ def test_progress_is_off_by_default() -> None:
 def test_bad_progress_settings_are_refused_with_a_reason(text: str, why: str) -> None:
     with pytest.raises(ConfigError, match=why):
         load_policy(text)
+
+
+def test_step_lines_read_before_the_pod_is_seen_count_the_same() -> None:
+    """A log line can arrive before the pod's watch event: it waits, then judges the pod."""
+    run = _run()
+    created = _siblings(run)
+    started = created + 10.0
+    for at, line in STEPS[:6]:
+        run.feed(vllm_logs.engine_log("llm", _name(9), line, T0 + started + at))
+    run.feed(pod(_name(9), _uid(9), created=created, scheduled=created + 1, started=started))
+    run.at(T0 + started + 600)
+    assert _delete_at(run) == started + 62 + 120 + 20
+    assert "stalled in vLLM step kv_cache (timed as cuda_graphs)" in run.decisions[0].reason
+
+
+def test_once_the_log_is_no_longer_read_the_phase_budget_is_back() -> None:
+    """The follower hit its byte bound (or the stream broke) after the KV cache was sized:
+    silence then says nothing of progress, so the pod is not judged stalled by it."""
+    run = _run()
+    started = _start(run, 9, _siblings(run), STEPS[:6])
+    last = T0 + started + 62
+    run.session.feed(EngineStep("llm", _name(9), _uid(9), LOG_ENDED, None, None, last), run)
+    run.at(T0 + started + 1000)
+    assert _delete_at(run) == started + 620
+    assert "over its 600s budget" in run.decisions[0].reason
+
+
+MISSED = _line("2025-11-v1-engine.log", "Cache the graph")  # torch.compile missed its cache
+
+
+def test_a_compile_that_missed_its_cache_is_not_judged_by_siblings_that_hit_it() -> None:
+    """The siblings' compiles took 20 s (no "Cache the graph ... for later use": a hit); this
+    pod compiles from scratch, which takes minutes: only its phase budget judges it."""
+    run = _run()
+    started = _start(run, 9, _siblings(run), [*STEPS[:3], (53.0, MISSED)])
+    run.at(T0 + started + 1000)
+    assert _delete_at(run) == started + 620
+    assert "over its 600s budget" in run.decisions[0].reason
+
+
+def test_a_compile_that_hit_its_cache_is_judged_like_its_siblings() -> None:
+    run = _run()
+    started = _start(run, 9, _siblings(run), STEPS[:3])
+    run.at(T0 + started + 1000)
+    assert _delete_at(run) == started + 40 + 120 + 20
+    assert "stalled in vLLM step torch_compile for 140s" in run.decisions[0].reason
+
+
+def test_a_missed_compile_is_judged_by_siblings_that_missed_theirs_too() -> None:
+    run = _run()
+    missing = [*STEPS[:3], (53.0, MISSED), *STEPS[3:]]
+    for i in range(5):
+        created = i * 1000.0
+        started = _start(run, i, created, missing)
+        run.feed(pod(_name(i), _uid(i), created=created, scheduled=created + 1,
+                     started=started, ready=started + READY))  # fmt: skip
+    started = _start(run, 9, 5000.0, missing[:4])
+    run.at(T0 + started + 1000)
+    assert _delete_at(run) == started + 40 + 120 + 20
+    reason = run.decisions[0].reason
+    assert "stalled in vLLM step torch_compile (timed as torch_compile_missed) for 140s" in reason

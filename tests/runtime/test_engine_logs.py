@@ -121,3 +121,25 @@ async def test_nothing_is_followed_unless_the_policy_says_so(
         await wait_until(lambda: service.session.tracker.current(NS, "vllm-0"), what="pod")
         assert service.observers.follower is None
     assert kube.sent("GET", "/log") == []
+
+
+async def test_a_log_read_to_its_bound_says_so_and_progress_is_not_judged_by_its_silence(
+    config: ServiceConfig, kube: KubeApiServer, tmp_path: Path
+) -> None:
+    pod = kube.store.create(stuck_pod("vllm-0", started_ago_s=100))
+    started = parse_time(pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"])
+    kube.logs.write(NS, "vllm-0", "vllm", real("2025-11-v1-engine.log", "Model loading"), started)
+    filler = real("2025-04-kubelet-timestamps.log", "Starting Startup Loop").partition(" ")[2]
+    for i in range(40):  # ~4 KB more: past the 1 KiB bound, the rest is never read
+        kube.logs.write(NS, "vllm-0", "vllm", f"{filler} {i}", started + 1)
+    cfg = replace(config, policy=policy(tmp_path, max_bytes=1024))
+    async with running(cfg) as service:
+
+        def ended() -> bool:
+            t = service.session.tracker.current(NS, "vllm-0")
+            return t is not None and t.engine is not None and "log_ended" in t.engine.seen
+
+        await wait_until(ended, what="the end of the log said")
+        t = service.session.tracker.current(NS, "vllm-0")
+        assert t is not None and t.engine is not None
+        assert t.engine.seen["log_ended"] == t.engine.seen["weights"]  # at the last step line

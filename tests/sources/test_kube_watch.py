@@ -21,7 +21,7 @@ from remediator.sources.kube_client import api_client
 from remediator.sources.kube_watch import KubeWatch, WatchSettings, WatchTarget, targets
 from remediator.sources.metrics import SourceMetrics
 from tests.logcheck import LogRecorder
-from tests.runtime.conftest import running
+from tests.runtime.conftest import running, stuck_pod
 from tests.standins.kube_api import KubeApiServer, node, pod
 
 
@@ -237,11 +237,12 @@ async def test_a_watch_that_dies_is_restarted_by_the_supervisor(tmp_path: Path) 
             w.join(5)
 
 
-async def until(check: Callable[[], object], timeout: float = 10.0) -> None:
+async def until(check: Callable[[], object], timeout: float = 10.0) -> object:
     deadline = time.monotonic() + timeout
-    while not check():
+    while not (value := check()):
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.02)
+    return value
 
 
 async def test_a_silent_watch_fails_readyz_until_it_speaks_again(
@@ -263,3 +264,20 @@ async def test_a_silent_watch_fails_readyz_until_it_speaks_again(
     assert len(said) == len(service.watches)  # once each, however often it was asked
     assert len(logs_at_debug.named("watch current again")) == len(service.watches)
     assert not logs_at_debug.named("task failed, restarting")  # a stop is no failure
+
+
+async def test_after_a_non_object_event_a_stuck_pod_is_still_acted_on(
+    config: ServiceConfig, kube: KubeApiServer
+) -> None:
+    """Issue 18 #5 as serve met it: after `{"type": "MODIFIED", "object": "x"}` on the Pod
+    watch, a later stuck pod was never acted on and /readyz stayed 200. (The stand-in sends
+    the event: no real API server can be asked for one.)"""
+    async with running(config) as service:
+        await until(lambda: service.runtime.ready()[0])
+        kube.send_raw_event("v1", "pods", {"type": "MODIFIED", "object": "x"})
+        errors = "remediator_input_errors_total"
+        await until(lambda: service.registry.get_sample_value(errors, {"source": "kube"}))
+        kube.store.create(stuck_pod("vllm-llama-70b-0"))
+        rows = await until(service.outbox.rows, timeout=20)
+        assert [r.decision.target for r in service.outbox.rows()] == ["vllm-llama-70b-0"], rows
+        assert service.runtime.ready()[0]

@@ -9,6 +9,7 @@ retries), said once in the log and by /readyz."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections import Counter
@@ -64,20 +65,25 @@ async def post(http: aiohttp.ClientSession, token: str, i: int = 0) -> int:
 
 
 @contextmanager
-def rewritten_in_place(path: Path, token: str) -> Iterator[list[int]]:
+def rewritten_in_place(path: Path, token: str, rename: bool = False) -> Iterator[list[int]]:
     """A writer that truncates the file and writes the token in two parts, again and again
-    (a sync job, `echo > file`): a reader may find it empty, or half written."""
+    (a sync job, `echo > file`): a reader may find it empty, or half written. With `rename`,
+    it writes a new file and renames it over the old one, as the kubelet swaps a mounted
+    Secret: a reader finds the old token or the new one, never a part."""
     stop = threading.Event()
     writes = [0]
 
     def run() -> None:
         data = (token + "\n").encode()
         while not stop.is_set():
-            with path.open("wb") as f:  # truncates: the same inode, rewritten
+            target = path.with_suffix(".new") if rename else path
+            with target.open("wb") as f:  # truncates: the same inode, rewritten
                 f.write(data[:7])
                 f.flush()
                 time.sleep(0.002)
                 f.write(data[7:])
+            if rename:
+                os.replace(target, path)
             writes[0] += 1
             time.sleep(0.005)
 
@@ -90,12 +96,13 @@ def rewritten_in_place(path: Path, token: str) -> Iterator[list[int]]:
         thread.join(5)
 
 
-async def test_rewriting_the_file_in_place_never_refuses_a_good_token(
-    service: Service, http: aiohttp.ClientSession, token_file: Path
+@pytest.mark.parametrize("rename", [False, True], ids=["in place", "by rename"])
+async def test_rewriting_the_file_never_refuses_a_good_token(
+    rename: bool, service: Service, http: aiohttp.ClientSession, token_file: Path
 ) -> None:
     assert await post(http, TOKEN, 300) == 202  # a service in use when the rewrites begin
     statuses: Counter[int] = Counter()
-    with rewritten_in_place(token_file, TOKEN) as writes:
+    with rewritten_in_place(token_file, TOKEN, rename) as writes:
         for start in range(0, 300, 30):
             batch = [post(http, TOKEN, i) for i in range(start, start + 30)]
             statuses.update(await asyncio.gather(*batch))
