@@ -2,7 +2,7 @@
 
     python bench/bench_core.py [--pods N] [--memory-pods M] [--repeat R]
 
-In one run, on the same generated stream (remediator.sim): (a) bare orjson.loads per line,
+In one run, on the same generated stream (tests.simstream): (a) bare orjson.loads per line,
 (b) the full core (decode + normalise + Tracker + TimelineMetrics, through Session.feed),
 (c) the kubernetes client's model path, exactly as kubernetes.watch.Watch.stream does it.
 Then memory per tracked pod at --memory-pods pods, and a cProfile of (b).
@@ -37,8 +37,8 @@ from remediator.inputs.timefmt import parse_time  # noqa: E402
 from remediator.metrics.export import TimelineMetrics  # noqa: E402
 from remediator.policy.outcome import Ignored  # noqa: E402
 from remediator.session import Session  # noqa: E402
-from remediator.sim import watch_stream  # noqa: E402
 from remediator.timeline.tracker import StateChange, Tracker  # noqa: E402
+from tests.simstream import watch_stream  # noqa: E402
 
 GOAL_VS_ORJSON = 0.5
 GOAL_VS_CLIENT = 15.0
@@ -187,7 +187,7 @@ def memory_per_pod(pods: int) -> tuple[float, list[str]]:
 _REPO = Path(__file__).resolve().parents[1]
 _GENERATE = (
     "import sys\n"
-    "from remediator.sim import tracked_pods\n"
+    "from tests.simstream import tracked_pods\n"
     "out = sys.stdout.buffer\n"
     "for line in tracked_pods(int(sys.argv[1]), seed=1):\n"
     "    out.write(line + b'\\n')\n"

@@ -2,7 +2,7 @@
 
     python bench/bench_kafka.py [--pods N] [--broker-cpus 0] [--worker-cpus 1,1]
 
-In one run, on the same generated stream (remediator.sim, many pods):
+In one run, on the same generated stream (tests.simstream, many pods):
   (a) the embedded core: one Session fed in-process (what `remediator serve` runs);
   (b) ingest -> Kafka -> one worker -> commands topic;
   (c) the same with two workers sharing the partitions.
@@ -37,12 +37,12 @@ from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
 
 from remediator.inputs.decode import decode  # noqa: E402
 from remediator.session import Session  # noqa: E402
-from remediator.sim import watch_stream  # noqa: E402
 from remediator.streams.config import StreamsConfig  # noqa: E402
 from remediator.streams.ingest import Publisher  # noqa: E402
 from remediator.streams.topics import ensure_topics  # noqa: E402
 from tests.kafka import broker as kafka  # noqa: E402
 from tests.kafka.harness import Lag, Worker, _Decisions, config  # noqa: E402
+from tests.simstream import watch_stream  # noqa: E402
 
 GOAL_TWO_VS_ONE = 1.6
 TICK_EVERY_S = 30.0  # stream time between ticks to every partition

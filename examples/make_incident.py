@@ -17,15 +17,19 @@ What happens (all times from the simulator's deterministic clock):
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import orjson
 
-from remediator.inputs.decode import decode
-from remediator.inputs.pods import engine_run, spec_info
-from remediator.sim.forms import rfc3339
-from remediator.sim.plan import BASE_TIME
-from remediator.sim.stream import watch_stream
-from remediator.sim.workloads import deployment_event
+# The stream generator is a test helper (tests/simstream), not part of the package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from remediator.inputs.decode import decode  # noqa: E402
+from remediator.inputs.pods import engine_run, spec_info  # noqa: E402
+from tests.simstream.forms import rfc3339  # noqa: E402
+from tests.simstream.plan import BASE_TIME  # noqa: E402
+from tests.simstream.stream import watch_stream  # noqa: E402
+from tests.simstream.workloads import deployment_event  # noqa: E402
 
 SEED, PODS = 29, 8
 OLD, NEW = "vllm/vllm-openai:v0.6.3", "vllm/vllm-openai:v0.6.4.post1"

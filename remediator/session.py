@@ -74,19 +74,22 @@ class Session:
     def from_policy_file(cls, path: str | None) -> Session:
         return cls(load_policy_file(path) if path else PolicyFile())
 
-    def feed(self, item: Input, out: Sink, watched: bool = True) -> None:
+    def feed(self, item: Input, out: Sink, watched: bool = True, now: float | None = None) -> None:
         """Apply one input at its own time (or the current time when it has none).
         `watched`: from the watch (or a recording); False for a webhook's, whose pods
-        the tracker bounds (`Tracker.max_unwatched`)."""
+        the tracker bounds (`Tracker.max_unwatched`). `now`: the time it arrived on the
+        API server's clock, where the caller keeps one (the live runtime: `ClusterTime`);
+        then the input's own times (a kubelet's, an alert's) never move the session's."""
+        at = item.at if now is None else now
         if isinstance(item, Relisted):
             # What is gone goes first: no timer of a deleted pod fires on the way to the
             # list's time.
             self._relisted(item, out)
-            if item.at is not None:
-                self.advance(item.at, out)
+            if at is not None:
+                self.advance(at, out)
             return
-        if item.at is not None and item.at > self.now:
-            self.advance(item.at, out)
+        if at is not None and at > self.now:
+            self.advance(at, out)
         change = self.tracker.apply(item, self.now, watched)
         if change is not None:
             self.metrics.observe(change)

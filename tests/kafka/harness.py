@@ -24,10 +24,10 @@ from remediator.policy.outcome import Ignored
 from remediator.policy_file import PolicyFile
 from remediator.runtime.outbox import decision_from_json
 from remediator.session import Session
-from remediator.sim import watch_stream
 from remediator.streams.config import StreamsConfig, Topic
 from remediator.timeline.tracker import StateChange
 from tests.kafka.broker import free_port
+from tests.simstream import watch_stream
 
 REPO = Path(__file__).resolve().parents[2]
 Key = tuple[str, str, str, float]  # incident, action, target, at

@@ -171,7 +171,7 @@ def test_missing_file_is_a_usage_error() -> None:
 
 def test_a_reader_that_stops_early_is_not_an_error(tmp_path: Path) -> None:
     """`remediator replay ... | head`: a closed pipe ends the replay quietly, exit 0."""
-    from remediator.sim import watch_stream
+    from tests.simstream import watch_stream
 
     big = tmp_path / "big.jsonl"
     big.write_bytes(b"\n".join(line for line, _ in watch_stream(300, seed=3)) + b"\n")

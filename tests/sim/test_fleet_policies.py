@@ -12,9 +12,9 @@ from remediator.contract.decision import Decision
 from remediator.policy_file import PolicyFile, load_policy_file
 from remediator.sim.fleet.compare import builtin_policies, compare
 from remediator.sim.fleet.controllers import CorePolicy
+from remediator.sim.fleet.kube import BASE_TIME
 from remediator.sim.fleet.scenario import DeploymentSpec, Faults, ScaleLoad, Scenario
 from remediator.sim.fleet.simulation import Simulation
-from remediator.sim.plan import BASE_TIME
 
 POLICIES = Path(__file__).resolve().parents[2] / "remediator" / "sim" / "policies"
 

@@ -15,10 +15,10 @@ from remediator.policy_file import PolicyFile
 from remediator.runtime.clock import VirtualClock
 from remediator.sim.fleet.controllers import Controller, CorePolicy
 from remediator.sim.fleet.demo import DEMO
+from remediator.sim.fleet.kube import BASE_TIME
 from remediator.sim.fleet.results import RunResult
 from remediator.sim.fleet.runtime_controller import RuntimePolicy, SimSlack
 from remediator.sim.fleet.simulation import Simulation
-from remediator.sim.plan import BASE_TIME
 
 SCENARIO = replace(DEMO, duration_s=2400)
 Key = tuple[str, str, str, float]

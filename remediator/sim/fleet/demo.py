@@ -16,6 +16,7 @@ from typing import Any
 from remediator.contract.decision import Decision
 from remediator.policy_file import PolicyFile
 from remediator.sim.fleet.cluster import Pod
+from remediator.sim.fleet.kube import BASE_TIME
 from remediator.sim.fleet.runtime_controller import Post, RuntimePolicy
 from remediator.sim.fleet.scenario import (
     DeploymentSpec,
@@ -25,7 +26,6 @@ from remediator.sim.fleet.scenario import (
     load_scenario,
 )
 from remediator.sim.fleet.simulation import Simulation
-from remediator.sim.plan import BASE_TIME
 from remediator.timeline.model import UNFINISHED
 
 DEMO = Scenario(

@@ -12,6 +12,7 @@ from remediator.sim.fleet.calibration import Profile
 _M = (1 << 64) - 1
 _TWO_PI = 2 * math.pi
 _INV = 1.0 / (1 << 53)
+_GAMMA, _C1, _C2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 
 
 def mix(*xs: int) -> int:
@@ -32,9 +33,9 @@ def stable(text: str) -> int:
 
 def uniform(key: int, i: int) -> float:
     """A uniform in (0, 1) for draw `i` of `key`: splitmix64's output for state key + i·γ."""
-    h = (key + (i + 1) * 0x9E3779B97F4A7C15) & _M
-    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & _M
-    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & _M
+    h = (key + (i + 1) * _GAMMA) & _M
+    h = ((h ^ (h >> 30)) * _C1) & _M
+    h = ((h ^ (h >> 27)) * _C2) & _M
     return (((h ^ (h >> 31)) >> 11) + 0.5) * _INV
 
 
@@ -51,8 +52,18 @@ class PodDraws:
         return uniform(self._key, i)
 
     def phase(self, name: str, i: int) -> float:
+        """Log-normal by Box-Muller over draws `i` and `i + 100` (`uniform`, inlined: one
+        call per phase of every cold start)."""
         mu, sigma = self._params[name]
-        u1, u2 = uniform(self._key, i), uniform(self._key, i + 100)
+        key = self._key
+        h = (key + (i + 1) * _GAMMA) & _M
+        h = ((h ^ (h >> 30)) * _C1) & _M
+        h = ((h ^ (h >> 27)) * _C2) & _M
+        u1 = (((h ^ (h >> 31)) >> 11) + 0.5) * _INV
+        h = (key + (i + 101) * _GAMMA) & _M
+        h = ((h ^ (h >> 30)) * _C1) & _M
+        h = ((h ^ (h >> 27)) * _C2) & _M
+        u2 = (((h ^ (h >> 31)) >> 11) + 0.5) * _INV
         z = math.sqrt(-2.0 * math.log(u1)) * math.cos(_TWO_PI * u2)
         return math.exp(mu + sigma * z)
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from remediator.contract.decision import Decision
 from remediator.policy_file import PolicyFile
 from remediator.sim.fleet.controllers import CorePolicy
+from remediator.sim.fleet.kube import BASE_TIME
 from remediator.sim.fleet.scenario import DeploymentSpec, Faults, Scenario
 from remediator.sim.fleet.simulation import Simulation
-from remediator.sim.plan import BASE_TIME
 
 SIBLING = Scenario(
     name="one-hung-one-healthy", profile="tuned", duration_s=900, seeds=(11,), node_count=2,

@@ -55,8 +55,7 @@ from remediator.runtime.metrics import RuntimeMetrics
 from remediator.runtime.outbox import Outbox
 from remediator.runtime.worker import OutboxWorker, WorkerSettings
 from remediator.session import Session
-from remediator.sim.forms import rfc3339
-from remediator.sim.plan import BASE_TIME
+from remediator.sim.fleet.kube import BASE_TIME, rfc3339
 
 
 class SimArgo:

@@ -3,7 +3,7 @@ its decisions are carried out (a deleted pod is replaced by its ReplicaSet, a wa
 restart pre-pulls the image on every node, a cordoned node takes no new pods).
 
 Virtual time is seconds from the start of the run; what the core sees is epoch seconds
-(`wire.wall`). Nothing here sleeps or reads a clock.
+(`kube.wall`). Nothing here sleeps or reads a clock.
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ from remediator.sim.fleet.calibration import PROFILES
 from remediator.sim.fleet.cluster import Deployment, Node, Pod, Slot, node_name, rs_hash
 from remediator.sim.fleet.controllers import Controller
 from remediator.sim.fleet.draws import PodDraws, mix, params, stable
+from remediator.sim.fleet.kube import BASE_TIME, deployment_event, wall
 from remediator.sim.fleet.results import RunResult
 from remediator.sim.fleet.scenario import Scenario
-from remediator.sim.plan import BASE_TIME
-from remediator.sim.workloads import deployment_event
 
 # Event kinds on the heap.
 _SCHED, _PULLED, _STARTED, _READY, _FIRST, _APPLY, _LOAD, _ROLL, _SHORT, _INPUT, _STALL = range(11)
@@ -36,6 +35,11 @@ ALERT_AFTER_S = 120.0  # GPUMemoryUnstable fires this long after engine init beg
 VERIFY_S = 60.0  # the verify-gpu-memory workflow's sampling, start to verdict
 FEASIBLE_NODES = 16  # nodes scored per pod (kube-scheduler samples large clusters too)
 STALL_FALSE = 0.02  # healthy pods whose progress signals pause long enough to look stalled
+
+
+class UnknownSimAction(ValueError):
+    """A decision whose action the simulator has no model of: its bug, or a new action
+    that needs one (see `Simulation._appliers`)."""
 
 
 class Simulation:
@@ -76,6 +80,13 @@ class Simulation:
         self._by_uid: dict[str, Pod] = {}
         self._rolled: dict[int, tuple[str, int]] = {}
         self._next_node = 0
+        self._appliers: dict[str, Callable[[Decision], None]] = {
+            "delete-pod": self._delete_pod,
+            "restart-warmup": self._restart_warmup,
+            "verify-gpu-memory": self._verify_gpu_memory,
+            "cordon-node": self._cordon_node,
+            "notify": self._notify,
+        }
         self.end = scenario.duration_s + DRAIN_S[scenario.profile]
         # Nobody listens (no remediation, no recording): do not build what nobody reads.
         self._loud = controller.wants_inputs or record is not None or wire_json
@@ -93,51 +104,66 @@ class Simulation:
         if shortage is not None:
             self._push(shortage.at, _SHORT, shortage.nodes)
         handlers = self._handlers()
-        heap, ctl = self.heap, self.ctl
-        wants = ctl.wants_inputs
-        while True:
-            t = heap[0][0] if heap else math.inf
-            if wants:
-                # The controller's own timers wake the loop too: a budget lapses in silence.
-                due = ctl.next_due()
-                if due is not None and due - BASE_TIME < t and due - BASE_TIME <= self.end:
-                    self.now = max(self.now, due - BASE_TIME)
-                    self._step(due)
-                    continue
-            if t > self.end:
-                break
-            t, _, kind, obj = heapq.heappop(heap)
-            self.now = t
-            if wants:
-                self._step(wire.wall(t))
-            handlers[kind](obj)
+        if self.ctl.wants_inputs:
+            self._loop_watched(handlers)
+        else:
+            heap, end, pop = self.heap, self.end, heapq.heappop
+            while heap and heap[0][0] <= end:
+                t, _, kind, obj = pop(heap)
+                self.now = t
+                handlers[kind](obj)
         self.now = self.end
-        if wants:
-            ctl.advance(wire.wall(self.end))
-        self.result.close(self, ctl.held())
+        if self.ctl.wants_inputs:
+            self.ctl.advance(wall(self.end))
+        self.result.close(self, self.ctl.held())
         return self.result
 
-    def _step(self, wall_now: float) -> None:
-        self.ctl.advance(wall_now)
-        for d in self.ctl.take():
-            self._decided(d)
+    def _loop_watched(self, handlers: list[Callable[[Any], None]]) -> None:
+        """The loop with a controller watching: before each event its clock moves to the
+        event's wall second and what it decided meanwhile is carried out; its own timers
+        wake the loop too (a budget lapses in silence). Hot: names are bound once."""
+        heap, end, pop, base = self.heap, self.end, heapq.heappop, BASE_TIME
+        ctl = self.ctl
+        next_due, advance, take, decided = ctl.next_due, ctl.advance, ctl.take, self._decided
+        while True:
+            t = heap[0][0] if heap else math.inf
+            due = next_due()
+            if due is not None:
+                virtual = due - base
+                if virtual < t and virtual <= end:
+                    if virtual > self.now:
+                        self.now = virtual
+                    advance(due)
+                    for d in take():
+                        decided(d)
+                    continue
+            if t > end:
+                return
+            t, _, kind, obj = pop(heap)
+            self.now = t
+            advance(float(base + math.floor(t)))  # wall(t)
+            for d in take():
+                decided(d)
+            handlers[kind](obj)
 
-    def _handlers(self) -> dict[int, Callable[[object], None]]:
-        return {
-            _SCHED: self._try_schedule,  # type: ignore[dict-item]
-            _PULLED: self._pulled,  # type: ignore[dict-item]
-            _PULL_RETRY: self._pull,  # type: ignore[dict-item]
-            _STARTED: self._started,  # type: ignore[dict-item]
-            _READY: self._ready,  # type: ignore[dict-item]
-            _FIRST: self._first_token,  # type: ignore[dict-item]
-            _APPLY: self._apply,  # type: ignore[dict-item]
-            _LOAD: self._load,  # type: ignore[dict-item]
-            _ROLL: self._rollout,  # type: ignore[dict-item]
-            _SHORT: self._shortage,  # type: ignore[dict-item]
-            _UNSHORT: self._shortage_over,  # type: ignore[dict-item]
+    def _handlers(self) -> list[Callable[[Any], None]]:
+        """Each event kind's handler, indexed by kind."""
+        by_kind: dict[int, Callable[[Any], None]] = {
+            _SCHED: self._try_schedule,
+            _PULLED: self._pulled,
+            _PULL_RETRY: self._pull,
+            _STARTED: self._started,
+            _READY: self._ready,
+            _FIRST: self._first_token,
+            _APPLY: self._apply,
+            _LOAD: self._load,
+            _ROLL: self._rollout,
+            _SHORT: self._shortage,
+            _UNSHORT: self._shortage_over,
             _INPUT: self._input,
-            _STALL: self._stall,  # type: ignore[dict-item]
+            _STALL: self._stall,
         }
+        return [by_kind[kind] for kind in range(len(by_kind))]
 
     def _push(self, t: float, kind: int, obj: object) -> None:
         self.seq += 1
@@ -397,33 +423,49 @@ class Simulation:
         self._push(at, _APPLY, d)
 
     def _apply(self, d: Decision) -> None:
+        """The workflow's step runs: each action as its WorkflowTemplate would do it. An
+        action the simulator cannot carry out is an error, never a silent no-op: a run
+        that skipped it would score a policy on something that never happened."""
+        apply = self._appliers.get(d.action)
+        if apply is None:
+            raise UnknownSimAction(
+                f"the fleet simulator cannot apply action {d.action!r} "
+                f"(incident {d.incident}, target {d.where}); it applies: "
+                f"{', '.join(sorted(self._appliers))}"
+            )
         self.ctl.applied(d)  # the workflow's step has run: it ends (Succeeded)
-        if d.action == "delete-pod":
-            pod = self._by_uid.get(d.uid or "")
-            if pod is None or not pod.alive:
-                return  # the precondition: only the pod the decision was about
-            self.result.remediated(pod)
-            pod.slot.kills += 1
-            self._delete(pod, "remediation")
-            dep = pod.dep
-            hedged = bool(pod.slot.live)
-            if not hedged and not pod.slot.cancelled:
-                self._create(dep, pod.slot, old_rs=pod.rs_hash != dep.rs_hash)
-        elif d.action == "restart-warmup":
-            image = d.param("image")
-            if image:
-                for node in self.nodes:
-                    if node.schedulable and image not in node.images:
-                        draws = PodDraws(
-                            mix(self.seed, stable(node.name), stable(image)), self._params
-                        )
-                        node.images[image] = self.now + draws.phase("image_pull", 20)
-        elif d.action == "verify-gpu-memory":
-            self._push(self.now + VERIFY_S, _INPUT, ("verdict", d))
-        elif d.action == "cordon-node":
+        apply(d)
+
+    def _delete_pod(self, d: Decision) -> None:
+        pod = self._by_uid.get(d.uid or "")
+        if pod is None or not pod.alive:
+            return  # the precondition: only the pod the decision was about
+        self.result.remediated(pod)
+        pod.slot.kills += 1
+        self._delete(pod, "remediation")
+        dep = pod.dep
+        hedged = bool(pod.slot.live)
+        if not hedged and not pod.slot.cancelled:
+            self._create(dep, pod.slot, old_rs=pod.rs_hash != dep.rs_hash)
+
+    def _restart_warmup(self, d: Decision) -> None:
+        image = d.param("image")
+        if image:
             for node in self.nodes:
-                if node.name == d.target:
-                    node.cordoned = True
+                if node.schedulable and image not in node.images:
+                    draws = PodDraws(mix(self.seed, stable(node.name), stable(image)), self._params)
+                    node.images[image] = self.now + draws.phase("image_pull", 20)
+
+    def _verify_gpu_memory(self, d: Decision) -> None:
+        self._push(self.now + VERIFY_S, _INPUT, ("verdict", d))
+
+    def _cordon_node(self, d: Decision) -> None:
+        for node in self.nodes:
+            if node.name == d.target:
+                node.cordoned = True
+
+    def _notify(self, d: Decision) -> None:
+        return None  # a message to people: nothing in the cluster changes
 
     def _input(self, obj: object) -> None:
         assert isinstance(obj, tuple)
@@ -449,7 +491,7 @@ class Simulation:
         line = deployment_event(
             dep.spec.name, dep.spec.model, dep.image, replicas=dep.desired, ready=ready,
             generation=dep.generation, watch=watch, namespace=dep.spec.namespace,
-            at=int(wire.wall(self.now)),
+            at=int(wall(self.now)),
         )  # fmt: skip
         self._emit_raw(line)
 

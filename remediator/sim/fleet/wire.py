@@ -6,8 +6,8 @@ server writes them, so both paths give the core identical inputs (tests check it
 
 from __future__ import annotations
 
-import math
 import zlib
+from math import floor
 from typing import Any
 
 import orjson
@@ -23,24 +23,24 @@ from remediator.inputs.schema import (
     Resources,
     Running,
 )
-from remediator.sim.events import Occurrence, event_object
 from remediator.sim.fleet.cluster import Pod
-from remediator.sim.forms import go_duration, rfc3339
-from remediator.sim.plan import BASE_TIME, PodPlan
-from remediator.sim.pods import CONTAINER, pod_object
-
-UNSCHEDULABLE = (
-    "0/8 nodes are available: 8 Insufficient nvidia.com/gpu. preemption: 0/8 nodes are "
-    "available: 8 No preemption victims found for incoming pod."
+from remediator.sim.fleet.kube import (
+    BASE_TIME,
+    CONTAINER,
+    GPU_UTIL,
+    GRACE_S,
+    UNSCHEDULABLE,
+    event_object,
+    go_duration,
+    pod_ip,
+    pod_object,
+    rfc3339,
+    wall,
 )
-GPU_UTIL = "0.85"
+
 _specs: dict[tuple[str, str, str | None], PodSpec] = {}
 _labels: dict[tuple[str, str], dict[str, str]] = {}
-
-
-def wall(t: float) -> float:
-    """Virtual seconds → the epoch seconds the API server would write (whole seconds)."""
-    return float(BASE_TIME + math.floor(t))
+_owners: dict[tuple[str, str], str] = {}
 
 
 def labels(p: Pod) -> dict[str, str]:
@@ -57,8 +57,15 @@ def labels(p: Pod) -> dict[str, str]:
     return found
 
 
-def _spec(p: Pod) -> PodSpec:
-    node = p.node.name if p.node is not None and p.scheduled is not None else None
+def _owner(p: Pod) -> str:
+    key = (p.dep.spec.name, p.rs_hash)
+    found = _owners.get(key)
+    if found is None:
+        found = _owners[key] = f"ReplicaSet/{p.dep.spec.name}-{p.rs_hash}"
+    return found
+
+
+def _spec(p: Pod, node: str | None) -> PodSpec:
     key = (p.dep.spec.model, p.image, node)
     found = _specs.get(key)
     if found is None:
@@ -77,27 +84,37 @@ def _spec(p: Pod) -> PodSpec:
 
 
 def pod_record(p: Pod, stage: str, watch: WatchType = "MODIFIED") -> PodSeen:
-    """The Pod as a watch event shows it at `stage` (see `STAGES`)."""
-    created = wall(p.created)
-    scheduled = wall(p.scheduled) if p.scheduled is not None and stage != "unschedulable" else None
-    started = wall(p.started) if p.started is not None and stage in ("running", "ready") else None
-    ready = wall(p.ready) if p.ready is not None and stage == "ready" else None
+    """The Pod as a watch event shows it at `stage` (pending, unschedulable, scheduled,
+    running or ready). Times as `wall` writes them (whole epoch seconds), computed inline:
+    this runs for every pod change."""
+    base = BASE_TIME
+    created = float(base + floor(p.created))
     at = created
+    t = p.scheduled
+    scheduled = None if t is None or stage == "unschedulable" else float(base + floor(t))
     if scheduled is not None:
         at = scheduled
+    running = stage == "running" or stage == "ready"
+    t = p.started
+    started = float(base + floor(t)) if t is not None and running else None
     if started is not None:
         at = max(started, scheduled + 1.0 if scheduled is not None else started)
-    if ready is not None:
-        at = max(at, ready)
-    if watch == "DELETED" and p.deleted is not None:
-        at = max(at, wall(p.deleted))  # when the delete was asked (deletionTimestamp - grace)
+    t = p.ready
+    ready = float(base + floor(t)) if t is not None and stage == "ready" else None
+    if ready is not None and ready > at:
+        at = ready
+    deleting = watch == "DELETED"
+    if deleting and p.deleted is not None:
+        # when the delete was asked (deletionTimestamp - grace)
+        at = max(at, float(base + floor(p.deleted)))
+    node = p.node.name if p.scheduled is not None and p.node is not None else None
     return PodSeen(
         watch=watch,
         uid=p.uid,
         namespace=p.dep.spec.namespace,
         name=p.name,
         created=created,
-        node=p.node.name if scheduled is not None and p.node is not None else None,
+        node=node if scheduled is not None else None,
         phase="Running" if started is not None else "Pending",
         scheduled=scheduled,
         unschedulable=UNSCHEDULABLE if stage == "unschedulable" else None,
@@ -105,14 +122,13 @@ def pod_record(p: Pod, stage: str, watch: WatchType = "MODIFIED") -> PodSeen:
         initialized=scheduled if started is not None else None,  # no init containers
         statuses=_statuses(started),
         init_statuses=None,
-        deleting=watch == "DELETED",
+        deleting=deleting,
         labels=labels(p),
-        spec=_spec(p),
-        owner=f"ReplicaSet/{p.dep.spec.name}-{p.rs_hash}",
+        spec=_spec(p, node),
+        owner=_owner(p),
         version=1,  # as pod_object writes it
         at=at,
-        # status.podIP once the sandbox runs, as sim.pods writes it
-        pod_ip=f"10.244.{p.index % 250}.{(p.index // 250) % 250 + 2}" if started else None,
+        pod_ip=pod_ip(p.index) if started else None,  # status.podIP once the sandbox runs
     )
 
 
@@ -162,11 +178,9 @@ def as_json(item: Input, pod: Pod | None) -> bytes:
         return _pod_json(item, pod)
     if isinstance(item, PodEvent):
         assert pod is not None and item.first is not None
-        us = int(item.first) * 1_000_000
         warning = item.reason in ("Failed", "BackOff")
-        occ = Occurrence(item.reason, item.message, us, us, 1, "kubelet", CONTAINER, warning)
-        plan = _plan(pod, item)
-        return orjson.dumps({"type": item.watch, "object": event_object(plan, occ, 1)})
+        obj = event_object(pod, item.reason, item.message, int(item.first), warning)
+        return orjson.dumps({"type": item.watch, "object": obj})
     if isinstance(item, FirstToken):
         return orjson.dumps({"kind": "FirstToken", "namespace": item.namespace, "pod": item.pod,
                              "uid": item.uid, "time": rfc3339(int(item.at))})  # fmt: skip
@@ -184,29 +198,11 @@ def _pod_json(item: PodSeen, pod: Pod) -> bytes:
         stage = "scheduled"
     else:
         stage = "pending"
-    obj: dict[str, Any] = pod_object(_plan(pod, item), stage, 1)
+    obj: dict[str, Any] = pod_object(pod, stage)
     if item.deleting:
-        grace = obj["spec"]["terminationGracePeriodSeconds"]
-        obj["metadata"]["deletionTimestamp"] = rfc3339(int(item.at or 0) + grace)
-        obj["metadata"]["deletionGracePeriodSeconds"] = grace
+        obj["metadata"]["deletionTimestamp"] = rfc3339(int(item.at or 0) + GRACE_S)
+        obj["metadata"]["deletionGracePeriodSeconds"] = GRACE_S
     return orjson.dumps({"type": item.watch, "object": obj})
-
-
-def _plan(p: Pod, item: PodSeen | PodEvent) -> PodPlan:
-    def whole(t: float | None) -> int | None:
-        return None if t is None else int(wall(t))
-
-    started = whole(p.started)
-    return PodPlan(
-        index=p.index, namespace=p.dep.spec.namespace, deployment=p.dep.spec.name, name=p.name,
-        uid=p.uid, replicaset=f"{p.dep.spec.name}-{p.rs_hash}", rs_uid=p.dep.uid,
-        node=p.node.name if p.node is not None else None, model=p.dep.spec.model, image=p.image,
-        gpu_util=GPU_UTIL, scenario="sim", pull_form="waiting", created_form="plain",
-        new_events_api=False, pulling_seen=True, created=int(wall(p.created)),
-        scheduled=whole(p.scheduled), pulling=whole(p.pull_start), pulled=whole(p.pulled),
-        pull_ns=0, waiting_ns=0, image_size=0, container_created=started, started=started,
-        ready=whole(p.ready), unhealthy=0, failed_scheduling=0,
-    )  # fmt: skip
 
 
 def alert_json(node: str, t: float) -> bytes:

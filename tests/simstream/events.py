@@ -7,8 +7,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from remediator.sim.forms import micro_time, rfc3339
-from remediator.sim.plan import PodPlan
+from tests.simstream.forms import micro_time, rfc3339
+from tests.simstream.plan import PodPlan
 
 JSON = dict[str, Any]
 

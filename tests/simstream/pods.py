@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from remediator.sim.forms import rfc3339
-from remediator.sim.plan import PodPlan
+from tests.simstream.forms import rfc3339
+from tests.simstream.plan import PodPlan
 
 JSON = dict[str, Any]
 # Lifecycle stages, in order, each one watch event.

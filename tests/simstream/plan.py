@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from remediator.sim.forms import CREATED_FORMS, reported_pull_seconds
+from tests.simstream.forms import CREATED_FORMS, reported_pull_seconds
 
 BASE_TIME = 1_740_816_000  # 2025-03-01T08:00:00Z
 NODES = tuple(f"ip-10-20-{8 + i // 4}-{17 + 23 * i}.us-west-2.compute.internal" for i in range(8))

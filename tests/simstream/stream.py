@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import orjson
 
-from remediator.sim.events import Occurrence, event_object
-from remediator.sim.forms import created_message, pulled_message, started_message
-from remediator.sim.plan import Planner, PodPlan, PodTruth
-from remediator.sim.pods import CONTAINER, pod_object
+from tests.simstream.events import Occurrence, event_object
+from tests.simstream.forms import created_message, pulled_message, started_message
+from tests.simstream.plan import Planner, PodPlan, PodTruth
+from tests.simstream.pods import CONTAINER, pod_object
 
 _US = 1_000_000
 

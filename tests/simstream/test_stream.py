@@ -13,7 +13,8 @@ import pytest
 
 from remediator.inputs.decode import decode
 from remediator.inputs.records import WorkloadSeen
-from remediator.sim import (
+from remediator.timeline import PodTimeline, timelines_from
+from tests.simstream import (
     CREATED_FORMS,
     PULL_FORMS,
     SCENARIOS,
@@ -23,7 +24,6 @@ from remediator.sim import (
     tracked_pods,
     watch_stream,
 )
-from remediator.timeline import PodTimeline, timelines_from
 
 # What each Pulled form looks like on the wire: the generator must really write it.
 _PULLED = {

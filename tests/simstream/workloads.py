@@ -6,8 +6,8 @@ from typing import Any
 
 import orjson
 
-from remediator.sim.forms import rfc3339
-from remediator.sim.plan import BASE_TIME
+from tests.simstream.forms import rfc3339
+from tests.simstream.plan import BASE_TIME
 
 JSON = dict[str, Any]
 

@@ -1,0 +1,136 @@
+"""The simulator's results do not move when its code is made faster: seeded runs (no
+remediation and the seed's rule, which the simulator alone decides) give the summary and the
+exact bytes of the recorded stream that the simulator gave when these figures were taken.
+
+A change to the simulation's model (new faults, new draws) changes them on purpose; then
+re-record with `python -m tests.sim.test_fleet_golden` and say why in the commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+from typing import Any
+
+from remediator.sim.fleet.controllers import Controller, NoRemediation, SeedRule
+from remediator.sim.fleet.results import summarize
+from remediator.sim.fleet.scenario import DeploymentSpec, Faults, ScaleLoad, Scenario, Shortage
+from remediator.sim.fleet.simulation import Simulation
+
+SCENARIO = Scenario(
+    name="golden", profile="tuned", duration_s=3600, seeds=(7,), node_count=6, gpus_per_node=8,
+    deployments=(DeploymentSpec("vllm-llama-70b", "meta-llama/Llama-3.1-70B-Instruct", 8),
+                 DeploymentSpec("vllm-qwen-72b", "Qwen/Qwen2.5-72B-Instruct", 4)),
+    scale=ScaleLoad(600, 4, 12), rollout_every_s=1800,
+    faults=Faults(engine_init_hang=0.1, driver_hang=0.05, registry_fail=0.1,
+                  unsettled_gpu_nodes=1, gpu_shortage=Shortage(2000, 2, 600)),
+)  # fmt: skip
+
+# Recorded before the simulator's speed work (issue 20), from the code of that time.
+EXPECTED: dict[str, dict[str, Any]] = {
+    "none": {
+        "ready_s_sum": 27239.307883,
+        "stream_lines": 727,
+        "stream_sha256": "9105ba3fc4c1c024fe19cba71248a15b7290851ed2f0005a2c76fd836db4bd6e",
+        "summary": {
+            "actions": {},
+            "censored": 31,
+            "cold_starts": 79,
+            "deletions": 0,
+            "false_kill_pct": 0.0,
+            "false_kills": 0,
+            "first_token": {
+                "max": 1701.8533962930755,
+                "p50": 51.51963452265704,
+                "p95": 1350.0,
+                "p99": 1701.8533962930755,
+                "spread": 1650.3337617704185,
+            },
+            "gpu_minutes": 878.9245460278315,
+            "hedges": 0,
+            "held": 0,
+            "kill_loops": 0,
+            "kind": "policy-summary",
+            "policy": "none",
+            "ready": {
+                "max": 1701.8533962930755,
+                "p50": 49.691682511343515,
+                "p95": 1350.0,
+                "p99": 1701.8533962930755,
+                "spread": 1652.161713781732,
+            },
+            "replicas": 79,
+            "scenario": "golden",
+        },
+    },
+    "seed-rule": {
+        "ready_s_sum": 23120.70009,
+        "stream_lines": 850,
+        "stream_sha256": "4449661c782f0e0d234fb2063996777047103bea6d2de3fb498f1c33a54a435c",
+        "summary": {
+            "actions": {"delete-pod": 66},
+            "censored": 25,
+            "cold_starts": 131,
+            "deletions": 66,
+            "false_kill_pct": 0.0,
+            "false_kills": 0,
+            "first_token": {
+                "max": 1800.0,
+                "p50": 51.14067852474409,
+                "p95": 1350.0,
+                "p99": 1800.0,
+                "spread": 1748.859321475256,
+            },
+            "gpu_minutes": 686.5345736441923,
+            "hedges": 0,
+            "held": 0,
+            "kill_loops": 0,
+            "kind": "policy-summary",
+            "policy": "seed-rule",
+            "ready": {
+                "max": 1800.0,
+                "p50": 49.551184345154525,
+                "p95": 1350.0,
+                "p99": 1800.0,
+                "spread": 1750.4488156548455,
+            },
+            "replicas": 65,
+            "scenario": "golden",
+        },
+    },
+}
+
+
+def _controllers() -> dict[str, Controller]:
+    return {"none": NoRemediation(), "seed-rule": SeedRule()}
+
+
+def observed() -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for name, ctl in _controllers().items():
+        stream = io.BytesIO()
+        result = Simulation(SCENARIO, SCENARIO.seeds[0], ctl, record=stream).run()
+        summary = summarize([result]).to_json()
+        out[name] = {
+            "summary": json.loads(json.dumps(summary, default=str).replace("NaN", "null")),
+            "stream_lines": stream.getvalue().count(b"\n"),
+            "stream_sha256": hashlib.sha256(stream.getvalue()).hexdigest(),
+            "ready_s_sum": round(math.fsum(result.ready_s), 6),
+        }
+    return out
+
+
+def test_seeded_runs_match_the_recorded_figures() -> None:
+    got = observed()
+    for name, want in EXPECTED.items():
+        assert got[name]["summary"] == want["summary"], name
+        assert got[name]["ready_s_sum"] == want["ready_s_sum"], name
+        assert got[name]["stream_lines"] == want["stream_lines"], name
+        assert got[name]["stream_sha256"] == want["stream_sha256"], name
+    assert set(got) == set(EXPECTED)
+
+
+if __name__ == "__main__":
+    print(json.dumps(observed(), indent=4, sort_keys=True))
