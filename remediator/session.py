@@ -81,12 +81,14 @@ class Session:
     def from_policy_file(cls, path: str | None) -> Session:
         return cls(load_policy_file(path) if path else PolicyFile())
 
-    def feed(self, item: Input, out: Sink, watched: bool = True) -> None:
+    def feed(self, item: Input, out: Sink, watched: bool = True, now: float | None = None) -> None:
         """Apply one input at its own time (or the current time when it has none).
         `watched`: from the watch (or a recording); False for a webhook's, whose pods
-        the tracker bounds (`Tracker.max_unwatched`)."""
+        the tracker bounds (`Tracker.max_unwatched`). `now`: the time it arrived on the
+        API server's clock, where the caller keeps one (the live runtime: `ClusterTime`);
+        then the input's own times (a kubelet's, an alert's) never move the session's."""
         self._out = out
-        self.decider.feed(item, out, self._settle_cb, watched)
+        self.decider.feed(item, out, self._settle_cb, watched, now)
 
     def advance(self, now: float, out: Sink) -> None:
         """Move the clock forward (never back), firing the policy's timers on the way."""

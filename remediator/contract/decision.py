@@ -32,6 +32,9 @@ class Decision:
     pod_created_at: float | None = None  # the target pod's creationTimestamp
     expected_cold_start_s: float | None = None  # what a cold start of this model takes
     replicas: int | None = None  # desired replicas of `workload`, when known
+    # The phase a stuck pod was found in: a look again before the delete spares it once it
+    # has left that phase (policy.stuck.still_stuck).
+    phase: str | None = None
 
     @property
     def where(self) -> str:

@@ -116,19 +116,29 @@ class Decider:
         self.now = now
 
     # ---- inputs ----------------------------------------------------------------------
-    def feed(self, item: Input, out: DeciderSink, settle: Settle, watched: bool = True) -> None:
+    def feed(
+        self,
+        item: Input,
+        out: DeciderSink,
+        settle: Settle,
+        watched: bool = True,
+        now: float | None = None,
+    ) -> None:
         """Apply one input at its own time (or the current time when it has none).
         `watched`: from the watch (or a recording); False for a webhook's, whose pods the
-        tracker bounds (`Tracker.max_unwatched`)."""
+        tracker bounds (`Tracker.max_unwatched`). `now`: the time it arrived on the API
+        server's clock, where the caller keeps one (the live runtime: `ClusterTime`); then
+        the input's own times (a kubelet's, an alert's) never move the decider's."""
+        at = item.at if now is None else now
         if isinstance(item, Relisted):
             # What is gone goes first: no timer of a deleted pod fires on the way to the
             # list's time.
             self.relisted(item, out)
-            if item.at is not None:
-                self.advance(item.at, out, settle)
+            if at is not None:
+                self.advance(at, out, settle)
             return
-        if item.at is not None and item.at > self.now:
-            self.advance(item.at, out, settle)
+        if at is not None and at > self.now:
+            self.advance(at, out, settle)
         self.apply(item, out, settle, watched)
 
     def apply(self, item: Input, out: DeciderSink, settle: Settle, watched: bool = True) -> None:

@@ -35,6 +35,7 @@ def _pod(d: Decision) -> list[tuple[str, str]]:
         ("pod", v.dns1123_subdomain("pod", d.target)),
         ("uid", v.uid("uid", d.uid)),
         ("workload", _lock_key(d)),
+        *([("phase", v.phase("phase", d.phase))] if d.phase else []),
     ]
 
 

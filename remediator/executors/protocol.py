@@ -75,7 +75,16 @@ class NotStarted:
     url: str = ""
 
 
-Note = Acted | Finished | WouldHave | CouldNot | NotStarted
+@dataclass(frozen=True, slots=True)
+class Spared:
+    """A delete not made: looked at again just before it, the pod was no longer stuck
+    (Ready, moved on a phase, another instance, gone)."""
+
+    decision: Decision
+    reason: str
+
+
+Note = Acted | Finished | WouldHave | CouldNot | NotStarted | Spared
 
 
 @dataclass(frozen=True, slots=True)

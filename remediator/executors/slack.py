@@ -57,6 +57,7 @@ from remediator.executors.protocol import (
     Outcome,
     Posted,
     Refused,
+    Spared,
     Submitted,
     Tell,
     Unavailable,
@@ -217,7 +218,7 @@ def note_blocks(headline: str, d: Decision, detail: str) -> list[dict[str, Any]]
 def metadata(note: Note) -> dict[str, Any]:
     """What finds a message again: which incident, which action, which kind of note."""
     d = note.decision
-    kind = type(note).__name__.lower()  # acted, finished, wouldhave, couldnot, notstarted
+    kind = type(note).__name__.lower()  # acted, finished, wouldhave, couldnot, notstarted, spared
     payload = {"incident": d.incident, "action": d.action, "note": kind}
     return {"event_type": EVENT_TYPE, "event_payload": payload}
 
@@ -256,6 +257,9 @@ def message(note: Note, threaded: bool = True) -> tuple[str, list[dict[str, Any]
     elif isinstance(note, WouldHave):
         text = f"Dry run, would have: {d.action} {d.where}"
         blocks = note_blocks(text, d, f"not done: {note.reason}")
+    elif isinstance(note, Spared):
+        text = f"Spared: {d.action} {d.where} not done"
+        blocks = note_blocks(text, d, f"looked at again just before acting: {note.reason}")
     else:
         text = f"Could not act: {d.action} {d.where}"
         blocks = note_blocks(text, d, note.error)

@@ -25,6 +25,7 @@ _SELECTOR_TERM = re.compile(
     r"(?:[a-z0-9.-]{1,253}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
     r"(?:(?:=|==|!=)([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?)?"
 )
+_PHASE = re.compile(r"[a-z][a-z_]{0,31}")
 _UINT = re.compile(r"[0-9]{1,6}")
 _UFLOAT = re.compile(r"[0-9]{1,6}(\.[0-9]{1,3})?")
 
@@ -52,6 +53,10 @@ def dns1123_subdomain(field: str, value: str) -> str:
 
 def uid(field: str, value: str) -> str:
     return _check(_UID, field, value, "a Kubernetes UID (lowercase UUID)", 36)
+
+
+def phase(field: str, value: str) -> str:
+    return _check(_PHASE, field, value, "a cold-start phase name (a-z_)", 32)
 
 
 def image(field: str, value: str) -> str:

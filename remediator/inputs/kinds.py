@@ -1,16 +1,16 @@
 """The input kinds: one registration each, read by every place that dispatches on a kind.
 
 A kind says how a document of it is decoded (`names` → `decoder`), which partition key its
-records travel under on Kafka (everything of one pod in one partition), and whether its
-time was stamped by the cluster (the API server, a kubelet): the embedded runtime's
-`ClusterTime` is read from those only, never from an alert's or our own notes' times.
+records travel under on Kafka (everything of one pod in one partition), and whether the
+cluster stamped it (the API server; which of its times are the API server's own, and
+which a kubelet's, `inputs.stamps` says): alerts and our own notes never move the clock.
 
-    decode (document kind → decoder) · streams.keys (key) · runtime.driver (cluster-stamped)
+    decode (document kind → decoder) · streams.keys (key) · cluster_stamped
 
-The tracker and the policy engine dispatch on the record type the same way (their own
-tables: `Tracker` by kind, the engine by the rules that take it). Adding an input kind is a
-record in `records.py`, its decoder, one `register(...)` here, and what reads it
-(docs/architecture.md, "Where each kind of change goes").
+The policy engine dispatches on the record type the same way, by the rules that take it
+(`policy.engine.RULES`); the tracker reads the kinds a timeline is made of. Adding an
+input kind is a record in `records.py`, its decoder, one `register(...)` here, and what
+reads it (docs/architecture.md, "Where each kind of change goes").
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ def pod_seen(watch: WatchType, pod: Pod) -> PodSeen:
     scheduled = ready = initialized = None
     unschedulable = None
     latest = created
+    node_latest = None  # the newest time the node's kubelet stamped on it
     phase = statuses = init_statuses = None
     if status is not None:
         phase = status.phase
@@ -47,6 +48,8 @@ def pod_seen(watch: WatchType, pod: Pod) -> PodSeen:
             t = parse_time(cond.lastTransitionTime) if cond.lastTransitionTime else None
             if t is not None and (latest is None or t > latest):
                 latest = t
+            if t is not None and cond.type != "PodScheduled":
+                node_latest = t if node_latest is None or t > node_latest else node_latest
             if cond.type == "PodScheduled":
                 if cond.status == "True":
                     scheduled = t
@@ -63,6 +66,8 @@ def pod_seen(watch: WatchType, pod: Pod) -> PodSeen:
                 t = parse_time(run.startedAt)
                 if latest is None or t > latest:
                     latest = t
+                if node_latest is None or t > node_latest:
+                    node_latest = t
     asked = _deletion_asked(meta)
     if asked is not None and (latest is None or asked > latest):
         latest = asked
@@ -87,7 +92,21 @@ def pod_seen(watch: WatchType, pod: Pod) -> PodSeen:
         version=int(meta.resourceVersion) if meta.resourceVersion.isdigit() else 0,
         at=latest,
         pod_ip=status.podIP if status is not None else None,
+        written=written(meta),
+        node_latest=node_latest,
     )
+
+
+def written(meta: ObjectMeta) -> float | None:
+    """When the API server last wrote the object, on its own clock: the newest
+    `managedFields[].time` (whole seconds). None when the object carries none."""
+    newest = None
+    for entry in meta.managedFields or ():
+        if entry.time:
+            t = parse_time(entry.time)
+            if newest is None or t > newest:
+                newest = t
+    return newest
 
 
 def _deletion_asked(meta: ObjectMeta) -> float | None:

@@ -41,6 +41,10 @@ class PodSeen(msgspec.Struct, frozen=True, gc=False):
     version: int  # metadata.resourceVersion when numeric (etcd's revision), else 0
     at: float | None
     pod_ip: str | None = None  # status.podIP: where a first-token probe connects
+    # Two clocks (see inputs.stamps): when the API server last wrote the object (the newest
+    # managedFields time: its clock), and the newest time the kubelet stamped (the node's).
+    written: float | None = None
+    node_latest: float | None = None
 
 
 class PodEvent(msgspec.Struct, frozen=True, gc=False):
@@ -80,6 +84,7 @@ class WorkloadSeen(msgspec.Struct, frozen=True, gc=False):
     labels: JSON
     template_labels: JSON
     at: float | None
+    created: float | None = None  # metadata.creationTimestamp: the API server's clock
 
 
 class AlertSeen(msgspec.Struct, frozen=True, gc=False):

@@ -24,6 +24,12 @@ class OwnerRef(Struct, gc=False):
     controller: bool | None = None
 
 
+class ManagedField(Struct, gc=False):
+    """Only its time: when the API server applied this manager's latest change (its clock)."""
+
+    time: str | None = None
+
+
 class ObjectMeta(Struct, gc=False):
     name: str = ""
     namespace: str = ""
@@ -34,6 +40,7 @@ class ObjectMeta(Struct, gc=False):
     deletionGracePeriodSeconds: int | None = None
     labels: dict[str, str] | None = None
     ownerReferences: list[OwnerRef] | None = None
+    managedFields: list[ManagedField] | None = None
 
 
 class Condition(Struct, gc=False):

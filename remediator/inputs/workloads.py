@@ -35,7 +35,7 @@ def workload_seen(watch: WatchType, kind: str, obj: JSON) -> WorkloadSeen:
         ready = status.get("readyReplicas") or 0
         updated = status.get("updatedReplicas") or 0
     info = spec_info(msgspec.convert(tspec, PodSpec), tlabels)
-    latest = parse_time_or_none(meta.get("creationTimestamp"))
+    created = latest = parse_time_or_none(meta.get("creationTimestamp"))
     for cond in status.get("conditions") or ():
         t = parse_time_or_none(cond.get("lastUpdateTime") or cond.get("lastTransitionTime"))
         if t is not None and (latest is None or t > latest):
@@ -57,4 +57,5 @@ def workload_seen(watch: WatchType, kind: str, obj: JSON) -> WorkloadSeen:
         labels=meta.get("labels") or {},
         template_labels=tlabels,
         at=latest,
+        created=created,
     )

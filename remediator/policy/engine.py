@@ -30,7 +30,7 @@ from remediator.policy.history import PhaseHistory, budget, expected_cold_start,
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored, Outcome
 from remediator.policy.stall import Stall, learn_steps, stall_of
-from remediator.policy.stuck import Facts, decide_stuck, deletes_in, too_tight
+from remediator.policy.stuck import Facts, decide_stuck, deletes_in, skew_note, too_tight
 from remediator.policy.workloads import (
     Workload,
     image_update,
@@ -328,6 +328,7 @@ class PolicyEngine:
             why = stall.reason(cfg.progress, t.model or "unknown", cfg.checks, now)
         elif phase == "engine_init":
             why += step_note(t.engine, t.started_at(), now)
+        why += skew_note(t)
         facts = self._facts(t)
         key = (facts.workload or "", phase)
         if deletes_in(phase, self._init_deletes) and facts.workload:

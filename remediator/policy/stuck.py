@@ -10,8 +10,10 @@ from __future__ import annotations
 import msgspec
 
 from remediator.contract.decision import Decision
+from remediator.inputs.records import PodSeen
 from remediator.policy.incident import incident_id
-from remediator.timeline.model import PodTimeline
+from remediator.timeline.model import UNFINISHED, PodTimeline
+from remediator.timeline.tracker import Tracker
 
 DELETE_PHASES = frozenset({"engine_init", "container_start"})
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -54,6 +56,49 @@ def decide_stuck(
         pod_created_at=t.created if deletes else None,
         expected_cold_start_s=facts.expected_cold_start_s if deletes else None,
         replicas=facts.replicas if deletes else None,
+        phase=phase if deletes else None,
+    )
+
+
+def still_stuck(
+    fresh: PodSeen, uid: str, phase: str | None, engines: tuple[str, ...] = ()
+) -> str | None:
+    """Look again before deleting: None when `fresh` (the pod as a quorum read shows it now)
+    is still the instance the decision saw (`uid`), still in `phase` (None: any unfinished
+    phase), not Ready and not going; else why it is spared. Pure: the caller reads the pod.
+
+    The state is worked out from the object alone (no Events): a pod whose engine started,
+    that became Ready, or that left the phase it was found stuck in has a fresh budget, or
+    none; deleting it would kill a pod that is getting there."""
+    where = f"{fresh.namespace}/{fresh.name}"
+    if fresh.uid != uid:
+        return f"{where} is another instance now (uid {fresh.uid}, not {uid})"
+    if fresh.deleting:
+        return f"{where} is already being deleted"
+    if fresh.phase in ("Succeeded", "Failed"):
+        return f"{where} has finished ({fresh.phase})"
+    tracker = Tracker(engines)
+    tracker.apply(fresh, fresh.at or 0.0)
+    t = tracker.get(fresh.uid)
+    state = t.state() if t is not None else "unknown"
+    if state in ("ready", "serving"):
+        return f"{where} became Ready"
+    if state not in UNFINISHED:
+        return f"{where} is {state} now"
+    if phase and state != phase:
+        return f"{where} moved on from {phase} to {state}"
+    return None
+
+
+def skew_note(t: PodTimeline) -> str:
+    """Where the pod's node clock is proven off: said, with the correction made."""
+    skew = t.clock_skew()
+    if not skew:
+        return ""
+    way = "ahead of" if skew > 0 else "behind"
+    return (
+        f"; node {t.node or '?'}'s clock runs {abs(skew):.0f}s {way} the API server's: "
+        "its times were corrected onto the API server's clock"
     )
 
 

@@ -34,18 +34,22 @@ class SystemClock:
 
 
 class ClusterTime:
-    """The time budgets are measured on: the cluster's, as its objects show it, carried on
-    by the local monotonic clock between them.
+    """The time budgets are measured on: the API server's, as its stamps show it, carried
+    on by the local monotonic clock between them.
 
     A stuck-pod budget runs from a time the cluster stamped (a container's start, a
-    transition); measuring it with the local wall clock mixed two clocks, so a step of
-    the local clock (NTP, a VM resumed) fired every timer at once or none for an hour.
-    Here `now()` is the newest cluster time observed plus the monotonic time elapsed since
-    it was observed, so a step of the local wall clock changes nothing. Before anything
-    is observed it is the local wall time (nothing the cluster stamped is tracked yet).
-    An observation older than the estimate (a relist, a late event) changes nothing; a
-    newer one moves it on. A node whose clock is ahead moves it on too, as the session's
-    own clock always has: the timeline reports such a node's skew.
+    transition), moved onto the API server's clock where the node's clock is proven off
+    (timeline `clock_skew`); measuring it with the local wall clock mixed two clocks, so a
+    step of the local clock (NTP, a VM resumed) fired every timer at once or none for an
+    hour. Here `now()` is the newest API-server time observed plus the monotonic time
+    elapsed since it was observed, so a step of the local wall clock changes nothing.
+    Before anything is observed it is the local wall time (nothing the cluster stamped is
+    tracked yet). An observation older than the estimate (a relist, a late event) changes
+    nothing; a newer one moves it on. Only the API server's own stamps are observed
+    (`inputs.stamps`, from the watch): a kubelet's clock is its node's, and one node an
+    hour ahead must not age every other node's pods by an hour. An API-server stamp is
+    made before it is seen, so `now()` never runs ahead of the API server: a budget may
+    lapse late by a delivery's latency, never early.
     """
 
     def __init__(self, local: Clock) -> None:
@@ -96,6 +100,11 @@ class VirtualClock:
 
     def monotonic(self) -> float:
         return self._t - self._start
+
+    def pause(self, seconds: float) -> None:
+        """The process is stopped for `seconds` (SIGSTOP, a frozen VM): both clocks move on
+        while nothing runs; every sleeper due meanwhile wakes late, at the next `advance`."""
+        self._t += seconds
 
     async def sleep(self, seconds: float) -> None:
         future = asyncio.get_running_loop().create_future()

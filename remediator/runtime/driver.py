@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from remediator.contract.decision import Decision, Suppressed
-from remediator.inputs.kinds import cluster_stamped
 from remediator.inputs.records import Input
+from remediator.inputs.stamps import api_server_time
 from remediator.logfields import get_logger
 from remediator.output import decision_json, suppressed_json
 from remediator.policy.outcome import Ignored
@@ -88,6 +88,8 @@ class Driver:
         kill_switch_file: str | None = None,
         forget_after_s: float = 600.0,
         store: StoreHealth | None = None,
+        pause_s: float = 5.0,
+        catch_up_s: float = 5.0,
     ) -> None:
         self.session = session
         self.outbox = outbox
@@ -106,33 +108,88 @@ class Driver:
         self._unwritten_dry: list[Decision] = []  # a dry run's, likewise (rows marked dry)
         self.rearm = asyncio.Event()  # a new input may have armed an earlier timer
         self.last_tick = clock.monotonic()
+        # Behind: (why, since when on the monotonic clock) the picture may lag the cluster's.
+        self.behind: tuple[str, float] | None = None
+        self.pause_s = pause_s
+        self.catch_up_s = catch_up_s
+        self._backlog: Backlog | None = None
+        self._max_tick_s: float | None = None  # set while the timer loop runs
 
     # --- one step each: what the loops call, and what tests call on a virtual clock ------
     def feed(self, inputs: list[Input], watched: bool = True) -> None:
         """`watched`: from the watch; False for a webhook's inputs (see Tracker.apply)."""
+        self._check_pause()
         batch = Batch()
+        if watched:
+            # Only the API server's own stamps move the clock (inputs.stamps): a kubelet's
+            # clock is its node's, and a webhook's time is whatever its sender says.
+            for item in inputs:
+                self.cluster.observe(api_server_time(item))
         for item in inputs:
-            # Inputs stamped by the cluster (API server, kubelets; registered with their
-            # kind) are what ClusterTime is read from. Alerts (Prometheus's clock, and
-            # `startsAt` is old news) and our own notes are not.
-            if cluster_stamped(item):
-                self.cluster.observe(item.at)  # the session moves to its time itself
-            else:
-                self.session.advance(self.cluster.now(), batch)  # judged at arrival time
-            self.session.feed(item, batch, watched)
+            self.session.feed(item, batch, watched, now=self._session_now())
         self._settle(batch)
+        self._report_skew()
         self.rearm.set()
 
+    def _report_skew(self) -> None:
+        """A node whose clock is proven off: said once per change (the metric has it too)."""
+        news = self.session.tracker.skew_news
+        for node, skew in news.items():
+            way = "ahead of" if skew > 0 else "behind"
+            log.warning(
+                "node clock off: its pods' times are corrected onto the API server's",
+                extra={"node": node, "skew_s": round(skew, 1), "way": way + " the API server"},
+            )
+        news.clear()
+
     def tick(self) -> None:
+        self._check_pause()
         batch = Batch()
         if self.cluster.known or self.session.engine.next_deadline() is not None:
             # (Before the cluster's time is known nothing of it is tracked: a wrong local
             # clock is not let run the session's clock ahead of the cluster's.)
-            self.session.advance(self.cluster.now(), batch)
+            self.session.advance(self._session_now(), batch)
         self._settle(batch)
         # Deleted pods leave memory (and /metrics) once their grace has passed.
         self.session.tracker.prune(self.session.now, self._forget_after_s)
         self.last_tick = self.clock.monotonic()
+
+    # --- behind: a pause or a gap, and catching up --------------------------------------
+    def fell_behind(self, why: str) -> None:
+        """The picture may lag the cluster's (serve was paused, a watch was away): the
+        session's clock waits until the watch has caught up, so no timer fires on a pod
+        whose news (it became Ready) is still on its way. Inputs still apply."""
+        if self.behind is None:
+            log.warning(
+                "behind: the session's clock waits until the watch has caught up",
+                extra={"why": why, "catch_up_s": self.catch_up_s},
+            )
+        self.behind = (why, self.clock.monotonic())
+
+    def _session_now(self) -> float:
+        """The time the session may move to: the cluster's, or, while behind, where it is."""
+        if self.behind is None:
+            return self.cluster.now()
+        why, since = self.behind
+        depth = self._backlog.depth if self._backlog is not None else 0
+        if self.clock.monotonic() - since < self.catch_up_s or depth:
+            return self.session.now
+        self.behind = None
+        log.info("caught up: the session's clock moves on", extra={"was": why})
+        return self.cluster.now()
+
+    def _check_pause(self) -> None:
+        """The timer ticks at least every `max_tick_s`; a gap much longer than that means the
+        process was paused (SIGSTOP, a frozen VM, a starved loop), and whatever the watch
+        sent meanwhile is not in yet. Checked first thing in `feed` and `tick`: whichever
+        runs first after the pause. (Only while the timer loop runs: tests that call `tick`
+        by hand step time as they please.)"""
+        if self._max_tick_s is None:
+            return
+        gap = self.clock.monotonic() - self.last_tick
+        if gap > self._max_tick_s + self.pause_s:
+            self.last_tick = self.clock.monotonic()
+            self.fell_behind(f"paused: no tick for {gap:.0f}s")
 
     def _settle(self, batch: Batch) -> None:
         """Write decisions (and the guard state) to the outbox; say what was held and why."""
@@ -190,15 +247,20 @@ class Driver:
 
     # --- the loops ---------------------------------------------------------------------------
     async def consume(self, backlog: Backlog) -> None:
+        self._backlog = backlog
         while True:
             inputs, watched = await backlog.get()
             self.metrics.queue_depth.set(backlog.depth)
             self.feed(inputs, watched)
 
     async def timer(self, max_tick_s: float) -> None:
+        self._max_tick_s = max_tick_s
+        self.last_tick = self.clock.monotonic()
         while True:
             due = self.session.engine.next_deadline()
             pause = max_tick_s if due is None else min(max_tick_s, due - self.cluster.now())
+            if self.behind is not None:  # a due timer waits for the catch-up: no spinning
+                pause = max_tick_s
             self.rearm.clear()
             await wait(self.rearm, max(pause, 0.0), self.clock)
             self.tick()

@@ -41,6 +41,7 @@ from remediator.sources.http import IDLE_TIMEOUT_S, Listen, make_app, serve_app
 from remediator.sources.kube_client import api_client
 from remediator.sources.kube_watch import KubeWatch, WatchSettings, targets
 from remediator.sources.metrics import SourceMetrics
+from remediator.sources.pod_look import PodLook
 from remediator.timeline.tracker import DEFAULT_MAX_UNWATCHED
 
 log = get_logger("remediator.service")
@@ -258,6 +259,9 @@ class Service:
                 self.runtime.supervise(f"watch-{target.label}", w.supervised)
                 self.watches.append(w)
             self.observers.follower = self._follower(api)
+            # A pod is looked at again, from the API server, just before it is deleted.
+            engines = self.session.policy.rules.stuck_pod.engine_containers
+            self.runtime.worker.look = PodLook(api, engines)
         if self.observers.active:
             self._observe_task = asyncio.create_task(self.observers.run(), name="observers")
         log.info(

@@ -4,6 +4,7 @@
        │                    │                           Tell(Finished) into its thread
        │                    │ still Pending after start_within_s: Tell(NotStarted), polled on
        ├──Refused───────────┴──────────────▶ failed     Tell(CouldNot)
+       ├──(a delete, looked at again: no longer stuck)─▶ ended (spared)  Tell(Spared)
        └──(a note only: Tell(Acted))───────▶ ended (notified)
 
 It knows an action only through the action table (does it act on the cluster, or is
@@ -29,7 +30,7 @@ writes the act's context into it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -49,6 +50,7 @@ from remediator.executors.protocol import (
     Posted,
     Refused,
     Running,
+    Spared,
     Submit,
     Submitted,
     Tell,
@@ -62,6 +64,7 @@ from remediator.runtime.outbox import Outbox, Row, State
 log = get_logger("remediator.runtime")
 
 Message = Literal["act", "stuck", "end"]
+Look = Callable[[Decision], Awaitable[str | None]]
 _COLUMNS: dict[Message, tuple[str, str]] = {
     "act": ("act_at", "slack_ts"),
     "stuck": ("stuck_at", "stuck_ts"),
@@ -115,6 +118,8 @@ class OutboxWorker:
         self._submitted: dict[int, float] = {}  # monotonic time each workflow was submitted
         self._stuck_logged: set[int] = set()  # rows whose "not started" was logged and counted
         self._notes: set[asyncio.Task[str | None]] = set()
+        # Looks at a pod again before it is deleted: why it is spared, or None (still stuck).
+        self.look: Look | None = None
 
     # --- leadership ------------------------------------------------------------------------
     def lead(self, leading: bool, previous: str | None) -> None:
@@ -216,6 +221,8 @@ class OutboxWorker:
 
     async def _submit(self, row: Row) -> None:
         d = row.decision
+        if not await self._still_stuck(row):
+            return
         out = await self._carry(row, Submit(d))
         if not isinstance(out, Submitted):
             return
@@ -230,6 +237,33 @@ class OutboxWorker:
         row = replace(row, state="submitted", workflow=out.name)
         await self._post(row, "act", Acted(self._for_people(row), out))
         self._next_poll[row.id] = self.clock.monotonic()  # look at once, then every poll_s
+
+    async def _still_stuck(self, row: Row) -> bool:
+        """Look again just before a destructive action (`look`: a quorum read of the pod,
+        judged by the core): a pod no longer stuck is spared, told and counted, and its row
+        ends; one that could not be read waits (a watch gap is an API server gap too)."""
+        d = row.decision
+        if self.look is None or d.action != "delete-pod":
+            return True
+        try:
+            spared = await self.look(d)
+        except Exception as exc:  # noqa: BLE001 — any failure to look means: not now
+            self._back_off(row, f"could not look at the pod again: {exc}")
+            await self._mark(row, None, attempts=row.attempts + 1)
+            return False
+        if spared is None:
+            return True
+        told = await self._post(row, "act", Spared(d, spared))
+        if isinstance(told, Unavailable):  # told later, not lost: the row stays pending
+            self._back_off(row, told.reason)
+            return False
+        await self._mark(row, "ended", phase="spared")
+        self.metrics.executions.labels(d.action, "spared").inc()
+        log.warning(
+            "spared: looked at again, the pod is no longer stuck",
+            extra={"incident": row.incident, "action": d.action, "reason": spared},
+        )
+        return False
 
     async def _poll(self, row: Row) -> None:
         d, name = row.decision, row.workflow

@@ -20,6 +20,10 @@ from remediator.steps import validate
 from remediator.steps.errors import StepError
 from remediator.steps.report import EXIT_CODES_HELP, ExitCode, configure, emit, log
 
+# The unfinished phases a stuck pod is found in (timeline.model.UNFINISHED; spelled out here:
+# the step CLI imports nothing heavy before it knows which step runs).
+PHASES = ("scheduling", "init", "image_pull", "container_start", "engine_init")
+
 F = TypeVar("F", bound=Callable[..., Any])
 _NS_HELP = "Namespace (a DNS-1123 label; names are checked before any call)."
 _OUTCOME_OF_ERROR = {
@@ -121,6 +125,13 @@ def step() -> None:
     metavar="S",
     help="Seconds the pod gets to stop (default: the pod's own terminationGracePeriodSeconds).",
 )
+@click.option(
+    "--phase",
+    type=click.Choice(("", *PHASES)),
+    default="",
+    help="The phase the decision found the pod stuck in: a pod that has left it is spared "
+    "(empty: any unfinished phase).",
+)
 @click.option("--dry-run", is_flag=True, help="Ask the API server to check, not to delete.")
 @_kube
 @_incident
@@ -129,25 +140,31 @@ def delete_pod_command(
     pod: str,
     uid: str,
     grace_period: int | None,
+    phase: str,
     dry_run: bool,
     kubeconfig: str | None,
     context: str | None,
     incident: str | None,
 ) -> None:
-    """Delete ONE pod instance: the one with this UID, never a replacement.
+    """Delete ONE pod instance: the one with this UID, never a replacement, and
+    only while it is still stuck.
 
     \b
-    The UID goes in as a delete precondition, so the API server itself refuses
-    (409 Conflict) when the pod under that name is a newer instance, e.g. a
-    StatefulSet pod recreated since the decision was made.
+    It looks again first: a quorum read of the pod, judged by the core. A pod
+    that became Ready, left --phase, finished or is going is spared. The delete
+    then carries the UID and the resourceVersion it looked at as preconditions,
+    so the API server itself refuses (409 Conflict) a newer instance (e.g. a
+    StatefulSet pod recreated since the decision) or a pod that changed since the
+    look (looked at again).
 
     \b
-    Outcomes (all exit 0: in each, the stuck instance is no longer there or is
-    now being removed, and retrying could not do more):
+    Outcomes (all exit 0: in each, the stuck instance is no longer there, is
+    now being removed, or needs no removal, and retrying could not do more):
       deleted       the pod with that UID is being deleted
       already_gone  404: no pod of that name any more
-      replaced      409: a pod of that name exists with another UID; left alone
+      replaced      a pod of that name exists with another UID; left alone
                     (its UID is in "current_uid")
+      spared        it is no longer stuck (Ready, moved on, finished); left alone
       would_delete  --dry-run: the delete would go through
     """
 
@@ -158,7 +175,7 @@ def delete_pod_command(
         from remediator.steps.kube import api_client
 
         core = client.CoreV1Api(api_client(kubeconfig, context))
-        done = delete_pod(core, namespace, pod, uid, grace_period, dry_run)
+        done = delete_pod(core, namespace, pod, uid, grace_period, dry_run, phase or None)
         log(done.detail, step_outcome=done.outcome)
         fields = {
             "outcome": done.outcome,

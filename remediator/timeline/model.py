@@ -265,10 +265,15 @@ class PodTimeline:
         """Seconds the node's clock runs ahead of the API server's (negative: behind), when
         proven beyond SKEW_THRESHOLD_S; else 0.
 
-        Ahead is proven by Events: the kubelet stamps firstTimestamp, the API server
-        creationTimestamp, and an Event cannot be created before it happened, so
-        first − created ≤ skew. Behind is proven by order: the kubelet acts on a pod only
-        after it is scheduled, so its earliest fact − scheduled ≥ skew."""
+        Ahead is proven by the API server's stamps: the kubelet stamps an Event's
+        firstTimestamp and the API server its creationTimestamp, and the kubelet stamps a
+        status (a start, Ready) and the API server the write (`managedFields` time); neither
+        is written before it happened, so kubelet time − API server time ≤ skew (`skew_lo`,
+        the largest such bound). Behind is proven by order: the kubelet acts on a pod only
+        after it is scheduled, so its earliest fact − scheduled ≥ skew.
+
+        Of the skews the evidence allows, the smallest is taken: a correction may make a
+        pod look younger than it is (its budget lapses a little late), never older."""
         lo = self.skew_lo
         if lo is not None and lo > SKEW_THRESHOLD_S:
             return lo
@@ -279,7 +284,8 @@ class PodTimeline:
             return 0.0
         sched = self.scheduled if self.scheduled is not None else self.scheduled_event
         if sched is not None and node - sched < -SKEW_THRESHOLD_S:
-            return node - sched
+            hi = node - sched
+            return lo if lo is not None and lo < hi else hi
         return 0.0
 
     def _n(self, t: float | None, skew: float) -> float | None:

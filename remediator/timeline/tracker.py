@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections import deque
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import msgspec
 
@@ -27,6 +26,7 @@ from remediator.timeline.model import (
     PULLED,
     PULLING,
     RUN,
+    SKEW_THRESHOLD_S,
     STARTED,
     PodTimeline,
     earliest,
@@ -75,13 +75,11 @@ class Tracker:
         self.evicted: list[str] = []  # uids forgotten so, until the session drains them
         self._unwatched: dict[str, None] = {}
         self._new: str | None = None  # the timeline the input being applied created
-        # The input kinds a timeline is made of, by record type (other kinds pass by).
-        self._takes: dict[type[Any], Callable[[Any], PodTimeline | None]] = {
-            PodSeen: self._take_pod,
-            PodEvent: self._take_event,
-            FirstToken: self._take_first_token,
-            EngineStep: self._take_step,
-        }
+        self._watched = True  # the input being applied came from the watch
+        # Nodes whose clock is proven off, by how much (seconds ahead of the API server's;
+        # negative: behind), as their pods last proved it; and those not yet reported.
+        self.node_skew: dict[str, float] = {}
+        self.skew_news: dict[str, float] = {}
 
     @property
     def unwatched(self) -> int:
@@ -111,7 +109,11 @@ class Tracker:
                 self._unwatched.pop(item.uid, None)  # the watch sees it: not webhook-only
             return self._apply(item, now)
         self._new = None
-        change = self._apply(item, now)
+        self._watched = False  # a webhook's word proves nothing of a node's clock
+        try:
+            change = self._apply(item, now)
+        finally:
+            self._watched = True
         if self._new is not None:
             self._note_unwatched(self._new)
         return change
@@ -129,9 +131,32 @@ class Tracker:
     def _apply(self, item: Input, now: float) -> StateChange | None:
         if self._gone and _uid_of(item) in self._gone:
             return None  # a late word about a pod already deleted and forgotten
-        take = self._takes.get(type(item))  # the kinds a timeline is made of
-        t = take(item) if take is not None else None
-        if t is None:
+        if isinstance(item, PodSeen):
+            t = self.by_uid.get(item.uid)  # (_timeline() only for a new one: a call less)
+            if t is None:
+                t = self._timeline(item.uid, item.namespace, item.name)
+            self._pod(t, item)
+            if self._watched:
+                self._proved_by_pod(t, item)
+        elif isinstance(item, PodEvent):
+            t = self._event_timeline(item)
+            _event(t, item, self._watched)
+            if self._watched and t.skew_lo is not None and t.node:
+                self._note_skew(t)
+        elif isinstance(item, FirstToken):
+            if item.uid:
+                t = self._timeline(item.uid, item.namespace, item.pod)
+            else:
+                found = self.current(item.namespace, item.pod)
+                if found is None:
+                    self._park_first_token(item)  # the pod comes later: keep it till then
+                    return None
+                t = found
+            t.first_token = item.at if t.first_token is None else min(t.first_token, item.at)
+        elif isinstance(item, EngineStep):
+            self._engine_step(item)
+            return None  # a step inside engine init: no state changes
+        else:
             return None
         last = t.last_seen
         if last is None:
@@ -143,34 +168,28 @@ class Tracker:
         after = t.state()
         return self._moved_to(t, after, now) if after != t.counted else None
 
-    # ---- the input kinds a timeline takes: record type -> its timeline (None: no change) ----
-    def _take_pod(self, item: PodSeen) -> PodTimeline:
-        t = self.by_uid.get(item.uid)  # (_timeline() only for a new one: a call less)
-        if t is None:
-            t = self._timeline(item.uid, item.namespace, item.name)
-        self._pod(t, item)
-        return t
+    # ---- node clocks --------------------------------------------------------------------
+    def _proved_by_pod(self, t: PodTimeline, p: PodSeen) -> None:
+        """A status write is stamped by the API server after the kubelet stamped what it
+        wrote: kubelet time − write time ≤ the node's skew (as for an Event)."""
+        node, wrote = p.node_latest, p.written
+        if node is not None and wrote is not None:
+            lo = node - wrote
+            if t.skew_lo is None or lo > t.skew_lo:
+                t.skew_lo = lo
+        if t.node and (t.skew_lo is not None or t.node_first is not None):
+            self._note_skew(t)
 
-    def _take_event(self, item: PodEvent) -> PodTimeline:
-        t = self._event_timeline(item)
-        _event(t, item)
-        return t
-
-    def _take_first_token(self, item: FirstToken) -> PodTimeline | None:
-        if item.uid:
-            t = self._timeline(item.uid, item.namespace, item.pod)
-        else:
-            found = self.current(item.namespace, item.pod)
-            if found is None:
-                self._park_first_token(item)  # the pod comes later: keep it till then
-                return None
-            t = found
-        t.first_token = item.at if t.first_token is None else min(t.first_token, item.at)
-        return t
-
-    def _take_step(self, item: EngineStep) -> None:
-        self._engine_step(item)
-        return None  # a step inside engine init: no state changes
+    def _note_skew(self, t: PodTimeline) -> None:
+        """Keep the node's proven skew (for the metric, a log line, a decision's note)."""
+        node = t.node
+        skew = t.clock_skew()
+        if not node or not skew:
+            return
+        known = self.node_skew.get(node)
+        if known is None or abs(skew - known) > max(SKEW_THRESHOLD_S, abs(known) / 10):
+            self.node_skew[node] = skew
+            self.skew_news[node] = skew
 
     def relisted(self, item: Relisted, now: float) -> list[StateChange]:
         """A complete list of a namespace's pods: those it no longer holds were deleted
@@ -444,7 +463,7 @@ def _orphan_key(namespace: str, name: str) -> str:
 _SCHEDULER = frozenset({"Scheduled", "FailedScheduling"})
 
 
-def _event(t: PodTimeline, ev: PodEvent) -> None:
+def _event(t: PodTimeline, ev: PodEvent, watched: bool = True) -> None:
     when = ev.first if ev.first is not None else ev.last
     if when is None:
         return
@@ -452,7 +471,7 @@ def _event(t: PodTimeline, ev: PodEvent) -> None:
     if reason in _SCHEDULER:
         _scheduler_event(t, ev, when)
         return
-    if ev.created is not None:
+    if watched and ev.created is not None:
         # An Event is created after it happened: kubelet time − creation ≤ the node's skew.
         lo = when - ev.created
         if t.skew_lo is None or lo > t.skew_lo:

@@ -140,7 +140,7 @@ class Argo(Supervised):
 
     def status(self) -> dict[str, Any]:
         return {
-            "server": self.server_url if self.state else None,
+            "server": self.server_url if "ports" in self.state else None,
             "components": self.procs.states(),
         }
 

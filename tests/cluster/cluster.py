@@ -168,7 +168,8 @@ class Cluster(Supervised):
         comps = self.procs.states()
         return {
             "home": str(self.home),
-            "server": self.server if self.state else None,
+            # (`procs` above leaves {"pids": {}} in an empty state: ask for the ports.)
+            "server": self.server if "ports" in self.state else None,
             "kubeconfig": str(self.kubeconfig),
             "components": comps,
             "nodes_ready": self._ready_nodes() if comps.get("kube-apiserver") == "running" else 0,

@@ -60,10 +60,19 @@ def serve(
 ) -> Iterator[Callable[..., Serve]]:
     started: list[Serve] = []
 
-    def start(identity: str = "remediator-0", policy: str = POLICY) -> Serve:
+    def start(
+        identity: str = "remediator-0", policy: str = POLICY, kubeconfig: Path | None = None
+    ) -> Serve:
         env = {"SLACK_BOT_TOKEN": SLACK_TOKEN, "SLACK_API_URL": slack.url, "SLACK_CHANNEL": CHANNEL}
         s = Serve(
-            cluster, tmp_path / identity, policy, argo.url, ARGO_TOKEN, identity, extra_env=env
+            cluster,
+            tmp_path / identity,
+            policy,
+            argo.url,
+            ARGO_TOKEN,
+            identity,
+            extra_env=env,
+            kubeconfig=kubeconfig,
         )
         started.append(s)
         return s.start()

@@ -213,13 +213,14 @@ class Serve:
     extra_env: dict[str, str] = field(default_factory=dict)
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
+    kubeconfig: Path | None = None  # None: the ServiceAccount's, straight to the API server
 
     def start(self) -> Serve:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         policy = self.workdir / "policy.yaml"
         policy.write_text(self.policy)
-        kubeconfig = self.live.sa_kubeconfig("remediator", "remediator")
+        kubeconfig = self.kubeconfig or self.live.sa_kubeconfig("remediator", "remediator")
         env = {
             **os.environ,
             "POD_NAME": self.identity,

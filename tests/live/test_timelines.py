@@ -21,9 +21,11 @@ from tests.live.harness import (
 from tests.live.test_incidents import ready
 
 SHAPE = {"pull": "3s", "init": "1s", "start": "2s", "engine": "4s"}
-# Stage delays per phase, in seconds. kwok emits the pod's init container no events, so its run
-# time is part of container start (Pulled -> Started) as the timeline sees it.
-EXPECTED = {"image_pull": 3.0, "container_start": 3.0, "engine_init": 4.0}
+# Stage delays per phase, in seconds, in the kubelet's order (issue 18, #13): the example's init
+# container runs first (scheduled -> Initialized), then the main image is pulled, the container
+# created and started. (Before, the stages pulled first and ran init during the pull, so init's
+# run was counted in container start and a pod still Initialized=False looked past init.)
+EXPECTED = {"init": 1.0, "image_pull": 3.0, "container_start": 2.0, "engine_init": 4.0}
 TOLERANCE_S = 1.0
 # Events outlive their pods by an hour, so serve also sees earlier tests' pods, from their Events
 # alone and without a model: the pods of this test are told apart by their model.

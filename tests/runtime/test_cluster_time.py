@@ -4,11 +4,16 @@ way, neither deletes a healthy pod nor hides a stuck one."""
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
+import orjson
 import pytest
 
 from remediator.contract.decision import Decision
+from remediator.inputs.decode import normalize
 from remediator.runtime.clock import ClusterTime, VirtualClock
-from tests.runtime.test_virtual_clock import T0, Argo, Rig, pod, slack_ok
+from tests.runtime.test_virtual_clock import T0, Argo, Rig, iso, pod, slack_ok
 
 HOUR = 3600.0
 POLICY = """
@@ -88,3 +93,72 @@ async def test_a_local_clock_wrong_at_start_does_not_run_the_session_ahead() -> 
     rig.driver.tick()  # the timer ticks before the first list arrives
     await five_pods_in_engine_init(rig)
     assert rig.session.now == T0 + 3
+
+
+# --- issue 18 #1: one node's clock never moves another node's budgets -------------------------
+
+
+def on_node(name: str, node: str, started: float, skew: float = 0.0) -> dict[str, Any]:
+    """A pod in engine init on `node`, whose kubelet clock is `skew` seconds off: its status
+    stamps are the node's; its creation, scheduling and the write are the API server's."""
+    doc = copy.deepcopy(pod(name, started=started))
+    doc["spec"]["nodeName"] = node
+    doc["metadata"]["uid"] = f"00000000-0000-4000-8000-{abs(hash((name, node))) % 10**12:012d}"
+    status = doc["status"]
+    for cond in status["conditions"]:
+        if cond["type"] != "PodScheduled":
+            cond["lastTransitionTime"] = iso(started - 5 + skew)
+    status["containerStatuses"][0]["state"]["running"]["startedAt"] = iso(started + skew)
+    return doc
+
+
+HEALTHY = [f"ok-{i}" for i in range(5)]
+SKEWED = [f"skewed-{i}" for i in range(5)]
+
+
+async def five_and_five(rig: Rig, skew: float) -> None:
+    """Five pods on a good node and five on one whose kubelet clock is `skew` off, all
+    started at T0 (on the API server's clock), 300 s engine-init budget."""
+    for name in HEALTHY:
+        rig.feed(on_node(name, "gpu-good", T0))
+    for name in SKEWED:
+        rig.feed(on_node(name, "gpu-skewed", T0, skew))
+
+
+@pytest.mark.parametrize("skew", [HOUR, -HOUR])
+async def test_one_nodes_clock_moves_no_other_nodes_budgets(skew: float) -> None:
+    rig = Rig(Argo(), slack_ok(), policy=POLICY)
+    await five_and_five(rig, skew)
+    for _ in range(20):  # 20 s: the pods are 20 s into a 300 s budget, on every node
+        await rig.clock.advance(1)
+        rig.driver.tick()
+    assert decided(rig) == [] and rig.session.now <= T0 + 21
+    assert rig.session.tracker.node_skew == {"gpu-skewed": pytest.approx(skew, abs=6)}
+    # Every pod is still found once its budget lapses, the skewed node's on corrected times.
+    await rig.clock.advance(282)
+    rig.driver.tick()
+    found = decided(rig)
+    assert sorted(d.target for d in found) == sorted(HEALTHY + SKEWED)
+    assert {d.at for d in found} <= {T0 + 300, T0 + 301}
+    notes = {d.target: "gpu-skewed's clock runs 3600s" in d.reason for d in found}
+    assert notes == {name: name in SKEWED for name in HEALTHY + SKEWED}
+
+
+async def test_a_webhook_event_stamped_an_hour_ahead_moves_no_clock() -> None:
+    rig = Rig(Argo(), slack_ok(), policy=POLICY)
+    await five_pods_in_engine_init(rig)
+    ahead = iso(T0 + HOUR)
+    event = {
+        "kind": "Event",
+        "apiVersion": "v1",
+        "metadata": {"name": "x.1", "namespace": "llm", "creationTimestamp": ahead},
+        "involvedObject": {"kind": "Pod", "namespace": "llm", "name": "vllm-0"},
+        "reason": "Started",
+        "message": "Started container vllm",
+        "firstTimestamp": ahead,
+        "lastTimestamp": ahead,
+    }
+    rig.driver.feed(normalize(orjson.loads(orjson.dumps(event))), watched=False)
+    rig.driver.tick()
+    assert rig.session.now == T0 + 3 and decided(rig) == []
+    assert rig.session.tracker.node_skew == {}

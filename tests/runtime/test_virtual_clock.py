@@ -66,6 +66,15 @@ def pod(name: str, started: float) -> dict[str, Any]:
             "uid": f"00000000-0000-4000-8000-{abs(hash(name)) % 10**12:012d}",
             "creationTimestamp": iso(started - 30),
             "labels": {"app": "vllm-inference"},
+            # The API server stamps the kubelet's status write: the clock the session reads.
+            "managedFields": [
+                {
+                    "manager": "kubelet",
+                    "operation": "Update",
+                    "subresource": "status",
+                    "time": iso(started),
+                }
+            ],
         },
         "spec": {"nodeName": "gpu-1", "containers": [{"name": "vllm", "image": "vllm:1"}]},
         "status": {

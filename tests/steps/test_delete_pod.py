@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.standins.kube_api import Fault, KubeApiServer, pod
@@ -43,7 +45,13 @@ def test_deletes_the_pod_with_that_uid(kube: Kube) -> None:
     assert not exists(api) and exists(api, "vllm-1")
     (sent,) = api.sent("DELETE")
     assert sent.path == "/api/v1/namespaces/llm/pods/vllm-0"
-    assert sent.body == {"preconditions": {"uid": uid}, "gracePeriodSeconds": 30}
+    version = sent.body["preconditions"]["resourceVersion"]
+    assert sent.body == {
+        "preconditions": {"uid": uid, "resourceVersion": version},
+        "gracePeriodSeconds": 30,
+    }
+    (looked,) = api.sent("GET")  # a look again first, without resourceVersion: a quorum read
+    assert looked.path == "/api/v1/namespaces/llm/pods/vllm-0" and not looked.query
     assert sent.headers["authorization"] == "Bearer stand-in-token"
     assert all(line["incident"] == "inc-42" for line in r.logs)
 
@@ -57,7 +65,7 @@ def test_never_deletes_a_replacement_with_the_same_name(kube: Kube) -> None:
     assert r.verdict["current_uid"] == new_uid
     assert "left alone" in r.verdict["detail"]
     assert exists(api)
-    assert api.sent("DELETE")[0].body == {"preconditions": {"uid": OTHER_UID}}
+    assert api.sent("DELETE") == []  # the look again saw the new instance
 
 
 def test_a_pod_already_gone_counts_as_done(kube: Kube) -> None:
@@ -68,7 +76,7 @@ def test_a_pod_already_gone_counts_as_done(kube: Kube) -> None:
         "already_gone",
         False,
     )
-    assert len(api.sent("DELETE")) == 1
+    assert api.sent("DELETE") == []
 
 
 def test_retrying_after_success_is_idempotent(kube: Kube) -> None:
@@ -90,7 +98,7 @@ def test_dry_run_asks_the_server_and_keeps_the_pod(kube: Kube) -> None:
     )
     assert exists(api)
     assert api.sent("DELETE")[0].query == {"dryRun": ["All"]}
-    # a dry run still checks the precondition
+    # a dry run still looks again
     assert delete(kc, OTHER_UID, "--dry-run").verdict["outcome"] == "replaced"
 
 
@@ -128,6 +136,7 @@ def test_api_failure_is_a_retryable_error(kube: Kube) -> None:
 
 def test_forbidden_is_an_error(kube: Kube) -> None:
     api, kc = kube
+    api.store.create(pod("llm", "vllm-0", uid=OTHER_UID))
     api.faults.append(Fault("DELETE", r"/pods/", 403, "Forbidden"))
     r = delete(kc, OTHER_UID)
     assert (r.exit_code, r.verdict["reason"]) == (5, "api_error")
@@ -144,3 +153,58 @@ def test_unreachable_api_is_an_error(tmp_path) -> None:  # type: ignore[no-untyp
 def test_missing_kubeconfig_is_an_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
     r = delete(str(tmp_path / "nope"), OTHER_UID)
     assert (r.exit_code, r.verdict["reason"]) == (5, "no_kube_config")
+
+
+# --- issue 18 #2: look again before acting -----------------------------------------------------
+
+
+def engine_pod(ready: bool = False, started: bool = True) -> dict[str, Any]:
+    """A pod the decision found stuck in engine init; `ready`: it got there since."""
+    doc = pod("llm", "vllm-0")
+    conds = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": STAMP}]
+    if ready:
+        conds.append({"type": "Ready", "status": "True", "lastTransitionTime": STAMP})
+    run = {"running": {"startedAt": STAMP}} if started else {"waiting": {"reason": "x"}}
+    doc["status"] = {
+        "phase": "Running",
+        "conditions": conds,
+        "containerStatuses": [
+            {
+                "name": "vllm",
+                "image": "registry.example.com/vllm:0.6.3",
+                "imageID": "",
+                "ready": ready,
+                "restartCount": 0,
+                "state": run,
+            }
+        ],
+    }
+    return doc
+
+
+STAMP = "2026-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("shown", "phase", "why"),
+    [
+        (engine_pod(ready=True), "engine_init", "became Ready"),
+        (engine_pod(), "container_start", "moved on from container_start to engine_init"),
+    ],
+)
+def test_a_pod_no_longer_stuck_is_spared_and_never_deleted(
+    kube: Kube, shown: dict[str, Any], phase: str, why: str
+) -> None:
+    api, kc = kube
+    uid = api.store.create(shown)["metadata"]["uid"]
+    r = delete(kc, uid, "--phase", phase)
+    assert (r.exit_code, r.verdict["outcome"], r.verdict["action_taken"]) == (0, "spared", False)
+    assert why in r.verdict["detail"]
+    assert exists(api) and api.sent("DELETE") == []
+
+
+def test_a_pod_still_stuck_in_its_phase_is_deleted(kube: Kube) -> None:
+    api, kc = kube
+    uid = api.store.create(engine_pod())["metadata"]["uid"]
+    r = delete(kc, uid, "--phase", "engine_init")
+    assert r.verdict["outcome"] == "deleted" and not exists(api)

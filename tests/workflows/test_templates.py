@@ -22,9 +22,10 @@ TEMPLATE_NAMES = {
     "verify-gpu-memory-stability",
     "cordon-gpu-node",
 }
-# The step command lines as issue 3 writes them: flag -> required.
+# The step command lines as issue 3 writes them (and issue 18 adds --phase: the look again
+# before the delete): flag -> required.
 ISSUE_STEPS: dict[str, dict[str, bool]] = {
-    "delete-pod": {"--namespace": True, "--pod": True, "--uid": True},
+    "delete-pod": {"--namespace": True, "--pod": True, "--uid": True, "--phase": False},
     "rollout-restart": {
         "--namespace": True,
         "--daemonset": True,
@@ -44,6 +45,7 @@ SAMPLE_VALUES = {
     "image": "registry.example/models/vllm:0.6.3",
     "incident": "stuck-inference-vllm-llama-70b-0",
     "reason": "engine_init 75s > budget 60s",
+    "phase": "engine_init",
 }
 _REF = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
 

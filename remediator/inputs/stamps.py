@@ -1,0 +1,31 @@
+"""Which clock stamped which time: the API server's, or a node's kubelet's.
+
+The API server stamps an object's creation, the PodScheduled transition (the binding), an
+Event's creationTimestamp, every write (`managedFields[].time`) and a list's `Date` header.
+Everything else on a Pod's status (container starts, Ready, Initialized) and an Event's
+first/last/event times are the kubelet's, on its node's clock, which may be off by any
+amount. The session's `now` is read from the API server's stamps alone: one node's clock
+never moves another node's budgets. Alerts (Prometheus's clock), webhooks and our own probes
+carry no API-server stamp at all.
+"""
+
+from __future__ import annotations
+
+from remediator.inputs.records import Input, PodEvent, PodSeen, Relisted, WorkloadSeen
+
+
+def api_server_time(item: Input) -> float | None:
+    """The newest time the API server itself stamped on `item`; None when it stamped none."""
+    if isinstance(item, PodSeen):
+        newest = item.created
+        for t in (item.scheduled, item.written):
+            if t is not None and (newest is None or t > newest):
+                newest = t
+        return newest
+    if isinstance(item, PodEvent):
+        return item.created
+    if isinstance(item, WorkloadSeen):
+        return item.created
+    if isinstance(item, Relisted):
+        return item.at
+    return None
