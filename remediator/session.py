@@ -1,22 +1,31 @@
-"""One process's core: tracker, metrics, policy and guardrails over a clock it is given.
+"""One process's core: the decider and the guard wired together over a clock it is given.
+
+    inputs + now ──▶ Decider ──Candidate──▶ Guard ──▶ Sink (decision | suppressed)
+                        ▲                     │
+                        └───── Feedback ──────┘
 
 The session does no I/O: it is fed inputs and times, and tells a `Sink` what happened
 (transitions, decisions, suppressions, ignored alerts). Replay drives it from files; the
-embedded runtime drives it from watches and webhooks and hands decisions to executors.
+embedded runtime drives it from watches and webhooks and hands decisions to executors;
+the simulator drives it in virtual time. The Kafka runtime runs the same two pieces
+apart (`remediator.core`).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry
 
 from remediator.contract.decision import Decision, Suppressed
-from remediator.guard import GuardState, build_pipeline, engage
-from remediator.inputs.records import EngineStep, Input, Relisted
+from remediator.contract.records import Candidate
+from remediator.core.decider import Decider
+from remediator.core.guard import Guard
+from remediator.guard import GuardState, Pipeline
+from remediator.inputs.records import Input
 from remediator.metrics.export import TimelineMetrics
 from remediator.policy.engine import PolicyEngine
-from remediator.policy.outcome import Ignored, Outcome
+from remediator.policy.outcome import Ignored
 from remediator.policy_file import PolicyFile, load_policy_file
 from remediator.timeline.tracker import StateChange, Tracker
 
@@ -33,42 +42,40 @@ class Session:
         self, policy: PolicyFile | None = None, registry: CollectorRegistry | None = None
     ) -> None:
         self.policy = policy if policy is not None else PolicyFile()
-        self.tracker = Tracker(self.policy.rules.stuck_pod.engine_containers)
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.metrics = TimelineMetrics(self.registry)
-        self.engine = PolicyEngine(self.policy.rules, self.tracker)
-        self.pipeline = build_pipeline(self.policy.guardrails)
-        self.guard_state = GuardState()
-        self.now = 0.0
-        self._decided = Counter(
-            "remediator_decisions_total",
-            "Decisions let through the guardrails, by action.",
-            ["action"],
-            registry=self.registry,
-        )
-        self._suppressed = Counter(
-            "remediator_suppressed_total",
-            "Decisions a guardrail stopped, by action and guardrail.",
-            ["action", "guardrail"],
-            registry=self.registry,
-        )
-        self._suppressed_children: dict[tuple[str, str], Counter] = {}
-        self._decided_children: dict[str, Counter] = {}
+        self.decider = Decider(self.policy, self.registry)
+        self.guard = Guard(self.policy.guardrails, self.registry)
+        self._out: Sink | None = None  # the sink of the step under way
+        self._settle_cb = self._settle
 
-    def _suppressed_child(self, action: str, guardrail: str) -> Counter:
-        # prometheus-client's labels() validates and locks on every call: keep the children
-        # (a held pod is looked at again each check interval: a settle per look).
-        key = (action, guardrail)
-        child = self._suppressed_children.get(key)
-        if child is None:
-            child = self._suppressed_children[key] = self._suppressed.labels(action, guardrail)
-        return child
+    # The pieces, as callers and tests have always reached them.
+    @property
+    def tracker(self) -> Tracker:
+        return self.decider.tracker
 
-    def _decided_child(self, action: str) -> Counter:
-        child = self._decided_children.get(action)
-        if child is None:
-            child = self._decided_children[action] = self._decided.labels(action)
-        return child
+    @property
+    def metrics(self) -> TimelineMetrics:
+        return self.decider.metrics
+
+    @property
+    def engine(self) -> PolicyEngine:
+        return self.decider.engine
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return self.guard.pipeline
+
+    @property
+    def guard_state(self) -> GuardState:
+        return self.guard.state
+
+    @guard_state.setter
+    def guard_state(self, state: GuardState) -> None:
+        self.guard.state = state
+
+    @property
+    def now(self) -> float:
+        return self.decider.now
 
     @classmethod
     def from_policy_file(cls, path: str | None) -> Session:
@@ -80,68 +87,28 @@ class Session:
         the tracker bounds (`Tracker.max_unwatched`). `now`: the time it arrived on the
         API server's clock, where the caller keeps one (the live runtime: `ClusterTime`);
         then the input's own times (a kubelet's, an alert's) never move the session's."""
-        at = item.at if now is None else now
-        if isinstance(item, Relisted):
-            # What is gone goes first: no timer of a deleted pod fires on the way to the
-            # list's time.
-            self._relisted(item, out)
-            if at is not None:
-                self.advance(at, out)
-            return
-        if at is not None and at > self.now:
-            self.advance(at, out)
-        change = self.tracker.apply(item, self.now, watched)
-        if change is not None:
-            self.metrics.observe(change)
-            out.transition(change)
-        elif isinstance(item, EngineStep):
-            t = self.tracker.timeline_of(item)
-            if t is not None:
-                self.metrics.init_steps(t)
-                self.metrics.observe_steps(t)
-        for outcome in self.engine.on_input(item, change, self.now):
-            self._settle(outcome, self.now, out)
-        if self.tracker.evicted:
-            for uid in self.tracker.evicted:
-                self.engine.forget(uid)
-            self.tracker.evicted.clear()
-
-    def _relisted(self, item: Relisted, out: Sink) -> None:
-        changes = self.tracker.relisted(item, self.now)
-        for change in changes:
-            self.metrics.observe(change)
-            out.transition(change)
-        self.engine.relisted(item, changes)
+        self._out = out
+        self.decider.feed(item, out, self._settle_cb, watched, now)
 
     def advance(self, now: float, out: Sink) -> None:
         """Move the clock forward (never back), firing the policy's timers on the way."""
-        if now <= self.now:
-            return
-        # One due time at a time: settling a decision may arm a retry that is due before `now`.
-        while (due := self.engine.next_deadline()) is not None and due <= now:
-            for at, outcome in self.engine.advance(due):
-                self.now = max(self.now, at)
-                self._settle(outcome, self.now, out)
-        self.now = now
+        self._out = out
+        self.decider.advance(now, out, self._settle_cb)
 
     def set_kill_switch(self, engaged: bool, note: str = "") -> None:
-        self.guard_state = engage(self.guard_state, engaged, note)
+        self.guard.set_kill_switch(engaged, note)
 
     def restore_guard_state(self, text: str) -> None:
         """Guard state as stored by a runtime (`GuardState.to_json`)."""
-        self.guard_state = self.pipeline.load_state(text)
+        self.guard.restore(text)
 
-    def _settle(self, outcome: Outcome, now: float, out: Sink) -> None:
-        if isinstance(outcome, Ignored):
-            out.ignored(outcome)
-            return
-        result, self.guard_state = self.pipeline.run(outcome, now, self.guard_state)
+    def _settle(self, candidate: Candidate) -> None:
+        out = self._out
+        assert out is not None
+        result, feedback = self.guard.judge(candidate)
         if isinstance(result, Suppressed):
-            self._suppressed_child(outcome.action, result.guardrail).inc()
             out.suppressed(result)
-            if result.retry_at is not None:
-                self.engine.retry_later(outcome, now, result.retry_at)
-            return
-        self._decided_child(result.action).inc()
-        self.engine.acted(result, now)
-        out.decision(result)
+        else:
+            out.decision(result)
+        if feedback is not None:
+            self.decider.feedback(feedback)

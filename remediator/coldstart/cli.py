@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import threading
 from typing import IO, Any, NoReturn
@@ -206,6 +207,7 @@ def _follow(
 ) -> None:
     tty = out.isatty()
     shown: dict[str, bytes] = {}
+    _stop_on_signals()
 
     def draw(s: Snapshot, now: float, notes: list[str]) -> None:
         if output == "json":
@@ -229,6 +231,18 @@ def _follow(
     finally:
         if follow is not None:
             follow.stop()
+
+
+def _stop_on_signals() -> None:
+    """Ctrl-C and SIGTERM end --watch with exit 0. Python leaves SIGINT ignored when the
+    process started with it ignored (a background job of a shell without job control, as a
+    CI runner starts it): --watch would then never end on Ctrl-C."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def _changed_json(out: IO[str], snap: Snapshot, now: float, shown: dict[str, bytes]) -> None:

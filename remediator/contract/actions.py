@@ -20,13 +20,16 @@ class ActionSpec:
     target: Target | None  # what `Decision.target` names; None: a pod or a node, by decision
     acts: bool  # changes the cluster: the kill switch, dry run, caps and cooldown weigh it
     deletes_pods: bool  # min_age and blast_radius weigh it
+    # A later one replaces an earlier (a warmup for the newest image): held as a repeat,
+    # it is asked again when the hold ends, for the newest state, never dropped.
+    supersedes: bool = False
 
 
 ACTIONS: dict[str, ActionSpec] = {
     spec.name: spec
     for spec in (
         ActionSpec("delete-pod", "pod", acts=True, deletes_pods=True),
-        ActionSpec("restart-warmup", "daemonset", acts=True, deletes_pods=False),
+        ActionSpec("restart-warmup", "daemonset", acts=True, deletes_pods=False, supersedes=True),
         ActionSpec("verify-gpu-memory", "node", acts=True, deletes_pods=False),
         ActionSpec("cordon-node", "node", acts=True, deletes_pods=False),
         ActionSpec("notify", None, acts=False, deletes_pods=False),

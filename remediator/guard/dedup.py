@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from remediator.contract.actions import action
 from remediator.contract.decision import Decision
 from remediator.guard.config import NON_NEGATIVE
 from remediator.guard.stage import PASS, Verdict, describe, fmt_s, suppress
@@ -51,9 +52,13 @@ class Dedup:
         at = state.of(self.name, DedupState).seen.get(key)
         if at is None or now - at >= self.config.window_s:
             return PASS
+        # A superseding action (a warmup for a newer image) is asked again when the
+        # window ends; a plain repeat is no for good.
+        retry_at = at + self.config.window_s if action(decision.action).supersedes else None
         return suppress(
             f"duplicate: {key} was let through {fmt_s(now - at)} ago "
-            f"(window {fmt_s(self.config.window_s)})"
+            f"(window {fmt_s(self.config.window_s)})",
+            retry_at,
         )
 
     def record(self, decision: Decision, now: float, state: GuardState) -> GuardState:

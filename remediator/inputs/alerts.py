@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
+from remediator.inputs.names import is_namespace, is_object_name
 from remediator.inputs.records import JSON, AlertSeen, InputError
 from remediator.inputs.timefmt import parse_time_or_none
 
@@ -51,3 +52,27 @@ def _fingerprint(labels: dict[str, str]) -> str:
     """Old payloads carry no fingerprint: derive a stable one from the label set."""
     text = "\xff".join(f"{k}\xff{v}" for k, v in sorted(labels.items()))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+NODE_LABELS = ("node", "kubernetes_node", "Hostname", "hostname", "instance")
+
+
+def pod_of(alert: AlertSeen) -> tuple[str, str] | str:
+    """(namespace, pod) the alert is about, or why it names none we can trust."""
+    ns, pod = alert.labels.get("namespace"), alert.labels.get("pod")
+    if not ns or not pod:
+        missing = " and ".join(k for k, v in (("namespace", ns), ("pod", pod)) if not v)
+        return f"no {missing} label: ignored, never guessed"
+    if not is_namespace(ns) or not is_object_name(pod):
+        return f"labels namespace={ns!r} pod={pod!r} are not valid Kubernetes names: ignored"
+    return ns, pod
+
+
+def node_of(alert: AlertSeen) -> str | None:
+    for key in NODE_LABELS:
+        value = alert.labels.get(key)
+        if value:
+            host = value.split(":", 1)[0]  # `instance` is host:port
+            if is_object_name(host):
+                return host
+    return None

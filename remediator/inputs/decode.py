@@ -22,20 +22,10 @@ import orjson
 
 from remediator.inputs.alerts import alerts_seen
 from remediator.inputs.events import pod_event
+from remediator.inputs.kinds import DECODERS
 from remediator.inputs.pods import pod_seen
-from remediator.inputs.records import (
-    JSON,
-    EngineStep,
-    FirstToken,
-    GpuVerdict,
-    Input,
-    InputError,
-    WatchType,
-)
+from remediator.inputs.records import JSON, Input, InputError, WatchType
 from remediator.inputs.schema import POD_WATCH, Event, Pod
-from remediator.inputs.timefmt import parse_time, parse_time_or_none
-from remediator.inputs.vllm_log import is_reprint, parse_line, vllm_clock
-from remediator.inputs.workloads import WORKLOAD_KINDS, workload_seen
 
 _WATCH_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED"})
 _WATCH_TYPE: dict[str, WatchType] = {"ADDED": "ADDED", "MODIFIED": "MODIFIED", "DELETED": "DELETED"}
@@ -132,27 +122,15 @@ def _normalize(doc: JSON, depth: int) -> list[Input]:
         for item in doc["items"]:
             out.extend(_object("ADDED", item, item_kind))
         return out
-    if kind == "FirstToken":
-        return [_first_token(doc)]
-    if kind == "GpuMemoryVerdict":
-        return [_gpu_verdict(doc)]
-    if kind == "EngineLog":
-        step = engine_log(doc)
-        return [step] if step is not None else []
-    return _object("ADDED", doc, None)
+    return _object("ADDED", doc, None)  # a bare object, or one of our own documents
 
 
 def _object(watch: WatchType, obj: Any, kind_hint: str | None) -> list[Input]:
     if not isinstance(obj, dict):
         raise InputError("watch event object is not a JSON object")
     kind = obj.get("kind") or kind_hint or _infer_kind(obj)
-    if kind == "Pod":
-        return [pod_seen(watch, msgspec.convert(obj, Pod))]
-    if kind == "Event":
-        ev = pod_event(watch, msgspec.convert(obj, Event))
-        return [ev] if ev is not None else []
-    if kind in WORKLOAD_KINDS:
-        return [workload_seen(watch, kind, obj)]
+    if isinstance(kind, str) and (decoder := DECODERS.get(kind)) is not None:
+        return decoder(watch, obj, kind)  # the registered kinds (inputs.kinds)
     if kind in IGNORED_KINDS:
         return []
     raise InputError(f"unknown kind {kind!r}")
@@ -208,52 +186,6 @@ def _argo_events_body(data: JSON) -> Any:
             event["oldObject"] = data["oldBody"]
         return event
     return body
-
-
-def _first_token(doc: JSON) -> FirstToken:
-    ns, pod, when = doc.get("namespace"), doc.get("pod"), doc.get("time")
-    if not isinstance(ns, str) or not isinstance(pod, str) or not ns or not pod:
-        raise InputError("FirstToken without namespace and pod")
-    if not isinstance(when, str):
-        raise InputError("FirstToken without time")
-    uid = doc.get("uid")
-    return FirstToken(ns, pod, uid if isinstance(uid, str) and uid else None, parse_time(when))
-
-
-def engine_log(doc: JSON) -> EngineStep | None:
-    """An EngineLog line → the step it marks; None for the many lines that mark nothing."""
-    ns, pod, line = doc.get("namespace"), doc.get("pod"), doc.get("line")
-    if not isinstance(ns, str) or not isinstance(pod, str) or not ns or not pod:
-        raise InputError("EngineLog without namespace and pod")
-    if not isinstance(line, str):
-        raise InputError("EngineLog without line")
-    when = doc.get("time")
-    if when is None:
-        when, _, line = line.partition(" ")  # the kubelet's prefix: "2025-04-06T07:55:21.1Z ..."
-    if not isinstance(when, str):
-        raise InputError("EngineLog without time")
-    at = parse_time(when)  # ValueError: the caller reports the line as malformed
-    mark = parse_line(line)
-    if mark is None:
-        return None
-    uid = doc.get("uid")
-    uid = uid if isinstance(uid, str) and uid else None
-    logged, reprint = vllm_clock(line, at), is_reprint(line)  # Ray's late copies
-    return EngineStep(ns, pod, uid, mark.step, mark.reported_s, mark.detail, at, logged, reprint)
-
-
-def _gpu_verdict(doc: JSON) -> GpuVerdict:
-    node, stable = doc.get("node"), doc.get("stable")
-    if not isinstance(node, str) or not node or not isinstance(stable, bool):
-        raise InputError("GpuMemoryVerdict without node and boolean stable")
-    incident = doc.get("incident")
-    return GpuVerdict(
-        node=node,
-        stable=stable,
-        detail=str(doc.get("detail") or ""),
-        incident=incident if isinstance(incident, str) else None,
-        at=parse_time_or_none(doc.get("time")),
-    )
 
 
 def input_time(item: Input) -> float | None:

@@ -8,8 +8,12 @@ found when its budget lapses, not when its next event happens to arrive.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from itertools import count
+from typing import Any
 
+from remediator.contract.actions import action
 from remediator.contract.decision import Decision
 from remediator.inputs.records import (
     AlertSeen,
@@ -27,12 +31,19 @@ from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored, Outcome
 from remediator.policy.stall import Stall, learn_steps, stall_of
 from remediator.policy.stuck import Facts, decide_stuck, deletes_in, skew_note, too_tight
-from remediator.policy.workloads import Workload, image_update, owner_workload, workload_key
+from remediator.policy.workloads import (
+    Workload,
+    image_update,
+    owner_workload,
+    update_incident,
+    workload_key,
+)
 from remediator.timeline.engine_steps import step_note
 from remediator.timeline.model import UNFINISHED, PodTimeline
 from remediator.timeline.tracker import StateChange, Tracker
 
 _DONE = ("ready", "serving")
+_TOO_TIGHT = "budget-too-tight"
 
 
 class PolicyEngine:
@@ -48,11 +59,17 @@ class PolicyEngine:
         self._deleted: dict[tuple[str, str], float] = {}
         self._holding: dict[tuple[str, str], set[str]] = {}
         self._deciding: dict[str, tuple[str, str]] = {}  # uid -> key of a delete in flight
-        self._told: set[tuple[str, str, str]] = set()  # (workload, phase, budget) on-call knows
+        # (workload, phase, budget) on-call was told of, as its note's incident id
+        self._told: set[str] = set()
         self._now_hint = 0.0  # the latest time the engine was told (re-armed holds start here)
         # uid → (state, seq) of the one live timer of a pod: older ones are stale, so two
         # timers never decide twice at one instant, whatever armed them.
         self._armed: dict[str, tuple[str, int]] = {}
+        # Superseding work per workload (a warmup for its newest image): what the guard held
+        # and when to ask again, and the incident last let through.
+        self._held_work: dict[str, Decision] = {}
+        self._work_timers: list[tuple[float, int, str]] = []
+        self._done_work: dict[str, str] = {}
 
     # ---- inputs ---------------------------------------------------------------------
     def on_input(self, item: Input, change: StateChange | None, now: float) -> list[Outcome]:
@@ -69,16 +86,12 @@ class PolicyEngine:
                 if armed is None or armed[0] != state:
                     self._on_change(t, state, state)
             return []
-        if isinstance(item, EngineStep):
-            self._on_step(item)
+        rules = _TAKES.get(type(item))  # the rules that take this kind of input (RULES)
+        if rules is None:
             return []
-        if isinstance(item, WorkloadSeen):
-            return self._on_workload(item, now)
-        if isinstance(item, AlertSeen):
-            return self._on_alert(item, now)
-        if isinstance(item, GpuVerdict):
-            return self._on_verdict(item, now)
-        return []
+        if len(rules) == 1:
+            return rules[0](self, item, now)
+        return [outcome for decide in rules for outcome in decide(self, item, now)]
 
     def relisted(self, item: Relisted, changes: list[StateChange]) -> None:
         """A relist found these pods gone (their timers stand down, an in-flight delete is
@@ -104,11 +117,17 @@ class PolicyEngine:
             heapq.heapify(self._timers)
 
     def next_deadline(self) -> float | None:
-        return self._timers[0][0] if self._timers else None
+        due = self._timers[0][0] if self._timers else None
+        if self._work_timers:
+            work = self._work_timers[0][0]
+            return work if due is None or work < due else due
+        return due
 
     def advance(self, now: float) -> list[tuple[float, Outcome]]:
         """Fire every timer due by `now`; each outcome comes with its own due time."""
         out: list[tuple[float, Outcome]] = []
+        if self._work_timers and self._work_timers[0][0] <= now:
+            out.extend(self._work_due(now))
         while self._timers and self._timers[0][0] <= now:
             due, seq, uid, state, since = heapq.heappop(self._timers)
             t = self.tracker.get(uid)
@@ -136,6 +155,9 @@ class PolicyEngine:
     def retry_later(self, decision: Decision, now: float, not_before: float) -> None:
         """A guardrail said "not yet" until `not_before`: look at the pod again then, and
         no sooner than a check interval (one "held" line per look, not one per tick)."""
+        if decision.uid is None and decision.workload and action(decision.action).supersedes:
+            self._hold_work(decision, now, not_before)
+            return
         t = self.tracker.get(decision.uid) if decision.uid else None
         if t is None or t.state() not in UNFINISHED:
             return
@@ -145,11 +167,63 @@ class PolicyEngine:
         due = max(now + max(self.config.stuck_pod.check_interval_s, 30.0), not_before)
         self._arm(due, t, t.state(), since)
 
-    def acted(self, decision: Decision, now: float) -> None:
-        """A decision got through the guardrails: remember the deletions a kill loop needs."""
+    def deciding(self, uid: str | None) -> str | None:
+        """The phase a deletion of this pod in flight was decided in (None: none is)."""
+        key = self._deciding.get(uid) if uid else None
+        return key[1] if key is not None else None
+
+    def acted(self, decision: Decision, now: float, phase: str | None = None) -> None:
+        """A decision got through the guardrails: remember the deletions a kill loop needs.
+        `phase`: what the deciding engine said the deletion was for (`deciding`), so an
+        engine that holds other pods of the workload (another partition) remembers it
+        too; and a "budget too tight" note once told is told by nobody again."""
         key = self._deciding.pop(decision.uid or "", None)
+        if key is None and phase is not None and decision.workload:
+            key = (decision.workload, phase)
         if key is not None and decision.action == "delete-pod":
             self._deleted[key] = now
+        if decision.action == "notify" and decision.incident.startswith(_TOO_TIGHT):
+            self._told.add(decision.incident)
+        if decision.workload and action(decision.action).supersedes:
+            self._done_work[decision.workload] = decision.incident
+            held = self._held_work.get(decision.workload)
+            if held is not None and held.at <= decision.at:  # superseded by what went
+                del self._held_work[decision.workload]
+
+    # ---- superseding work (issue 18, defect 12) ----------------------------------------
+    def _hold_work(self, decision: Decision, now: float, not_before: float) -> None:
+        """Held (a repeat within dedup's window, a cooldown): ask again then, for the
+        newest held state of the workload; an older held one is superseded."""
+        workload = decision.workload or ""
+        held = self._held_work.get(workload)
+        if held is not None and held.at > decision.at:
+            return
+        self._held_work[workload] = decision
+        due = max(now + max(self.config.stuck_pod.check_interval_s, 30.0), not_before)
+        heapq.heappush(self._work_timers, (due, next(self._seq), workload))
+
+    def _work_due(self, now: float) -> list[tuple[float, Outcome]]:
+        out: list[tuple[float, Outcome]] = []
+        while self._work_timers and self._work_timers[0][0] <= now:
+            due, _, workload = heapq.heappop(self._work_timers)
+            held = self._held_work.pop(workload, None)
+            known = self.workloads.get(workload)
+            if held is None or known is None:
+                continue  # let through or asked again meanwhile; or the workload is gone
+            current = update_incident(known)
+            if current == self._done_work.get(workload):
+                continue  # its newest state is warmed already
+            self._now_hint = max(self._now_hint, due)
+            if current == held.incident:
+                out.append(
+                    (due, replace(held, at=due, reason=f"{held.reason} (held; asked again)"))
+                )
+            else:  # moved on to a state nothing decided for: on-call hears of it
+                why = f"{held.reason}: held, and {workload} has changed since; not warmed"
+                told = incident_id("held-work", held.incident)
+                notify = Decision("notify", held.namespace, held.target, why, told, due)
+                out.append((due, replace(notify, workload=workload)))
+        return out
 
     # ---- stuck pods -------------------------------------------------------------------
     def selected(self, t: PodTimeline) -> bool:
@@ -298,7 +372,7 @@ class PolicyEngine:
         """Hold deletions in the workload's phase until a pod of it gets through (which
         teaches the budget), and tell on-call once per budget: a kill loop, never."""
         self._holding.setdefault(key, set()).add(t.uid)
-        told = (*key, f"{seconds:.0f}")
+        told = incident_id(_TOO_TIGHT, *key, f"{seconds:.0f}")  # too_tight()'s incident
         if told in self._told:
             return None
         self._told.add(told)
@@ -328,12 +402,20 @@ class PolicyEngine:
         )
 
     # ---- alerts -----------------------------------------------------------------------
-    def _on_alert(self, alert: AlertSeen, now: float) -> list[Outcome]:
+    def _on_stuck(self, item: AlertSeen | EngineStep, now: float) -> list[Outcome]:
+        if isinstance(item, EngineStep):
+            self._on_step(item)
+            return []
+        if item.alertname in self.config.alerts.stuck_pod:
+            return [self._stuck_alert(item, now)]
+        return []
+
+    def _on_gpu(self, item: AlertSeen | GpuVerdict, now: float) -> list[Outcome]:
+        if isinstance(item, GpuVerdict):
+            return self._on_verdict(item, now)
         names = self.config.alerts
-        if alert.alertname in names.stuck_pod:
-            return [self._stuck_alert(alert, now)]
-        if alert.alertname in names.gpu_memory:
-            return [self._gpu_alert(alert, now)]
+        if item.alertname in names.gpu_memory and item.alertname not in names.stuck_pod:
+            return [self._gpu_alert(item, now)]
         return []
 
     def _stuck_alert(self, alert: AlertSeen, now: float) -> Outcome:
@@ -408,3 +490,37 @@ class PolicyEngine:
         )
         decision = image_update(self.config.image_update, before, seen, now)
         return [decision] if decision is not None else []
+
+
+# ---- the rules: what each takes, what it arms ------------------------------------------------
+Decide = Callable[[PolicyEngine, Any, float], list[Outcome]]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A rule's registration. `takes`: the input kinds it decides on, through `decide`
+    (every rule also sees each timeline change: `_on_change`); `timers`: the timers it arms,
+    fired by `advance` (a pod's phases, or held work asked again)."""
+
+    name: str  # its section of the policy file (policy/config.py)
+    takes: tuple[type[Any], ...]
+    decide: Decide
+    timers: tuple[str, ...] = ()
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("stuck_pod", (AlertSeen, EngineStep), PolicyEngine._on_stuck, tuple(UNFINISHED)),
+    Rule("gpu_memory", (AlertSeen, GpuVerdict), PolicyEngine._on_gpu),
+    Rule("image_update", (WorkloadSeen,), PolicyEngine._on_workload, ("held work",)),
+)
+
+
+def _takes(rules: tuple[Rule, ...]) -> dict[type[Any], tuple[Decide, ...]]:
+    table: dict[type[Any], tuple[Decide, ...]] = {}
+    for rule in rules:
+        for kind in rule.takes:
+            table[kind] = (*table.get(kind, ()), rule.decide)
+    return table
+
+
+_TAKES = _takes(RULES)

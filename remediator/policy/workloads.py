@@ -73,8 +73,13 @@ def image_update(
         namespace=cfg.warmup_namespace,
         target=cfg.warmup_daemonset,
         reason=f"{seen.kind} {seen.namespace}/{seen.name}: {what}; warming GPU nodes",
-        incident=incident_id("image-update", seen.uid, *seen.images, seen.model or ""),
+        incident=update_incident(after),
         at=now,
         workload=workload_key(seen.namespace, seen.kind, seen.name),
         params=tuple(params),
     )
+
+
+def update_incident(w: Workload) -> str:
+    """The incident of warming for this state of a workload: one per (uid, images, model)."""
+    return incident_id("image-update", w.uid, *w.images, w.model or "")

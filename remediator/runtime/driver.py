@@ -46,6 +46,7 @@ class Batch:
     """What one step of the session produced; handled after the step, off the hot path."""
 
     acts: list[Decision] = field(default_factory=list)
+    dry: list[Decision] = field(default_factory=list)  # a dry run's "would": got through too
     held: list[Suppressed] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)  # uids of pods that went away
 
@@ -63,6 +64,8 @@ class Batch:
 
     def suppressed(self, suppressed: Suppressed) -> None:
         self.held.append(suppressed)
+        if suppressed.simulated:
+            self.dry.append(suppressed.decision)
 
     def ignored(self, ignored: Ignored) -> None:
         log.info(
@@ -102,6 +105,7 @@ class Driver:
         self._forget_after_s = forget_after_s
         self.store = store or StoreHealth()
         self._unwritten: list[Decision] = []  # let through, not yet in the outbox
+        self._unwritten_dry: list[Decision] = []  # a dry run's, likewise (rows marked dry)
         self.rearm = asyncio.Event()  # a new input may have armed an earlier timer
         self.last_tick = clock.monotonic()
         # Behind: (why, since when on the monotonic clock) the picture may lag the cluster's.
@@ -196,9 +200,12 @@ class Driver:
             log.info("suppressed", extra=suppressed_json(s))
             if s.simulated and leader:
                 self._simulated(s)
+        # One path for whatever got through, acted or dry: its row and the guard state
+        # that let it through, in one transaction (a restarted dry run remembers it).
         self._unwritten.extend(batch.acts)
-        wrote = bool(self._unwritten)
-        if wrote and self._write() and leader:
+        self._unwritten_dry.extend(batch.dry)
+        acts = bool(self._unwritten)
+        if (acts or self._unwritten_dry) and self._write() and acts and leader:
             self._wake_worker()
         for uid in batch.gone:
             self._drop_for_gone_pod(uid)
@@ -221,13 +228,22 @@ class Driver:
         """Every decision not yet written, with the guard state; False when the file
         refuses (they stay, for the next try)."""
         try:
-            self.outbox.record(self._unwritten, self.session.guard_state)  # a standby's too
+            self.outbox.record(  # a standby's too
+                self._unwritten, self.session.guard_state, self._unwritten_dry
+            )
         except sqlite3.Error as exc:
             self.store.failed("outbox", exc)
             return False
         self.store.ok("outbox")
-        self._unwritten = []
+        self._unwritten, self._unwritten_dry = [], []
         return True
+
+    def restore(self) -> None:
+        """Start where the state file left off: the guard state saved with the last rows
+        (acted or dry), so nothing let through before a restart is let through again."""
+        state = self.outbox.guard_state()
+        if state is not None:
+            self.session.restore_guard_state(state)
 
     # --- the loops ---------------------------------------------------------------------------
     async def consume(self, backlog: Backlog) -> None:

@@ -136,9 +136,8 @@ class Runtime:
         self._restore_guard_state()
 
     def _restore_guard_state(self) -> None:
-        state = self.outbox.guard_state()
-        if state is not None:
-            self.session.restore_guard_state(state)
+        if self.outbox.guard_state() is not None:
+            self.driver.restore()
             log.info("guard state restored", extra={"open_rows": len(self.outbox.open_rows())})
 
     # --- intake (the loop's thread; accept_threadsafe from watch threads) -----------------

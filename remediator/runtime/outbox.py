@@ -8,6 +8,9 @@ it through are committed in one transaction, then executors take rows from here:
        ├──────────refused───┴──────────────▶ failed     (Argo said no; will not retry)
        └──too old when this replica leads──▶ expired    (never executed late)
 
+    dry                                 (a dry run's "would": passed every guardrail, never
+                                         executed; written like an act, with the guard state)
+
 A crash at any point loses nothing and doubles nothing: a pending row is submitted
 again on start, and the workflow name is deterministic, so a submit that had in
 fact gone through comes back 409 AlreadyExists, which counts as done. `notify`
@@ -44,8 +47,8 @@ from remediator.contract.actions import action
 from remediator.contract.decision import Decision
 from remediator.guard.state import GuardState
 
-State = Literal["pending", "submitted", "ended", "failed", "expired"]
-STATES: tuple[State, ...] = ("pending", "submitted", "ended", "failed", "expired")
+State = Literal["pending", "submitted", "ended", "failed", "expired", "dry"]
+STATES: tuple[State, ...] = ("pending", "submitted", "ended", "failed", "expired", "dry")
 OPEN: tuple[State, ...] = ("pending", "submitted")
 
 _SCHEMA = """
@@ -111,7 +114,7 @@ _OPEN = (
     "(state IN ('pending', 'submitted')"
     " OR (state = 'failed' AND end_at IS NOT NULL AND end_ts IS NULL))"
 )
-_CLOSED = f"(state IN ('ended', 'failed', 'expired') AND NOT {_OPEN})"
+_CLOSED = f"(state IN ('ended', 'failed', 'expired', 'dry') AND NOT {_OPEN})"
 
 _INDEXES_AND_TRIGGERS = f"""
 DROP INDEX IF EXISTS outbox_open;
@@ -236,28 +239,47 @@ class Outbox:
             self._db.close()
 
     # --- writes ----------------------------------------------------------------------
-    def record(self, decisions: list[Decision], guard: GuardState) -> list[int]:
+    def record(
+        self, decisions: list[Decision], guard: GuardState, dry: list[Decision] | None = None
+    ) -> list[int]:
         """Decisions and the guard state after them, in one transaction. A decision
-        already recorded for its (incident, action) is not recorded twice."""
+        already recorded for its (incident, action) is not recorded twice. `dry`: what
+        got through in a dry run, written as closed `dry` rows on the same path, so a
+        restarted dry run remembers its "would" as a live run remembers its acts; a live
+        decision later recorded for a dry row's (incident, action) takes the row over."""
         now = self._now()
         ids: list[int] = []
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 for d in decisions:
-                    cur = self._db.execute(
-                        "INSERT OR IGNORE INTO outbox (incident, action, decision, state,"
-                        " created_at, updated_at) VALUES (?, ?, ?, 'pending', ?, ?)",
-                        (d.incident, d.action, decision_to_json(d), now, now),
-                    )
-                    if cur.rowcount and cur.lastrowid is not None:
-                        ids.append(cur.lastrowid)
+                    row = self._insert(d, "pending", now)
+                    if row is None:  # a dry run's row of it (dry run switched off): act now
+                        row = self._db.execute(
+                            "UPDATE outbox SET state = 'pending', decision = ?, created_at = ?,"
+                            " updated_at = ? WHERE incident = ? AND action = ?"
+                            " AND state = 'dry' RETURNING id",
+                            (decision_to_json(d), now, now, d.incident, d.action),
+                        ).fetchone()
+                        row = None if row is None else int(row[0])
+                    if row is not None:
+                        ids.append(row)
+                for d in dry or ():
+                    self._insert(d, "dry", now)
                 self._save_guard(guard, now)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
         return ids
+
+    def _insert(self, d: Decision, state: State, now: float) -> int | None:
+        cur = self._db.execute(
+            "INSERT OR IGNORE INTO outbox (incident, action, decision, state,"
+            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (d.incident, d.action, decision_to_json(d), state, now, now),
+        )
+        return cur.lastrowid if cur.rowcount and cur.lastrowid is not None else None
 
     def save_guard(self, guard: GuardState) -> None:
         with self._lock:

@@ -13,7 +13,13 @@ partition takes its history with it:
   pods   "<partition>|<offset>" -> the input record at that offset; the partition's
          timelines, incidents and timers are rebuilt from them in offset order (the same
          core, fed the same inputs in the same order)
-  guard  "cluster" -> the guard state, candidates waiting for the watermark, watermarks
+  guard  one row per key: "state" (the guard state, written when it changed), "pending"
+         (candidates waiting for the watermark), "clock", "watermark|<p>", and
+         "learned|<model>\n<phase>" (the cluster-wide history of cold starts)
+
+Every worker exports every metric on its /metrics: the cold-start histograms of the
+partitions it holds (one set per worker), the guard's decisions and suppressions, and
+its own counters.
 
 Delivery is at least once: the producer is flushed before offsets are committed, a
 record redelivered after a crash is recognised by its offset, and the executor is
@@ -33,11 +39,14 @@ import faust
 from faust.types import TP, EventT, StreamT
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from remediator.contract.decision import Decision, Suppressed
+from remediator.contract.codec import decode, encode
+from remediator.contract.decision import Decision
+from remediator.contract.records import GotThrough
+from remediator.core.decider import timeline_metrics
+from remediator.core.guard import Verdicts
 from remediator.inputs.records import InputError
 from remediator.policy_file import PolicyFile
 from remediator.runtime.clock import ClusterTime, SystemClock
-from remediator.runtime.outbox import decision_from_json
 from remediator.streams.config import StreamsConfig
 from remediator.streams.core import (
     INTERNAL,
@@ -45,10 +54,10 @@ from remediator.streams.core import (
     GuardCore,
     Learned,
     PartitionCore,
+    Released,
     Watermark,
-    decision_to_json,
+    feedback_record,
     parse_guard_record,
-    retry_record,
     tick_record,
 )
 from remediator.streams.executor import Carrier
@@ -107,6 +116,8 @@ def build_app(
     pods = app.Table("pods", partitions=streams.inputs.partitions, schema=as_json)
     guard_table = app.Table("guard", partitions=1, schema=as_json)
     metrics = WorkerMetrics(registry)
+    observed = timeline_metrics(registry)  # every partition this worker holds observes here
+    verdicts = Verdicts(registry)  # and its guard counts here
     held = Partitions(policy, streams.inputs.partitions)
     # Ticks move partition clocks on the cluster's time as the inputs show it, carried on
     # by the monotonic clock, never by the local wall clock (see runtime.clock.ClusterTime).
@@ -124,7 +135,8 @@ def build_app(
         """The partition's core from its table rows; candidates of records at or after
         `first` (the first offset this worker will be given) are sent again, since
         they may not have left the dead worker."""
-        core = PartitionCore(policy, p, streams.inputs.partitions, CollectorRegistry())
+        # What the worker before had observed is in its /metrics: not counted twice here.
+        core = PartitionCore(policy, p, streams.inputs.partitions, metrics=timeline_metrics())
         prefix = f"{p}|"
         rows = sorted(
             (value[0], value[1]) if key.endswith(TICK) else (int(key[len(prefix) :]), value)
@@ -133,9 +145,12 @@ def build_app(
         )
         resend: list[Candidate | Learned] = []
         for offset, text in rows:
+            if offset >= first:
+                core.decider.metrics = observed
             out = core.feed(text.encode())
             if offset >= first:
                 resend.extend(out)
+        core.decider.metrics = observed
         held.applied[p] = rows[-1][0] if rows else -1
         metrics.rebuilds.inc()
         log.info("partition rebuilt", extra={"partition": p, "records": len(rows)})
@@ -149,51 +164,52 @@ def build_app(
         else:
             pods[f"{p}|{offset:012d}"] = value.decode()
 
+    def take(p: int, offset: int, value: bytes) -> list[bytes]:
+        """One input-topic record into its partition's core: what goes to the guard."""
+        core = held.cores.get(p)
+        out: list[Candidate | Learned] = []
+        if core is None:
+            core, out = rebuild(p, offset)
+            held.cores[p] = core
+        if offset <= held.applied.get(p, -1):
+            pass  # already in the table (redelivered after a crash): resent above
+        else:
+            started = time.perf_counter()
+            try:
+                out.extend(core.feed(value))
+            except InputError as exc:
+                metrics.input_errors.inc()
+                log.warning("bad input skipped", extra={"partition": p, "error": str(exc)})
+                return []
+            remember(p, offset, value)
+            held.applied[p] = offset
+            if not value.startswith(INTERNAL):
+                cluster.observe(core.now)
+            metrics.stage("partition", time.perf_counter() - started)
+        metrics.inputs.inc()
+        metrics.candidates.inc(len(out))
+        sent = [encode(record) for record in out]
+        if value.startswith(INTERNAL) and b'"tick"' in value[:40]:
+            sent.append(encode(Watermark(p, core.now)))
+        return sent
+
     @app.agent(inputs)
     async def partitions(stream: StreamT[bytes]) -> AsyncIterator[None]:
+        # One event at a time: Faust's take_events left a last batch uncommitted (lag on
+        # the real-broker tests), so batching waits for a consumer that commits it.
         event: EventT[bytes]
         async for event in stream.events():
             msg = event.message
-            p, offset, value = msg.partition, msg.offset, msg.value or b""
-            core = held.cores.get(p)
-            out: list[Candidate | Learned] = []
-            if core is None:
-                core, out = rebuild(p, offset)
-                held.cores[p] = core
-            if offset <= held.applied.get(p, -1):
-                pass  # already in the table (redelivered after a crash): resent above
-            else:
-                started = time.perf_counter()
-                try:
-                    out.extend(core.feed(value))
-                except InputError as exc:
-                    metrics.input_errors.inc()
-                    log.warning("bad input skipped", extra={"partition": p, "error": str(exc)})
-                    yield None
-                    continue
-                remember(p, offset, value)
-                held.applied[p] = offset
-                if not value.startswith(INTERNAL):
-                    cluster.observe(core.now)
-                metrics.stage("partition", time.perf_counter() - started)
-            metrics.inputs.inc()
-            for candidate in out:
-                await candidates.send(key=CLUSTER, value=candidate.to_json())
-            metrics.candidates.inc(len(out))
-            if value.startswith(INTERNAL) and b'"tick"' in value[:40]:
-                await candidates.send(key=CLUSTER, value=Watermark(p, core.now).to_json())
+            for value in take(msg.partition, msg.offset, msg.value or b""):
+                await candidates.send(key=CLUSTER, value=value)
             yield None
 
     # ---- guard: candidates -> commands ------------------------------------------------
     def guard_core() -> GuardCore:
         core = guard_box.get("cluster")
         if core is None:
-            stored = guard_table.get("cluster")
-            core = (
-                GuardCore.from_json(policy, streams.inputs.partitions, stored)
-                if stored
-                else GuardCore(policy, streams.inputs.partitions)
-            )
+            rows = dict(guard_table.items())
+            core = GuardCore.from_rows(policy, streams.inputs.partitions, rows, verdicts)
             guard_box["cluster"] = core
         return core
 
@@ -204,43 +220,42 @@ def build_app(
             core = guard_core()
             started = time.perf_counter()
             record = parse_guard_record(event.message.value or b"{}")
-            results = core.take(record)
-            for result, origin in results:
-                await _settled(result, origin)
-            if results or not isinstance(record, Watermark):
-                # A watermark that released nothing is not worth a write: after a
-                # takeover, the next tick brings every partition's again.
-                guard_table["cluster"] = core.to_json()
+            for released in core.take(record):
+                await _settled(released)
+            # Only the rows that changed: the guard state when it did, the one watermark.
+            for row, value in core.changed().items():
+                guard_table[row] = value
             metrics.stage("guard", time.perf_counter() - started)
             yield None
 
-    async def _settled(result: Decision | Suppressed, origin: int) -> None:
+    async def _settled(released: Released) -> None:
+        result = released.result
         if isinstance(result, Decision):
-            metrics.decisions.labels(result.action).inc()
             log.info("decided", extra={"incident": result.incident, "action": result.action})
-            await commands.send(
-                key=result.incident.encode(), value=decision_to_json(result).encode()
+            await commands.send(key=result.incident.encode(), value=encode(result))
+        else:
+            d = result.decision
+            log.info(
+                "suppressed",
+                extra={"incident": d.incident, "guardrail": result.guardrail, "why": result.reason},
             )
+        feedback = released.feedback
+        if feedback is None:
             return
-        d = result.decision
-        metrics.suppressed.labels(d.action, result.guardrail).inc()
-        log.info(
-            "suppressed",
-            extra={"incident": d.incident, "guardrail": result.guardrail, "why": result.reason},
-        )
-        if GuardCore.retryable(result):
-            await inputs.send(
-                key=f"{d.namespace}/{d.target}".encode(),
-                value=retry_record(result),
-                partition=origin,
-            )
+        d = feedback.decision
+        key, value = f"{d.namespace}/{d.target}".encode(), feedback_record(feedback)
+        if isinstance(feedback, GotThrough):  # every partition may hold pods of its workload
+            for p in range(streams.inputs.partitions):
+                await inputs.send(key=key, value=value, partition=p)
+        else:  # look again: the decision's own partition
+            await inputs.send(key=key, value=value, partition=released.origin)
 
     # ---- executor: commands -> Argo ---------------------------------------------------
     @app.agent(commands)
     async def executor(stream: StreamT[bytes]) -> AsyncIterator[None]:
         event: EventT[bytes]
         async for event in stream.events():
-            decision = decision_from_json((event.message.value or b"").decode())
+            decision = decode(event.message.value or b"", Decision)
             outcome = await carrier.carry(decision)
             metrics.commands.labels(decision.action, outcome.status).inc()
             metrics.latency(time.time() - event.message.timestamp)

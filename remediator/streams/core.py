@@ -1,12 +1,13 @@
 """The core as the Kafka runtime runs it: per input partition, then once for the cluster.
 
 Pure: no Faust, no sockets, no clock. The Faust app (`streams.app`) moves records
-between topics and tables; everything it decides is decided here, by the same
-`Session`, policy engine and guard pipeline the embedded runtime and replay run.
+between topics and tables; everything it decides is decided here, by the core's public
+pieces (`remediator.core`): a `Decider` per input partition, one `Guard` for the cluster,
+the records of `contract.records` between them, written by `contract.codec`.
 
     inputs topic (N partitions, by pod) ── PartitionCore ──▶ candidates topic (1 partition)
-                                                                     │
-                                commands topic ◀── GuardCore (ordered by time) ◀┘
+         ▲                                                             │
+         └── feedback (GotThrough, RetryAt) ◀── GuardCore (by time) ◀──┘──▶ commands topic
 
 A partition's clock is its stream time: the largest input time it has seen, moved
 on by tick records the ingest (or a worker) sends to every partition. After a tick
@@ -14,7 +15,9 @@ the partition reports a watermark: every candidate it will ever emit at or befor
 that time has been emitted. The guard releases candidates in time order up to the
 smallest watermark of all partitions, so the cluster-wide guardrails (rate limit,
 blast radius, cooldown per workload) see decisions in the same order as one
-embedded process would, however the partitions are spread over workers.
+embedded process would, however the partitions are spread over workers. Whatever the
+guard lets through (acted or dry run) goes back to its partition as `GotThrough`: the
+kill-loop guard remembers the deletion there, as `Session` does in one process.
 """
 
 from __future__ import annotations
@@ -22,225 +25,187 @@ from __future__ import annotations
 import heapq
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from prometheus_client import CollectorRegistry
 
+from remediator.contract.codec import decode, decode_wire, encode
 from remediator.contract.decision import Decision, Suppressed
-from remediator.guard.pipeline import build_pipeline
-from remediator.guard.state import GuardState
-from remediator.inputs.decode import decode
+from remediator.contract.records import (
+    Candidate,
+    Feedback,
+    GotThrough,
+    Learned,
+    RetryAt,
+    Watermark,
+)
+from remediator.core.decider import Decider, TimelineMetrics
+from remediator.core.guard import ClusterHistory, Guard, Verdicts
+from remediator.inputs.decode import decode as decode_input
 from remediator.inputs.records import WorkloadSeen
-from remediator.policy.history import PhaseHistory, expected_cold_start
-from remediator.policy.outcome import Ignored, Outcome
 from remediator.policy_file import PolicyFile
-from remediator.runtime.outbox import decision_from_json
-from remediator.session import Session, Sink
 from remediator.streams.keys import owner, workload_owner_key
-from remediator.timeline.tracker import StateChange
 
-
-def decision_to_json(d: Decision) -> str:
-    """What `outbox.decision_from_json` reads, by orjson (dataclasses natively, no asdict)."""
-    return orjson.dumps(d).decode()
-
+__all__ = [
+    "INTERNAL",
+    "Candidate",
+    "GuardCore",
+    "Learned",
+    "PartitionCore",
+    "Released",
+    "Watermark",
+    "feedback_record",
+    "parse_guard_record",
+    "tick_record",
+]
 
 # Internal records share the input topic with raw documents; they start with this.
 INTERNAL = b'{"remediator":'
+_FEEDBACK = b'{"remediator":"feedback","record":'
 
 
 def tick_record(at: float) -> bytes:
     return orjson.dumps({"remediator": "tick", "at": at})
 
 
-def retry_record(held: Suppressed) -> bytes:
-    """A guardrail's "not yet", back to the decision's partition: look again at `not_before`."""
-    d = held.decision
-    doc = {"remediator": "retry", "at": d.at, "decision": decision_to_json(d)}
-    doc["not_before"] = held.retry_at if held.retry_at is not None else d.at
-    return orjson.dumps(doc)
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A decision the policy made, before the guardrails; `partition` is where it came from,
-    `model` the target pod's model (the guard weighs its cluster-wide cold start)."""
-
-    decision: Decision
-    at: float
-    partition: int
-    model: str | None = None
-
-    def to_json(self) -> bytes:
-        doc = {"kind": "candidate", "at": self.at, "partition": self.partition}
-        doc |= {"model": self.model, "decision": decision_to_json(self.decision)}
-        return orjson.dumps(doc)
-
-
-@dataclass(frozen=True, slots=True)
-class Learned:
-    """A finished cold start's phase durations: what the guard's history learns from."""
-
-    at: float
-    partition: int
-    samples: tuple[tuple[str, str, float], ...]  # (model, phase, seconds)
-
-    def to_json(self) -> bytes:
-        doc = {"kind": "learned", "at": self.at, "partition": self.partition}
-        return orjson.dumps({**doc, "samples": [list(x) for x in self.samples]})
-
-
-@dataclass(frozen=True, slots=True)
-class Watermark:
-    partition: int
-    at: float
-
-    def to_json(self) -> bytes:
-        return orjson.dumps({"kind": "watermark", "partition": self.partition, "at": self.at})
+def feedback_record(record: Feedback) -> bytes:
+    """What the guard tells a decision's partition: got through, or look again then."""
+    return _FEEDBACK + encode(record) + b"}"
 
 
 GuardRecord = Candidate | Learned | Watermark
 
 
 def parse_guard_record(raw: bytes) -> GuardRecord:
-    doc = orjson.loads(raw)
-    at, partition = float(doc["at"]), int(doc["partition"])
-    if doc["kind"] == "watermark":
-        return Watermark(partition, at)
-    if doc["kind"] == "learned":
-        samples = tuple((str(m), str(p), float(s)) for m, p, s in doc["samples"])
-        return Learned(at, partition, samples)
-    return Candidate(decision_from_json(doc["decision"]), at, partition, doc.get("model"))
+    record = decode_wire(raw)
+    if not isinstance(record, Candidate | Learned | Watermark):
+        raise ValueError(f"not a record of the candidates topic: {type(record).__name__}")
+    return record
 
 
 class _Collect:
-    """The session's sink: outcomes go out as candidates, guarding happens downstream."""
+    """The decider's sink: candidates go out, guarding happens downstream."""
 
     def __init__(self) -> None:
-        self.out: list[tuple[Decision, float]] = []
-        self.dropped: list[Ignored] = []
+        self.out: list[Candidate] = []
+        self.dropped = 0
 
-    def transition(self, change: StateChange) -> None:
+    def transition(self, change: object) -> None:
         pass
 
-    def decision(self, decision: Decision) -> None:  # pragma: no cover - never guarded here
-        raise AssertionError("a partition does not guard")
+    def ignored(self, ignored: object) -> None:
+        self.dropped += 1
 
-    def suppressed(self, suppressed: Suppressed) -> None:  # pragma: no cover
-        raise AssertionError("a partition does not guard")
-
-    def ignored(self, ignored: Ignored) -> None:
-        self.dropped.append(ignored)
-
-
-class _UnguardedSession(Session):
-    """The session with its last step (the guard pipeline) moved to the guard agent:
-    what would be settled here is handed on with the time it was decided at."""
-
-    def _settle(self, outcome: Outcome, now: float, out: Sink) -> None:
-        if isinstance(outcome, Ignored):
-            out.ignored(outcome)
-            return
-        assert isinstance(out, _Collect)
-        out.out.append((outcome, now))
-
-
-class _RecordingHistory(PhaseHistory):
-    """The partition's history, which also keeps what it learned for the guard."""
-
-    def __init__(self, window: int) -> None:
-        super().__init__(window)
-        self.fresh: list[tuple[str, str, float]] = []
-
-    def add(self, model: str, phase: str, seconds: float) -> None:
-        super().add(model, phase, seconds)
-        self.fresh.append((model, phase, seconds))
+    def candidate(self, candidate: Candidate) -> None:
+        self.out.append(candidate)
 
 
 class PartitionCore:
-    """Timelines, incidents and timers of the pods of one input partition."""
+    """Timelines, incidents and timers of the pods of one input partition: a decider.
+    `metrics`: the worker's timeline metrics (every partition of a worker observes into
+    one set, exported on its /metrics), else its own on `registry`."""
 
     def __init__(
-        self, config: PolicyFile, partition: int, partitions: int, registry: CollectorRegistry
+        self,
+        config: PolicyFile,
+        partition: int,
+        partitions: int,
+        registry: Any = None,
+        metrics: TimelineMetrics | None = None,
     ) -> None:
         self.partition = partition
         self.partitions = partitions
-        self.session = _UnguardedSession(config, registry)
-        self.history = _RecordingHistory(config.rules.stuck_pod.adaptive.window)
-        self.session.engine.history = self.history
+        self.decider = Decider(config, registry, metrics=metrics, keep_learned=True)
         self.ignored = 0
 
     @property
     def now(self) -> float:
-        return self.session.now
+        return self.decider.now
 
     def feed(self, raw: bytes) -> list[Candidate | Learned]:
         """One record of the input topic: a raw document or an internal record."""
         sink = _Collect()
         if raw.startswith(INTERNAL):
-            self._internal(orjson.loads(raw), sink)
+            self._internal(raw, sink)
         else:
-            for item in decode(raw):
+            for item in decode_input(raw):
                 mine = not isinstance(item, WorkloadSeen) or self._owns(item)
                 before = len(sink.out)
-                self.session.feed(item, sink)
+                self.decider.feed(item, sink, sink.candidate)
                 if not mine:  # a broadcast workload: its own decision is another's to make
                     del sink.out[before:]
-        self.ignored += len(sink.dropped)
+        self.ignored += sink.dropped
         out: list[Candidate | Learned] = []
-        if self.history.fresh:
-            fresh, self.history.fresh = self.history.fresh, []
-            out.append(Learned(self.session.now, self.partition, tuple(fresh)))
-        out.extend(Candidate(d, at, self.partition, self._model(d)) for d, at in sink.out)
+        learned = self.decider.learned()
+        if learned:
+            out.append(Learned(self.decider.now, self.partition, learned))
+        p = self.partition
+        for c in sink.out:
+            out.append(Candidate(c.decision, c.at, p, self.decider.model_of(c), c.phase))
         return out
-
-    def _model(self, d: Decision) -> str | None:
-        t = self.session.tracker.get(d.uid) if d.uid else None
-        return t.model if t is not None else None
 
     def _owns(self, item: WorkloadSeen) -> bool:
         return owner(workload_owner_key(item), self.partitions) == self.partition
 
-    def _internal(self, doc: dict[str, Any], sink: _Collect) -> None:
-        at = float(doc["at"])
-        if doc["remediator"] == "retry":
-            decision = decision_from_json(doc["decision"])
-            not_before = float(doc.get("not_before", at))
-            self.session.engine.retry_later(decision, at, not_before)
-            # Its due time may be behind this partition's clock already: fire it now.
-            for due, outcome in self.session.engine.advance(self.session.now):
-                self.session._settle(outcome, max(due, at), sink)
+    def _internal(self, raw: bytes, sink: _Collect) -> None:
+        if raw.startswith(_FEEDBACK):
+            record = decode_wire(raw[len(_FEEDBACK) : -1])
+            if isinstance(record, GotThrough):
+                self.decider.feedback(record)
+            elif isinstance(record, RetryAt):
+                # Its due time may be behind this partition's clock already: fired now.
+                self.decider.look_again(record, sink, sink.candidate)
             return
-        self.session.advance(at, sink)
+        doc = orjson.loads(raw)
+        at = float(doc["at"])
+        if doc["remediator"] == "retry":  # a table written before feedback records
+            decision = decode(doc["decision"], Decision)
+            retry = RetryAt(decision, at, float(doc.get("not_before", at)))
+            self.decider.look_again(retry, sink, sink.candidate)
+            return
+        self.decider.advance(at, sink, sink.candidate)
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """What the guardrails said of a candidate, the partition it came from, and the
+    feedback that goes back there (None: nothing to remember)."""
+
+    result: Decision | Suppressed
+    origin: int
+    feedback: Feedback | None
 
 
 @dataclass
 class GuardCore:
-    """The cluster-wide guardrails over candidates from every partition, in time order.
+    """The cluster-wide guardrails over candidates from every partition, in time order:
+    the core's `Guard`, a heap of candidates waiting for the watermark, and the
+    cluster-wide history of cold starts (each partition learns from its own pods only)
+    by which each decision's expected cold start is weighed, as one process would.
 
-    It also keeps the cluster-wide history of cold starts (each partition learns from its
-    own pods only) and weighs each decision's expected cold start by it, as one process
-    would."""
+    Its table is kept per key (`changed`): the guard state when it changed, a
+    partition's watermark, a model's learned samples; never the whole per record."""
 
     config: PolicyFile
     partitions: int
-    state: GuardState = field(default_factory=GuardState)
-    # (at, 0 = learned | 1 = candidate, payload, origin partition), a heap
-    pending: list[tuple[float, int, str, int]] = field(default_factory=list)
+    verdicts: Verdicts | None = None
+    # (at, 0 = learned | 1 = candidate, seq, the record's bytes), a heap
+    pending: list[tuple[float, int, int, bytes]] = field(default_factory=list)
     watermarks: dict[int, float] = field(default_factory=dict)
     clock: float = -math.inf  # the latest time the guardrails judged at; never goes back
-    # the history's samples, "model\nphase" -> the last `window` of them
     learned: dict[str, list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.pipeline = build_pipeline(self.config.guardrails)
-        self.history = PhaseHistory(self.config.rules.stuck_pod.adaptive.window)
-        for key, samples in self.learned.items():
-            model, phase = key.split("\n", 1)
-            for seconds in samples:
-                self.history.add(model, phase, seconds)
+        self.guard = Guard(self.config.guardrails, verdicts=self.verdicts)
+        self.history = ClusterHistory(self.config.rules, self.learned)
+        self.learned = self.history.learned
+        self._seq = len(self.pending)
+        self._dirty: set[str] = {"state", "pending", "clock"}
+
+    @property
+    def state(self) -> Any:
+        return self.guard.state
 
     @property
     def frontier(self) -> float:
@@ -249,77 +214,93 @@ class GuardCore:
             return -math.inf
         return min(self.watermarks.values())
 
-    def take(self, record: GuardRecord) -> list[tuple[Decision | Suppressed, int]]:
-        """A record from the candidates topic; what the guardrails said, oldest first,
-        each with the partition the decision came from."""
+    def take(self, record: GuardRecord) -> list[Released]:
+        """A record from the candidates topic; what the guardrails said, oldest first."""
         if isinstance(record, Watermark):
             if record.at > self.watermarks.get(record.partition, -math.inf):
                 self.watermarks[record.partition] = record.at
-        elif isinstance(record, Learned):
-            # Before the candidates of its instant: the pod was ready when they were made.
-            payload = orjson.dumps([list(s) for s in record.samples]).decode()
-            heapq.heappush(self.pending, (record.at, 0, payload, record.partition))
+                self._dirty.add(f"watermark|{record.partition}")
         else:
-            payload = orjson.dumps([record.model, decision_to_json(record.decision)]).decode()
-            heapq.heappush(self.pending, (record.at, 1, payload, record.partition))
+            # A learned record goes before the candidates of its instant: the pod was
+            # ready when they were made.
+            kind = 0 if isinstance(record, Learned) else 1
+            self._seq += 1
+            heapq.heappush(self.pending, (record.at, kind, self._seq, encode(record)))
+            self._dirty.add("pending")
         return self._release()
 
-    def _release(self) -> list[tuple[Decision | Suppressed, int]]:
+    def _release(self) -> list[Released]:
         frontier = self.frontier
-        out: list[tuple[Decision | Suppressed, int]] = []
+        out: list[Released] = []
         while self.pending and self.pending[0][0] <= frontier:
-            at, kind, payload, origin = heapq.heappop(self.pending)
-            if kind == 0:
-                self._learn(orjson.loads(payload))
+            at, _, _, raw = heapq.heappop(self.pending)
+            self._dirty.add("pending")
+            record = decode_wire(raw)
+            if isinstance(record, Learned):
+                for key in self.history.learn(record.samples):
+                    self._dirty.add(f"learned|{key}")
                 continue
-            model, text = orjson.loads(payload)
-            d = self._weigh(decision_from_json(text), model)
+            assert isinstance(record, Candidate)
             # A late candidate (a retry that came back after its partition ran ahead) is
             # judged now, not in the past the guard state has already moved beyond.
-            self.clock = max(self.clock, at)
-            result, self.state = self.pipeline.run(d, self.clock, self.state)
-            out.append((result, origin))
+            if at > self.clock:
+                self.clock = at
+                self._dirty.add("clock")
+            before = self.guard.state
+            result, feedback = self.guard.judge(self.history.weigh(record), self.clock)
+            if self.guard.state is not before:
+                self._dirty.add("state")
+            out.append(Released(result, record.partition, feedback))
         return out
 
-    def _learn(self, samples: list[list[Any]]) -> None:
-        window = self.config.rules.stuck_pod.adaptive.window
-        for model, phase, seconds in samples:
-            self.history.add(model, phase, seconds)
-            kept = self.learned.setdefault(f"{model}\n{phase}", [])
-            kept.append(seconds)
-            del kept[:-window]
+    # ---- the table, per key -------------------------------------------------------------
+    def changed(self) -> dict[str, Any]:
+        """The table rows changed since the last call: key -> JSON-able value."""
+        rows: dict[str, Any] = {}
+        for key in self._dirty:
+            if key == "state":
+                rows[key] = self.guard.state.to_json()
+            elif key == "pending":
+                rows[key] = [[a, k, s, r.decode()] for a, k, s, r in self.pending]
+            elif key == "clock":
+                rows[key] = self.clock if math.isfinite(self.clock) else None
+            elif key.startswith("watermark|"):
+                rows[key] = self.watermarks[int(key.split("|", 1)[1])]
+            elif key.startswith("learned|"):
+                rows[key] = self.learned[key.split("|", 1)[1]]
+        self._dirty.clear()
+        return rows
 
-    def _weigh(self, d: Decision, model: str | None) -> Decision:
-        """What a cold start of the pod's model takes, over every partition's pods."""
-        if d.expected_cold_start_s is None:
-            return d
-        cold = expected_cold_start(self.config.rules.stuck_pod, self.history, model)
-        return replace(d, expected_cold_start_s=cold)
+    @classmethod
+    def from_rows(
+        cls,
+        config: PolicyFile,
+        partitions: int,
+        rows: dict[str, Any],
+        verdicts: Verdicts | None = None,
+    ) -> GuardCore:
+        learned = {k.split("|", 1)[1]: [float(x) for x in v] for k, v in rows.items()
+                   if k.startswith("learned|")}  # fmt: skip
+        pending = [(float(a), int(k), int(s), str(r).encode()) for a, k, s, r in
+                   rows.get("pending") or []]  # fmt: skip
+        heapq.heapify(pending)
+        core = cls(config, partitions, verdicts, pending=pending, learned=learned)
+        if rows.get("state"):
+            core.guard.restore(rows["state"])
+        core.watermarks = {int(k.split("|", 1)[1]): float(v) for k, v in rows.items()
+                           if k.startswith("watermark|")}  # fmt: skip
+        clock = rows.get("clock")
+        core.clock = -math.inf if clock is None else float(clock)
+        core._dirty.clear()
+        return core
 
-    @staticmethod
-    def retryable(result: Decision | Suppressed) -> bool:
-        return isinstance(result, Suppressed) and result.retry_at is not None
-
-    # ---- the table's value ------------------------------------------------------------
     def to_json(self) -> str:
-        return orjson.dumps(
-            {
-                "state": self.state.to_json(),
-                "pending": [list(p) for p in self.pending],
-                "watermarks": {str(k): v for k, v in self.watermarks.items()},
-                "learned": self.learned,
-                "clock": self.clock if math.isfinite(self.clock) else None,
-            }
-        ).decode()
+        """Every row at once (tests, and a first write)."""
+        self._dirty |= {"state", "pending", "clock"}
+        self._dirty |= {f"watermark|{p}" for p in self.watermarks}
+        self._dirty |= {f"learned|{k}" for k in self.learned}
+        return json.dumps(self.changed(), sort_keys=True)
 
     @classmethod
     def from_json(cls, config: PolicyFile, partitions: int, text: str) -> GuardCore:
-        doc = json.loads(text)
-        learned = {str(k): [float(x) for x in v] for k, v in doc.get("learned", {}).items()}
-        state = build_pipeline(config.guardrails).load_state(doc["state"])
-        core = cls(config, partitions, state, learned=learned)
-        core.pending = [(float(a), int(k), str(t), int(p)) for a, k, t, p in doc["pending"]]
-        heapq.heapify(core.pending)
-        core.watermarks = {int(k): float(v) for k, v in doc["watermarks"].items()}
-        core.clock = -math.inf if doc.get("clock") is None else float(doc["clock"])
-        return core
+        return cls.from_rows(config, partitions, json.loads(text))

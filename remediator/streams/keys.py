@@ -26,38 +26,11 @@ from typing import Any
 import orjson
 
 from remediator.inputs.decode import decode
-from remediator.inputs.records import (
-    AlertSeen,
-    EngineStep,
-    FirstToken,
-    GpuVerdict,
-    Input,
-    InputError,
-    PodEvent,
-    PodSeen,
-    WorkloadSeen,
-)
-from remediator.policy.alerts import node_of, pod_of
+from remediator.inputs.kinds import BROADCAST, key_of
+from remediator.inputs.records import Input, InputError, WorkloadSeen
 
-BROADCAST = "*"  # the key of a record sent to every partition
-
-
-def key_of(item: Input) -> str:
-    if isinstance(item, PodSeen):
-        return f"{item.namespace}/{item.name}"
-    if isinstance(item, PodEvent | FirstToken | EngineStep):
-        return f"{item.namespace}/{item.pod}"
-    if isinstance(item, WorkloadSeen):
-        return BROADCAST
-    if isinstance(item, AlertSeen):
-        where = pod_of(item)
-        if not isinstance(where, str):
-            return "/".join(where)
-        node = node_of(item)
-        return f"node/{node}" if node else f"alert/{item.fingerprint}"
-    if isinstance(item, GpuVerdict):
-        return f"node/{item.node}"
-    raise TypeError(f"no key for {type(item).__name__}")
+# The partition key of each input kind is registered with the kind (inputs.kinds).
+__all__ = ["BROADCAST", "Record", "key_of", "owner", "split", "split_key", "workload_owner_key"]
 
 
 def owner(key: str, partitions: int) -> int:

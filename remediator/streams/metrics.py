@@ -1,4 +1,5 @@
-"""What every worker exports on /metrics."""
+"""What every worker exports on /metrics besides the core's own (the cold-start
+histograms of its partitions, the guard's decisions and suppressions)."""
 
 from __future__ import annotations
 
@@ -26,18 +27,6 @@ class WorkerMetrics:
         self.candidates = Counter(
             "remediator_kafka_candidates_total",
             "Decisions sent to the guard (before the guardrails).",
-            registry=registry,
-        )
-        self.decisions = Counter(
-            "remediator_decisions_total",
-            "Decisions let through the guardrails, by action.",
-            ["action"],
-            registry=registry,
-        )
-        self.suppressed = Counter(
-            "remediator_suppressed_total",
-            "Decisions a guardrail stopped, by action and guardrail.",
-            ["action", "guardrail"],
             registry=registry,
         )
         self.commands = Counter(

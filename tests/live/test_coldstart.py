@@ -295,6 +295,10 @@ def test_a_refusal_names_the_verb_and_resource(cluster: LiveCluster) -> None:
     assert 'deployment "no-such-deployment" not found' in missing.stderr
 
 
+def _sigint_ignored() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def test_watch_follows_a_scale_up_live_and_ctrl_c_exits_0(
     cluster: LiveCluster, workloads: Callable[[dict[str, Any]], dict[str, Any]]
 ) -> None:
@@ -306,6 +310,9 @@ def test_watch_follows_a_scale_up_live_and_ctrl_c_exits_0(
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        # started with SIGINT ignored, as a background job of a shell without job control
+        # (a CI runner) starts it: Ctrl-C must still end --watch
+        preexec_fn=_sigint_ignored,
     )
     seen: list[dict[str, Any]] = []
     reader = threading.Thread(
@@ -329,7 +336,12 @@ def test_watch_follows_a_scale_up_live_and_ctrl_c_exits_0(
         wait_for(one_deleted, 60, "the scaled-down pod told deleted")
     finally:
         proc.send_signal(signal.SIGINT)
-        code = proc.wait(30)
+        try:
+            code = proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # leave nothing running; the test fails all the same
+            proc.wait(10)
+            raise
         reader.join(10)
     assert code == 0, proc.stderr.read() if proc.stderr else ""
     states = [d["state"] for d in seen if d["kind"] == "timeline"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.policy.builders import deployment
+from tests.policy.builders import T0, deployment
 from tests.policy.conftest import Run, make_run
 
 OLD, NEW = "vllm/vllm-openai:v0.6.3", "vllm/vllm-openai:v0.6.4"
@@ -88,3 +88,28 @@ def test_argo_events_resource_envelope_with_old_body(run: Run) -> None:
     # the same update again (the service also watches): one incident, acted on once
     run.feed(deployment(OLD, generation=1), deployment(NEW, generation=2, at=60))
     assert len(run.decisions) == 1
+
+
+NEWER = "vllm/vllm-openai:v0.6.5"
+
+
+def test_a_second_image_change_held_as_a_repeat_is_warmed_when_the_hold_ends(run: Run) -> None:
+    """Issue 18, defect 12: two image changes 8 s apart. The second is held by dedup (the
+    same warmup DaemonSet); when dedup's window ends it is asked again and let through
+    for the newest image, so the GPU nodes never keep a superseded one pre-pulled."""
+    run.feed(deployment(OLD, watch="ADDED"), deployment(NEW, generation=2, at=60))
+    run.feed(deployment(NEWER, generation=3, at=68))
+    assert [s.guardrail for s in run.held] == ["dedup"]
+    assert run.held[0].retry_at is not None
+    run.at(T0 + 3600)
+    assert [d.param("image") for d in run.decisions] == [NEW, NEWER]
+    assert run.decisions[1].at == run.held[0].retry_at
+
+
+def test_a_held_warmup_for_an_image_rolled_back_from_is_not_run(run: Run) -> None:
+    """Held for NEWER, then the Deployment went back to NEW (warmed already, held as that
+    incident again): the newest state is warmed, so nothing more is run."""
+    run.feed(deployment(OLD, watch="ADDED"), deployment(NEW, generation=2, at=60))
+    run.feed(deployment(NEWER, generation=3, at=68), deployment(NEW, generation=4, at=70))
+    run.at(T0 + 3600)
+    assert [d.action for d in run.decisions] == ["restart-warmup"]

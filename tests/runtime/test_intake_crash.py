@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,14 +123,17 @@ def get(port: int, path: str) -> tuple[int, str]:
 
 
 def decided(state_db: str) -> list[str]:
-    with sqlite3.connect(state_db) as db:
+    with closing(sqlite3.connect(state_db)) as db:  # closed, not left to the collector
         found = db.execute("SELECT json_extract(decision, '$.target') FROM outbox ORDER BY id")
         return [str(t) for (t,) in found.fetchall()]
 
 
 def copied(inside: Path, to: Path) -> list[str]:
-    """`decided` on a copy: SQLite resolves /proc/PID/root to the host's own path."""
-    to.mkdir(exist_ok=True)
+    """`decided` on a copy: SQLite resolves /proc/PID/root to the host's own path. Each look
+    copies into a folder of its own: what an earlier look's reader left there (its WAL index,
+    its checkpoint of the copy) would hide what was written since."""
+    to = to / uuid.uuid4().hex
+    to.mkdir(parents=True)
     for name in ("state.db", "state.db-wal"):
         with suppress(FileNotFoundError):
             shutil.copyfile(inside / name, to / name)

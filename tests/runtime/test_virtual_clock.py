@@ -279,11 +279,11 @@ async def test_a_fresh_row_taken_over_says_so() -> None:
     assert acted.note.decision.reason.endswith("(taken over from other-replica)")
 
 
-async def test_dry_run_tells_what_it_would_have_done_and_writes_no_row() -> None:
+async def test_dry_run_tells_what_it_would_have_done_and_executes_nothing() -> None:
     rig = Rig(Argo(), slack_ok(), policy=POLICY + "guardrails: {dry_run: {enabled: true}}\n")
     rig.feed(pod("vllm-0", started=T0))
     await rig.at(61)
-    assert rig.rows() == [] and rig.argo.carried == []
+    assert rig.rows() == [("delete-pod", "dry", None, None)] and rig.argo.carried == []
     (tell,) = rig.slack.carried
     assert isinstance(tell, Tell) and isinstance(tell.note, WouldHave)
     assert tell.note.reason.startswith("dry-run: would delete-pod llm/vllm-0")

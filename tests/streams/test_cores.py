@@ -14,21 +14,26 @@ import pytest
 from aiokafka.partitioner import DefaultPartitioner
 from prometheus_client import CollectorRegistry
 
+from remediator.contract.codec import encode
 from remediator.contract.decision import Decision
+from remediator.contract.records import GotThrough
 from remediator.inputs.records import InputError
-from remediator.policy_file import PolicyFile, load_policy_file
+from remediator.policy_file import PolicyFile, load_policy, load_policy_file
 from remediator.streams.core import (
     Candidate,
     GuardCore,
     Learned,
     PartitionCore,
     Watermark,
+    feedback_record,
     parse_guard_record,
-    retry_record,
     tick_record,
 )
 from remediator.streams.keys import BROADCAST, split
 from tests.kafka.harness import chunks, embedded, key
+from tests.policy.builders import T0, pod
+from tests.policy.conftest import RELAXED
+from tests.policy.test_dry_run_same_path import UID_B
 
 N = 8
 # A static engine-init budget above the stream's (~236 s): below it the engine holds
@@ -69,12 +74,15 @@ class Cluster:
             if raw.startswith(b'{"remediator":"tick"'):
                 records.append(Watermark(p, self.cores[p].now))
             for record in records:
-                wire = parse_guard_record(record.to_json())  # as it crosses the topic
-                for result, origin in self.guard.take(wire):
-                    if isinstance(result, Decision):
-                        self.decided.append(result)
-                    elif GuardCore.retryable(result):
-                        queue.append((origin, retry_record(result)))
+                wire = parse_guard_record(encode(record))  # as it crosses the topic
+                for released in self.guard.take(wire):
+                    if isinstance(released.result, Decision):
+                        self.decided.append(released.result)
+                    fb = released.feedback
+                    if isinstance(fb, GotThrough):  # every partition holds pods of it
+                        queue.extend((q, feedback_record(fb)) for q in range(N))
+                    elif fb is not None:  # look again: the decision's own partition
+                        queue.append((released.origin, feedback_record(fb)))
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +112,7 @@ def test_the_guard_waits_for_every_partition() -> None:
     assert guard.take(Watermark(0, 200.0)) == []  # partition 1 may still send older ones
     assert guard.frontier == 100.0 or guard.frontier == -math.inf
     released = guard.take(Watermark(1, 150.0))
-    assert [r.incident for r, _ in released if isinstance(r, Decision)] == ["inc-1"]
+    assert [r.result.incident for r in released if isinstance(r.result, Decision)] == ["inc-1"]
 
 
 def stuck(pod: str, incident: str, at: float) -> Decision:
@@ -122,7 +130,7 @@ def test_the_guard_releases_in_time_order_whatever_the_arrival() -> None:
     guard.take(Watermark(0, 60.0))
     out = guard.take(Watermark(1, 60.0))
     # One workload: the first deletion cools the second down, first by time, not arrival.
-    said = [(type(r).__name__, getattr(r, "guardrail", None), o) for r, o in out]
+    said = [(type(r.result).__name__, getattr(r.result, "guardrail", None), r.origin) for r in out]
     assert said == [("Decision", None, 0), ("Suppressed", "cooldown", 1)]
 
 
@@ -142,8 +150,8 @@ def test_a_redelivered_decision_is_let_through_once() -> None:
     d = Decision("notify", "ns", "pod-a", "why", "inc-1", 100.0, uid="a")
     first = guard.take(Candidate(d, 100.0, 0)) + guard.take(Watermark(0, 100.0))
     again = guard.take(Candidate(d, 100.0, 0))  # behind the frontier: judged at once
-    assert [type(r).__name__ for r, _ in first] == ["Decision"]
-    assert [type(r).__name__ for r, _ in again] == ["Suppressed"]
+    assert [type(r.result).__name__ for r in first] == ["Decision"]
+    assert [type(r.result).__name__ for r in again] == ["Suppressed"]
 
 
 def test_bad_input_is_refused_whole() -> None:
@@ -170,3 +178,45 @@ def test_an_engine_step_goes_with_its_pod() -> None:
 
     step = EngineStep("llm", "vllm-0", None, "weights_loaded", 12.5, None, 1.0)
     assert key_of(step) == "llm/vllm-0"
+
+
+def test_a_deletion_in_one_partition_holds_the_kill_loop_in_another() -> None:
+    """Issue 19: what got through goes back to every partition (`GotThrough`, with the
+    phase it was decided in), so the kill-loop guard works on Kafka as in one process:
+    pod A of a workload is deleted for being slow in engine init (partition 0); its
+    replacement B, in partition 1, is as slow: held, and on-call told the budget looks too
+    tight, once; never deleted."""
+    policy = load_policy(RELAXED + "  blast_radius: {window_s: 1}\n")
+    cores = [PartitionCore(policy, p, 2) for p in range(2)]
+    guard = GuardCore(policy, 2)
+    decided: list[Decision] = []
+
+    def run(p: int, doc: bytes) -> None:
+        queue = [(p, doc)]
+        while queue:
+            p, raw = queue.pop(0)
+            records: list[Candidate | Learned | Watermark] = list(cores[p].feed(raw))
+            if raw.startswith(b'{"remediator":"tick"'):
+                records.append(Watermark(p, cores[p].now))
+            for record in records:
+                for released in guard.take(parse_guard_record(encode(record))):
+                    if isinstance(released.result, Decision):
+                        decided.append(released.result)
+                    if isinstance(released.feedback, GotThrough):
+                        queue.extend((q, feedback_record(released.feedback)) for q in (0, 1))
+
+    def tick(at: float) -> None:
+        for p in (0, 1):
+            run(p, tick_record(at))
+
+    run(0, orjson.dumps(pod(created=0, scheduled=1, started=10)))
+    tick(T0 + 95)
+    run(0, orjson.dumps(pod(created=0, scheduled=1, started=10, watch="DELETED")))
+    b = "vllm-70b-7c9d5b6f4-fghij"
+    run(1, orjson.dumps(pod(b, UID_B, watch="ADDED", created=96, scheduled=97, started=100)))
+    tick(T0 + 400)
+    assert [(d.action, d.target) for d in decided] == [
+        ("delete-pod", "vllm-70b-7c9d5b6f4-abcde"),
+        ("notify", b),
+    ]
+    assert "too tight" in decided[1].reason

@@ -108,6 +108,12 @@ def pod_record(p: Pod, stage: str, watch: WatchType = "MODIFIED") -> PodSeen:
         # when the delete was asked (deletionTimestamp - grace)
         at = max(at, float(base + floor(p.deleted)))
     node = p.node.name if p.scheduled is not None and p.node is not None else None
+    # the API server's own stamp (managedFields): the create, then the kubelet's last write
+    written = created
+    node_latest = None  # the kubelet's newest stamp: its conditions and the start
+    if started is not None:
+        written = max(created, ready if ready is not None else started)
+        node_latest = max(started, ready or 0.0, (scheduled or started) + 1.0)
     return PodSeen(
         watch=watch,
         uid=p.uid,
@@ -129,6 +135,8 @@ def pod_record(p: Pod, stage: str, watch: WatchType = "MODIFIED") -> PodSeen:
         version=1,  # as pod_object writes it
         at=at,
         pod_ip=pod_ip(p.index) if started else None,  # status.podIP once the sandbox runs
+        written=written,
+        node_latest=node_latest,
     )
 
 

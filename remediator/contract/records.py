@@ -1,0 +1,73 @@
+"""The records that cross the core's public boundary (and, on Kafka, a process).
+
+    decider ──Candidate──▶ guard ──Decision | Suppressed──▶ runtime (outbox, Slack)
+       ▲                     │
+       └──── Feedback ───────┘   GotThrough: acted or dry run, the same record
+                                 RetryAt:    a guardrail's "not yet", look again then
+
+A candidate is a decision before the guardrails, with the time it was made at. Whatever
+the guard lets through, live or dry, goes back to the decider as `GotThrough`: that is
+how the kill-loop guard learns that a pod of a workload was deleted, and it is the same
+record for a dry run, so a dry run decides exactly what a live run would. `Learned` is a
+finished cold start's phase durations, for a guard that weighs decisions by history it
+did not see itself (one per cluster over many partitions).
+
+All are msgspec structs tagged by `type`, so `contract.codec` reads any of them back
+from one union.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from remediator.contract.decision import Decision
+
+
+class Candidate(msgspec.Struct, frozen=True, tag="candidate"):
+    """A decision the rules made at `at`, before the guardrails. `model`: the target
+    pod's model (a guard over many partitions weighs its cold start by it). `phase`: the
+    phase a pod deletion was decided in (the kill-loop guard's key, with the workload)."""
+
+    decision: Decision
+    at: float
+    partition: int = 0
+    model: str | None = None
+    phase: str | None = None
+
+
+class GotThrough(msgspec.Struct, frozen=True, tag="got_through"):
+    """The guard let `decision` through at `at`: acted, or (dry) would have. `phase`:
+    the candidate's, so every decider holding pods of the workload remembers it."""
+
+    decision: Decision
+    at: float
+    dry: bool = False
+    partition: int = 0
+    phase: str | None = None
+
+
+class RetryAt(msgspec.Struct, frozen=True, tag="retry_at"):
+    """A guardrail said "not yet" at `at`: look at it again no sooner than `not_before`."""
+
+    decision: Decision
+    at: float
+    not_before: float
+    partition: int = 0
+
+
+Feedback = GotThrough | RetryAt
+
+
+class Learned(msgspec.Struct, frozen=True, tag="learned"):
+    """Finished cold starts' phase durations: (model, phase, seconds)."""
+
+    at: float
+    partition: int
+    samples: tuple[tuple[str, str, float], ...]
+
+
+class Watermark(msgspec.Struct, frozen=True, tag="watermark"):
+    """Every candidate of `partition` at or before `at` has been emitted."""
+
+    partition: int
+    at: float

@@ -1,0 +1,201 @@
+"""The decider: inputs + now → candidate decisions and timers. No guardrails, no I/O.
+
+It is the tracker (per-pod timelines), the timeline metrics and the policy engine. It
+emits `Candidate`s and learns from `Feedback` (what got through, what to look at again);
+it never judges its own candidates. `Session` wires it to a `Guard` in one process; the
+Kafka runtime runs one per input partition and sends its candidates to a guard
+elsewhere.
+
+The caller moves time: `fire(due)` settles the timers due at one instant (a candidate's
+feedback may arm another due before the next), `move_to(now)` sets the clock, and
+`apply(item)` applies an input at the decider's time. `feed` does all three for a
+caller that guards elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry
+
+from remediator.contract.decision import Decision
+from remediator.contract.records import Candidate, Feedback, GotThrough, RetryAt
+from remediator.inputs.records import EngineStep, Input, Relisted
+from remediator.metrics.export import TimelineMetrics
+from remediator.policy.engine import PolicyEngine
+from remediator.policy.history import PhaseHistory
+from remediator.policy.outcome import Ignored
+from remediator.policy_file import PolicyFile
+from remediator.timeline.tracker import StateChange, Tracker
+
+__all__ = ["Decider", "DeciderSink", "Settle", "TimelineMetrics", "timeline_metrics"]
+
+
+class DeciderSink(Protocol):
+    """What the decider tells besides its candidates."""
+
+    def transition(self, change: StateChange) -> None: ...
+    def ignored(self, ignored: Ignored) -> None: ...
+
+
+Settle = Callable[[Candidate], None]
+
+
+def timeline_metrics(registry: CollectorRegistry | None = None) -> TimelineMetrics:
+    """Cold-start metrics for deciders to share (one set per process), on `registry`
+    (None: a registry of their own, exported nowhere)."""
+    return TimelineMetrics(registry if registry is not None else CollectorRegistry())
+
+
+class _Recording(PhaseHistory):
+    """The engine's history, keeping what it learns for a guard elsewhere (`learned`)."""
+
+    def __init__(self, window: int) -> None:
+        super().__init__(window)
+        self.fresh: list[tuple[str, str, float]] = []
+
+    def add(self, model: str, phase: str, seconds: float) -> None:
+        super().add(model, phase, seconds)
+        self.fresh.append((model, phase, seconds))
+
+
+class Decider:
+    """`metrics`: the timeline metrics to observe into (several deciders of one process
+    share one), else new ones on `registry`. `keep_learned`: keep each finished cold
+    start's phases for `learned()` (a guard in another process weighs by them)."""
+
+    def __init__(
+        self,
+        policy: PolicyFile,
+        registry: CollectorRegistry | None = None,
+        *,
+        metrics: TimelineMetrics | None = None,
+        keep_learned: bool = False,
+    ) -> None:
+        self.policy = policy
+        self.tracker = Tracker(policy.rules.stuck_pod.engine_containers)
+        if metrics is None:
+            metrics = TimelineMetrics(registry if registry is not None else CollectorRegistry())
+        self.metrics = metrics
+        self.engine = PolicyEngine(policy.rules, self.tracker)
+        self._learning: _Recording | None = None
+        if keep_learned:
+            self._learning = _Recording(policy.rules.stuck_pod.adaptive.window)
+            self.engine.history = self._learning
+        self.now = 0.0
+
+    def learned(self) -> tuple[tuple[str, str, float], ...]:
+        """(model, phase, seconds) learned since the last call (`keep_learned`)."""
+        if self._learning is None or not self._learning.fresh:
+            return ()
+        fresh, self._learning.fresh = self._learning.fresh, []
+        return tuple(fresh)
+
+    # ---- time ------------------------------------------------------------------------
+    def next_deadline(self) -> float | None:
+        return self.engine.next_deadline()
+
+    def fire(self, due: float, out: DeciderSink, settle: Settle) -> None:
+        """The timers due by `due`, each settled at its own time (never before `now`)."""
+        for at, outcome in self.engine.advance(due):
+            if at > self.now:
+                self.now = at
+            if isinstance(outcome, Ignored):
+                out.ignored(outcome)
+            else:
+                settle(self._candidate(outcome, self.now))
+
+    def advance(self, now: float, out: DeciderSink, settle: Settle) -> None:
+        """Move the clock forward (never back), firing the timers on the way: one due time
+        at a time, since settling one may arm a retry due before `now`."""
+        if now <= self.now:
+            return
+        while (due := self.engine.next_deadline()) is not None and due <= now:
+            self.fire(due, out, settle)
+        self.now = now
+
+    # ---- inputs ----------------------------------------------------------------------
+    def feed(
+        self,
+        item: Input,
+        out: DeciderSink,
+        settle: Settle,
+        watched: bool = True,
+        now: float | None = None,
+    ) -> None:
+        """Apply one input at its own time (or the current time when it has none).
+        `watched`: from the watch (or a recording); False for a webhook's, whose pods the
+        tracker bounds (`Tracker.max_unwatched`). `now`: the time it arrived on the API
+        server's clock, where the caller keeps one (the live runtime: `ClusterTime`); then
+        the input's own times (a kubelet's, an alert's) never move the decider's."""
+        at = item.at if now is None else now
+        if isinstance(item, Relisted):
+            # What is gone goes first: no timer of a deleted pod fires on the way to the
+            # list's time.
+            self.relisted(item, out)
+            if at is not None:
+                self.advance(at, out, settle)
+            return
+        if at is not None and at > self.now:
+            self.advance(at, out, settle)
+        self.apply(item, out, settle, watched)
+
+    def apply(self, item: Input, out: DeciderSink, settle: Settle, watched: bool = True) -> None:
+        """One input at the decider's current time."""
+        now = self.now
+        change = self.tracker.apply(item, now, watched)
+        if change is not None:
+            self.metrics.observe(change)
+            out.transition(change)
+        elif isinstance(item, EngineStep):
+            t = self.tracker.timeline_of(item)
+            if t is not None:
+                self.metrics.init_steps(t)
+                self.metrics.observe_steps(t)
+        for outcome in self.engine.on_input(item, change, now):
+            if isinstance(outcome, Ignored):
+                out.ignored(outcome)
+            else:
+                settle(self._candidate(outcome, now))
+        if self.tracker.evicted:
+            for uid in self.tracker.evicted:
+                self.engine.forget(uid)
+            self.tracker.evicted.clear()
+
+    def relisted(self, item: Relisted, out: DeciderSink) -> None:
+        changes = self.tracker.relisted(item, self.now)
+        for change in changes:
+            self.metrics.observe(change)
+            out.transition(change)
+        self.engine.relisted(item, changes)
+
+    # ---- feedback --------------------------------------------------------------------
+    def feedback(self, record: Feedback) -> None:
+        """What the guard did with a candidate: let through (acted or dry: the kill-loop
+        guard remembers the deletion either way), or "look again then"."""
+        if isinstance(record, GotThrough):
+            self.engine.acted(record.decision, record.at, record.phase)
+        else:
+            self.engine.retry_later(record.decision, record.at, record.not_before)
+
+    def look_again(self, record: RetryAt, out: DeciderSink, settle: Settle) -> None:
+        """A "not yet" that arrives after the decider's clock ran on (from a guard in
+        another process): arm the retry and fire it at once if already due, as made no
+        earlier than the record's time."""
+        self.engine.retry_later(record.decision, record.at, record.not_before)
+        for due, outcome in self.engine.advance(self.now):
+            if isinstance(outcome, Ignored):
+                out.ignored(outcome)
+            else:
+                settle(self._candidate(outcome, max(due, record.at), record.partition))
+
+    def _candidate(self, decision: Decision, at: float, partition: int = 0) -> Candidate:
+        phase = self.engine.deciding(decision.uid) if decision.action == "delete-pod" else None
+        return Candidate(decision, at, partition, phase=phase)
+
+    def model_of(self, candidate: Candidate) -> str | None:
+        """The target pod's model, for a guard that weighs its cold start elsewhere."""
+        uid = candidate.decision.uid
+        t = self.tracker.get(uid) if uid else None
+        return t.model if t is not None else None

@@ -1,0 +1,125 @@
+"""The input kinds: one registration each, read by every place that dispatches on a kind.
+
+A kind says how a document of it is decoded (`names` → `decoder`), which partition key its
+records travel under on Kafka (everything of one pod in one partition), and whether the
+cluster stamped it (the API server; which of its times are the API server's own, and
+which a kubelet's, `inputs.stamps` says): alerts and our own notes never move the clock.
+
+    decode (document kind → decoder) · streams.keys (key) · cluster_stamped
+
+The policy engine dispatches on the record type the same way, by the rules that take it
+(`policy.engine.RULES`); the tracker reads the kinds a timeline is made of. Adding an
+input kind is a record in `records.py`, its decoder, one `register(...)` here, and what
+reads it (docs/architecture.md, "Where each kind of change goes").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from remediator.inputs.alerts import node_of, pod_of
+from remediator.inputs.events import pod_event
+from remediator.inputs.pods import pod_seen
+from remediator.inputs.records import (
+    JSON,
+    AlertSeen,
+    EngineStep,
+    FirstToken,
+    GpuVerdict,
+    Input,
+    PodEvent,
+    PodSeen,
+    Relisted,
+    WatchType,
+    WorkloadSeen,
+)
+from remediator.inputs.schema import Event, Pod
+from remediator.inputs.signals import engine_log, first_token, gpu_verdict
+from remediator.inputs.workloads import WORKLOAD_KINDS, workload_seen
+
+BROADCAST = "*"  # the key of a record every partition gets (a workload: its pods are anywhere)
+
+# (watch type, the document, its kind) → records; [] for a document that marks nothing.
+Decoder = Callable[[WatchType, JSON, str], list[Input]]
+
+
+@dataclass(frozen=True, slots=True)
+class InputKind:
+    record: type[Any]
+    key: Callable[[Any], str]  # its partition key
+    cluster_stamped: bool  # its `at` is the cluster's clock
+    names: tuple[str, ...] = ()  # the document kinds it is decoded from (`"kind": ...`)
+    decoder: Decoder | None = None  # None: decoded by its payload's shape, or made by us
+
+
+KINDS: dict[type[Any], InputKind] = {}
+DECODERS: dict[str, Decoder] = {}
+
+
+def register(kind: InputKind) -> InputKind:
+    KINDS[kind.record] = kind
+    if kind.decoder is not None:
+        for name in kind.names:
+            DECODERS[name] = kind.decoder
+    return kind
+
+
+def key_of(item: Input) -> str:
+    """The partition key of a record; a kind nobody registered goes under its type's name
+    (one partition for all of them: seen, never a crash)."""
+    kind = KINDS.get(type(item))
+    return kind.key(item) if kind is not None else f"unregistered/{type(item).__name__}"
+
+
+def cluster_stamped(item: Input) -> bool:
+    kind = KINDS.get(type(item))
+    return kind is not None and kind.cluster_stamped
+
+
+# ---- the kinds ------------------------------------------------------------------------------
+def _pod(watch: WatchType, doc: JSON, kind: str) -> list[Input]:
+    return [pod_seen(watch, msgspec.convert(doc, Pod))]
+
+
+def _event(watch: WatchType, doc: JSON, kind: str) -> list[Input]:
+    ev = pod_event(watch, msgspec.convert(doc, Event))
+    return [ev] if ev is not None else []
+
+
+def _workload(watch: WatchType, doc: JSON, kind: str) -> list[Input]:
+    return [workload_seen(watch, kind, doc)]
+
+
+def _one(make: Callable[[JSON], Input | None]) -> Decoder:
+    def decoder(watch: WatchType, doc: JSON, kind: str) -> list[Input]:
+        item = make(doc)
+        return [item] if item is not None else []
+
+    return decoder
+
+
+def _alert_key(item: AlertSeen) -> str:
+    where = pod_of(item)
+    if not isinstance(where, str):
+        return "/".join(where)
+    node = node_of(item)
+    return f"node/{node}" if node else f"alert/{item.fingerprint}"
+
+
+def _pod_key(item: PodEvent | FirstToken | EngineStep) -> str:
+    return f"{item.namespace}/{item.pod}"
+
+
+register(InputKind(PodSeen, lambda p: f"{p.namespace}/{p.name}", True, ("Pod",), _pod))
+register(InputKind(PodEvent, _pod_key, True, ("Event",), _event))
+register(InputKind(WorkloadSeen, lambda w: BROADCAST, True, tuple(WORKLOAD_KINDS), _workload))
+register(InputKind(Relisted, lambda r: BROADCAST, True))  # made by the watch source
+register(InputKind(AlertSeen, _alert_key, False))  # by shape: an Alertmanager payload
+register(InputKind(FirstToken, _pod_key, False, ("FirstToken",), _one(first_token)))
+register(InputKind(EngineStep, _pod_key, False, ("EngineLog",), _one(engine_log)))
+register(InputKind(GpuVerdict, lambda v: f"node/{v.node}", False,
+                   ("GpuMemoryVerdict",), _one(gpu_verdict)))  # fmt: skip

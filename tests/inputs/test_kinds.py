@@ -1,0 +1,47 @@
+"""The input kinds' registry: every record kind is registered once, with its key and
+whether the cluster stamped it; an unregistered kind is routed, never a crash."""
+
+from __future__ import annotations
+
+import typing
+
+import msgspec
+
+from remediator.inputs.kinds import BROADCAST, DECODERS, KINDS, cluster_stamped, key_of
+from remediator.inputs.records import AlertSeen, FirstToken, GpuVerdict, Input, PodEvent, PodSeen
+
+
+def test_every_input_record_is_registered() -> None:
+    assert set(typing.get_args(Input)) == set(KINDS)
+
+
+def test_the_cluster_stamped_kinds_are_the_api_servers_and_kubelets() -> None:
+    stamped = {k.record.__name__ for k in KINDS.values() if k.cluster_stamped}
+    assert stamped == {"PodSeen", "PodEvent", "WorkloadSeen", "Relisted"}
+
+
+def test_every_document_kind_decodes_through_its_registration() -> None:
+    assert {"Pod", "Event", "Deployment", "StatefulSet", "DaemonSet", "FirstToken",
+            "GpuMemoryVerdict", "EngineLog"} == set(DECODERS)  # fmt: skip
+
+
+class Novel(msgspec.Struct, frozen=True):
+    at: float | None = None
+
+
+def test_an_unregistered_kind_has_a_key_and_is_not_the_clusters() -> None:
+    item = typing.cast(Input, Novel(1.0))
+    assert key_of(item) == "unregistered/Novel"
+    assert not cluster_stamped(item)
+
+
+def test_keys_keep_a_pod_in_one_partition() -> None:
+    token = FirstToken("llm", "vllm-0", None, 1.0)
+    verdict = GpuVerdict("gpu-1", False, "", None, 1.0)
+    alert = AlertSeen("firing", "Stuck", {"namespace": "llm", "pod": "vllm-0"}, {}, None, None,
+                      "fp", "g", None)  # fmt: skip
+    assert key_of(token) == key_of(alert) == "llm/vllm-0"
+    assert key_of(verdict) == "node/gpu-1"
+    assert not cluster_stamped(token) and not cluster_stamped(alert)
+    assert KINDS[PodSeen].cluster_stamped and KINDS[PodEvent].cluster_stamped
+    assert BROADCAST == "*"
