@@ -79,8 +79,10 @@ def test_a_stuck_pod_is_deleted_by_a_real_workflow_and_its_phase_is_told(
     (ran,) = steps.runs(wf_name)
     assert ran.executed and ran.exit_code == 0, ran.output
     assert ran.service_account == "remediator-workflow"
+    # the phase it was found stuck in: the step reads the pod again and spares it once it left it
+    assert params["phase"] == "engine_init"
     assert ran.argv == ("remediator", "step", "delete-pod", "--namespace", NS, "--pod", name,
-                        "--uid", uid)  # fmt: skip
+                        "--uid", uid, "--phase", "engine_init")  # fmt: skip
     assert ran.env["REMEDIATOR_INCIDENT"] == params["incident"]
     # ... and its effect is real: that pod instance is gone (its ReplicaSet made another).
     wait_for(lambda: uid not in {p["metadata"]["uid"] for p in cluster.pods(NS)}, 60, "deleted")
