@@ -30,8 +30,12 @@ class PodLook:
         self._engines = engines
 
     async def __call__(self, decision: Decision) -> str | None:
-        """Why the pod is spared (no longer stuck, another instance, gone), or None: still
-        stuck. Raises when the API server cannot be asked: the caller waits and looks again."""
+        """Why the pod is spared (the same instance, no longer stuck), or None: still stuck,
+        gone or another instance. Gone and replaced are not spared here: a leader killed
+        between its submit and its record may have deleted the pod itself, so the submit goes
+        on (Argo answers 409 for the workflow already there, and it is followed to its end);
+        a new workflow's step finds the pod gone or replaced and deletes nothing. Raises when
+        the API server cannot be asked: the caller waits and looks again."""
         return await asyncio.to_thread(self._look, decision)
 
     def _look(self, d: Decision) -> str | None:
@@ -41,7 +45,9 @@ class PodLook:
             )
         except ApiException as e:
             if e.status == 404:
-                return f"{d.where} is gone"
+                return None  # gone: perhaps by our own earlier submit (see above)
             raise
         fresh = pod_seen("MODIFIED", msgspec.json.decode(response.data, type=Pod))
+        if d.uid and fresh.uid != d.uid:
+            return None  # another instance: the step's UID check spares it
         return still_stuck(fresh, d.uid or "", d.phase, self._engines)
