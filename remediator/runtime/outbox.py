@@ -269,7 +269,8 @@ class Outbox:
                 self._save_guard(guard, now)
                 self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:  # a full disk: SQLite has rolled back by itself
+                    self._db.execute("ROLLBACK")
                 raise
         return ids
 
