@@ -114,8 +114,10 @@ class Broker:
             self.port, self.controller_port = free_port(), free_port()
         props = self._write_config()
         if not (self.dir / "data" / "meta.properties").exists():
-            self._java("kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(props),
-                       wait=True)  # fmt: skip
+            # `--cluster-id=ID` in one word: one id in 64 starts with "-", which the tool's
+            # argument parser took for an option ("expected one argument")
+            self._java("kafka.tools.StorageTool", "format", f"--cluster-id={_cluster_id()}",
+                       "-c", str(props), wait=True)  # fmt: skip
         proc = self._java("kafka.Kafka", str(props), wait=False)
         self.pid = proc.pid
         self._save()
