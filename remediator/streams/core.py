@@ -9,8 +9,10 @@ the records of `contract.records` between them, written by `contract.codec`.
          ▲                                                             │
          └── feedback (GotThrough, RetryAt) ◀── GuardCore (by time) ◀──┘──▶ commands topic
 
-A partition's clock is its stream time: the largest input time it has seen, moved
-on by tick records the ingest (or a worker) sends to every partition. After a tick
+A partition's clock is serve's (`runtime.clock.ClusterTime`, issue 18): the newest time
+the API server stamped on an input it has seen (`inputs.stamps`; a kubelet's, an alert's
+or a webhook's own time never moves it), moved on by tick records the ingest (or a
+worker) sends to every partition. After a tick
 the partition reports a watermark: every candidate it will ever emit at or before
 that time has been emitted. The guard releases candidates in time order up to the
 smallest watermark of all partitions, so the cluster-wide guardrails (rate limit,
@@ -44,6 +46,7 @@ from remediator.core.decider import Decider, TimelineMetrics
 from remediator.core.guard import ClusterHistory, Guard, Verdicts
 from remediator.inputs.decode import decode as decode_input
 from remediator.inputs.records import WorkloadSeen
+from remediator.inputs.stamps import api_server_time
 from remediator.policy_file import PolicyFile
 from remediator.streams.keys import owner, workload_owner_key
 
@@ -132,7 +135,11 @@ class PartitionCore:
             for item in decode_input(raw):
                 mine = not isinstance(item, WorkloadSeen) or self._owns(item)
                 before = len(sink.out)
-                self.decider.feed(item, sink, sink.candidate)
+                # serve's clock rule (runtime.clock.ClusterTime): only the API server's
+                # stamps move the clock, never a kubelet's, an alert's or a webhook's time.
+                stamp = api_server_time(item)
+                now = self.decider.now if stamp is None else max(stamp, self.decider.now)
+                self.decider.feed(item, sink, sink.candidate, now=now)
                 if not mine:  # a broadcast workload: its own decision is another's to make
                     del sink.out[before:]
         self.ignored += sink.dropped

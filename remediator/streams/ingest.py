@@ -67,7 +67,7 @@ class Publisher:
         return len(records), acks
 
     async def tick(self, at: float) -> None:
-        """Move every partition's clock to `at` (stream time)."""
+        """Move every partition's clock to `at` (the cluster's time)."""
         value = tick_record(at)
         waits = [await self._send("\x00tick", value, p) for p in range(self.cfg.inputs.partitions)]
         await asyncio.gather(*waits)

@@ -34,6 +34,9 @@ from tests.kafka.harness import chunks, embedded, key
 from tests.policy.builders import T0, pod
 from tests.policy.conftest import RELAXED
 from tests.policy.test_dry_run_same_path import UID_B
+from tests.runtime.test_cluster_time import HEALTHY, HOUR, SKEWED, on_node
+from tests.runtime.test_cluster_time import POLICY as CLOCK_POLICY
+from tests.runtime.test_virtual_clock import T0 as CT0
 
 N = 8
 # A static engine-init budget above the stream's (~236 s): below it the engine holds
@@ -220,3 +223,24 @@ def test_a_deletion_in_one_partition_holds_the_kill_loop_in_another() -> None:
         ("notify", b),
     ]
     assert "too tight" in decided[1].reason
+
+
+@pytest.mark.parametrize("skew", [HOUR, -HOUR])
+def test_a_partitions_clock_moves_on_api_server_stamps_only(skew: float) -> None:
+    """Issue 19: a partition keeps serve's clock rule (issue 18): only the API server's
+    stamps move it, so one node's kubelet an hour ahead ages no pod, its own or another
+    node's, by an hour. Five pods on a good node, five on a skewed one, all started at T0
+    on the API server's clock, 300 s engine-init budget."""
+    core = PartitionCore(load_policy(CLOCK_POLICY), 0, 1)
+    out: list[Candidate | Learned] = []
+    for name in HEALTHY:
+        out += core.feed(orjson.dumps(on_node(name, "gpu-good", CT0)))
+    for name in SKEWED:
+        out += core.feed(orjson.dumps(on_node(name, "gpu-skewed", CT0, skew)))
+    assert core.now <= CT0 + 1
+    out += core.feed(tick_record(CT0 + 20))
+    assert [c for c in out if isinstance(c, Candidate)] == [] and core.now == CT0 + 20
+    out += core.feed(tick_record(CT0 + 302))
+    found = [c.decision for c in out if isinstance(c, Candidate)]
+    assert sorted(d.target for d in found) == sorted(HEALTHY + SKEWED)
+    assert {d.at for d in found} <= {CT0 + 300, CT0 + 301}
