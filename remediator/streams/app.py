@@ -67,6 +67,7 @@ log = logging.getLogger("remediator.worker")
 
 CLUSTER = b"cluster"
 TICK = "\x00tick"  # the table key of a partition's last tick
+LEARNED = b"\x00learned"  # the key of cold starts relayed to the other partitions
 
 
 @dataclass
@@ -230,7 +231,9 @@ def build_app(
 
     async def _settled(released: Released) -> None:
         result = released.result
-        if isinstance(result, Decision):
+        if result is None:
+            pass  # learned cold starts, passed on below
+        elif isinstance(result, Decision):
             log.info("decided", extra={"incident": result.incident, "action": result.action})
             await commands.send(key=result.incident.encode(), value=encode(result))
         else:
@@ -241,6 +244,12 @@ def build_app(
             )
         feedback = released.feedback
         if feedback is None:
+            return
+        if isinstance(feedback, Learned):  # every other partition judges by it too
+            value = feedback_record(feedback)
+            for p in range(streams.inputs.partitions):
+                if p != released.origin:
+                    await inputs.send(key=LEARNED, value=value, partition=p)
             return
         d = feedback.decision
         key, value = f"{d.namespace}/{d.target}".encode(), feedback_record(feedback)

@@ -72,8 +72,9 @@ def tick_record(at: float) -> bytes:
     return orjson.dumps({"remediator": "tick", "at": at})
 
 
-def feedback_record(record: Feedback) -> bytes:
-    """What the guard tells a decision's partition: got through, or look again then."""
+def feedback_record(record: Feedback | Learned) -> bytes:
+    """What the guard tells the partitions: got through, look again then, or what another
+    partition learned."""
     return _FEEDBACK + encode(record) + b"}"
 
 
@@ -149,7 +150,7 @@ class PartitionCore:
             out.append(Learned(self.decider.now, self.partition, learned))
         p = self.partition
         for c in sink.out:
-            out.append(Candidate(c.decision, c.at, p, self.decider.model_of(c), c.phase))
+            out.append(Candidate(c.decision, c.at, p, self.decider.model_of(c), c.phase, c.once))
         return out
 
     def _owns(self, item: WorkloadSeen) -> bool:
@@ -163,6 +164,8 @@ class PartitionCore:
             elif isinstance(record, RetryAt):
                 # Its due time may be behind this partition's clock already: fired now.
                 self.decider.look_again(record, sink, sink.candidate)
+            elif isinstance(record, Learned) and record.partition != self.partition:
+                self.decider.learn(record)  # its own it learned when it happened
             return
         doc = orjson.loads(raw)
         at = float(doc["at"])
@@ -177,11 +180,13 @@ class PartitionCore:
 @dataclass(frozen=True, slots=True)
 class Released:
     """What the guardrails said of a candidate, the partition it came from, and the
-    feedback that goes back there (None: nothing to remember)."""
+    feedback that goes back (None: nothing to remember). A `Learned` record is released
+    with no result: it goes back to every other partition, so each judges budgets by the
+    cluster's history, as one process does."""
 
-    result: Decision | Suppressed
+    result: Decision | Suppressed | None
     origin: int
-    feedback: Feedback | None
+    feedback: Feedback | Learned | None
 
 
 @dataclass
@@ -202,6 +207,10 @@ class GuardCore:
     watermarks: dict[int, float] = field(default_factory=dict)
     clock: float = -math.inf  # the latest time the guardrails judged at; never goes back
     learned: dict[str, list[float]] = field(default_factory=dict)
+    # incident -> when: the notices told once for the cluster (`Candidate.once`). Two
+    # partitions may hold pods of one workload in one tick, before either hears of the
+    # other's notice; one process tells it once, so the guard lets one through.
+    told: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.guard = Guard(self.config.guardrails, verdicts=self.verdicts)
@@ -246,8 +255,12 @@ class GuardCore:
             if isinstance(record, Learned):
                 for key in self.history.learn(record.samples):
                     self._dirty.add(f"learned|{key}")
+                out.append(Released(None, record.partition, record))
                 continue
             assert isinstance(record, Candidate)
+            incident = record.decision.incident
+            if record.once and incident in self.told:
+                continue  # told already, by another partition: as if never said
             # A late candidate (a retry that came back after its partition ran ahead) is
             # judged now, not in the past the guard state has already moved beyond.
             if at > self.clock:
@@ -257,6 +270,9 @@ class GuardCore:
             result, feedback = self.guard.judge(self.history.weigh(record), self.clock)
             if self.guard.state is not before:
                 self._dirty.add("state")
+            if record.once and isinstance(feedback, GotThrough):
+                self.told[incident] = self.clock
+                self._dirty.add(f"told|{incident}")
             out.append(Released(result, record.partition, feedback))
         return out
 
@@ -275,6 +291,8 @@ class GuardCore:
                 rows[key] = self.watermarks[int(key.split("|", 1)[1])]
             elif key.startswith("learned|"):
                 rows[key] = self.learned[key.split("|", 1)[1]]
+            elif key.startswith("told|"):
+                rows[key] = self.told[key.split("|", 1)[1]]
         self._dirty.clear()
         return rows
 
@@ -291,7 +309,8 @@ class GuardCore:
         pending = [(float(a), int(k), int(s), str(r).encode()) for a, k, s, r in
                    rows.get("pending") or []]  # fmt: skip
         heapq.heapify(pending)
-        core = cls(config, partitions, verdicts, pending=pending, learned=learned)
+        told = {k.split("|", 1)[1]: float(v) for k, v in rows.items() if k.startswith("told|")}
+        core = cls(config, partitions, verdicts, pending=pending, learned=learned, told=told)
         if rows.get("state"):
             core.guard.restore(rows["state"])
         core.watermarks = {int(k.split("|", 1)[1]): float(v) for k, v in rows.items()
@@ -306,6 +325,7 @@ class GuardCore:
         self._dirty |= {"state", "pending", "clock"}
         self._dirty |= {f"watermark|{p}" for p in self.watermarks}
         self._dirty |= {f"learned|{k}" for k in self.learned}
+        self._dirty |= {f"told|{k}" for k in self.told}
         return json.dumps(self.changed(), sort_keys=True)
 
     @classmethod

@@ -30,6 +30,7 @@ from remediator.streams.core import (
     tick_record,
 )
 from remediator.streams.keys import BROADCAST, split
+from tests.kafka.differential import feedback_targets
 from tests.kafka.harness import chunks, embedded, key
 from tests.policy.builders import T0, pod
 from tests.policy.conftest import RELAXED
@@ -82,10 +83,9 @@ class Cluster:
                     if isinstance(released.result, Decision):
                         self.decided.append(released.result)
                     fb = released.feedback
-                    if isinstance(fb, GotThrough):  # every partition holds pods of it
-                        queue.extend((q, feedback_record(fb)) for q in range(N))
-                    elif fb is not None:  # look again: the decision's own partition
-                        queue.append((released.origin, feedback_record(fb)))
+                    for q in feedback_targets(fb, released.origin, N):
+                        assert fb is not None
+                        queue.append((q, feedback_record(fb)))
 
 
 @pytest.fixture(scope="module")
@@ -244,3 +244,46 @@ def test_a_partitions_clock_moves_on_api_server_stamps_only(skew: float) -> None
     found = [c.decision for c in out if isinstance(c, Candidate)]
     assert sorted(d.target for d in found) == sorted(HEALTHY + SKEWED)
     assert {d.at for d in found} <= {CT0 + 300, CT0 + 301}
+
+
+SLOW_MODEL = """
+stuck_pod: {budgets: {engine_init: 60}, checks: 1, adaptive: {enabled: false}}
+guardrails: {min_age: {factor: 0}}
+"""
+
+
+def test_what_one_partition_learned_judges_the_pods_of_another() -> None:
+    """Issue 19: the history a budget is judged by is the cluster's, as in one process. Pod
+    A (partition 0) took 190 s in engine init; B, of the same model in partition 1, is 90 s
+    into a 60 s budget: the budget, not B, looks wrong (every recent pod of the model took
+    longer), so on-call is told and B is held, not deleted."""
+    policy = load_policy(SLOW_MODEL)
+    cluster = Cluster(policy)
+    cluster.run(0, orjson.dumps(pod(watch="ADDED", created=0, scheduled=1, started=10,
+                                    ready=200)))  # fmt: skip
+    cluster.tick(T0 + 210)
+    b = "vllm-70b-7c9d5b6f4-fghij"
+    cluster.run(1, orjson.dumps(pod(b, UID_B, watch="ADDED", created=205, scheduled=206,
+                                    started=210)))  # fmt: skip
+    for at in (240, 270, 300):
+        cluster.tick(T0 + at)
+    assert [(d.action, d.target) for d in cluster.decided] == [("notify", b)]
+    assert "100% of the last 1 pods of this model took longer" in cluster.decided[0].reason
+
+
+def test_a_too_tight_budget_is_told_once_for_the_cluster() -> None:
+    """Issue 19: the "budget looks too tight" notice is told once per budget, as one process
+    tells it, though two partitions hold pods of the workload in the same tick (neither
+    has heard of the other's notice yet): the guard drops the second, silently."""
+    cluster = Cluster(load_policy(SLOW_MODEL))
+    cluster.run(0, orjson.dumps(pod(watch="ADDED", created=0, scheduled=1, started=10,
+                                    ready=200)))  # fmt: skip
+    cluster.tick(T0 + 210)
+    x, y = "vllm-70b-7c9d5b6f4-xxxxx", "vllm-70b-7c9d5b6f4-yyyyy"
+    for p, name, uid in ((0, x, "x" + UID_B[1:]), (1, y, UID_B)):
+        cluster.run(p, orjson.dumps(pod(name, uid, watch="ADDED", created=205, scheduled=206,
+                                        started=210)))  # fmt: skip
+    for at in (240, 270, 300, 330):
+        cluster.tick(T0 + at)
+    assert [d.action for d in cluster.decided] == ["notify"]
+    assert cluster.guard.take(Watermark(0, T0 + 330)) == []  # and nothing said of the other
