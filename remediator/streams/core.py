@@ -127,8 +127,9 @@ class PartitionCore:
     def now(self) -> float:
         return self.decider.now
 
-    def feed(self, raw: bytes) -> list[Candidate | Learned]:
-        """One record of the input topic: a raw document or an internal record."""
+    def feed(self, raw: bytes, arrived: float | None = None) -> list[Candidate | Learned]:
+        """One record of the input topic: a raw document or an internal record.
+        `arrived`: the cluster's time the ingest took it at (`keys.arrived`)."""
         sink = _Collect()
         if raw.startswith(INTERNAL):
             self._internal(raw, sink)
@@ -137,9 +138,11 @@ class PartitionCore:
                 mine = not isinstance(item, WorkloadSeen) or self._owns(item)
                 before = len(sink.out)
                 # serve's clock rule (runtime.clock.ClusterTime): only the API server's
-                # stamps move the clock, never a kubelet's, an alert's or a webhook's time.
+                # stamps move the clock (the newest the ingest saw, on any partition),
+                # never a kubelet's, an alert's or a webhook's own time.
                 stamp = api_server_time(item)
-                now = self.decider.now if stamp is None else max(stamp, self.decider.now)
+                now = max(self.decider.now, -math.inf if stamp is None else stamp,
+                          -math.inf if arrived is None else arrived)  # fmt: skip
                 self.decider.feed(item, sink, sink.candidate, now=now)
                 if not mine:  # a broadcast workload: its own decision is another's to make
                     del sink.out[before:]

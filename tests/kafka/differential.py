@@ -28,11 +28,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from remediator.contract.decision import Decision, Suppressed
 from remediator.contract.records import GotThrough, Learned
+from remediator.core.decider import Decider
 from remediator.inputs.decode import InputError, decode
 from remediator.inputs.records import Input
 from remediator.inputs.stamps import api_server_time
 from remediator.policy.outcome import Ignored
 from remediator.policy_file import PolicyFile, load_policy
+from remediator.runtime.clock import ClusterTime, VirtualClock
 from remediator.session import Session
 from remediator.sim.fleet.controllers import CorePolicy
 from remediator.sim.fleet.scenario import DeploymentSpec, Faults, ScaleLoad, Scenario
@@ -50,6 +52,9 @@ stuck_pod: {budgets: {engine_init: 20, container_start: 20, image_pull: 20}, che
 guardrails: {min_age: {factor: 0}}
 """
 SEED_RULE = (ROOT / "remediator" / "sim" / "policies" / "seed-rule.yaml").read_text()
+# The ingest's and the reference's local clock: it stands still, so the cluster's time is
+# the newest API-server stamp (delivery is instant here), the same in every run.
+FROZEN = VirtualClock(0.0)
 COLD_START = ("remediator_cold_start_phase_seconds", "remediator_engine_init_step_seconds")
 
 
@@ -247,18 +252,17 @@ def through_session(stream: Stream) -> Observed:
 
     registry = CollectorRegistry()
     session, seen = Session(stream.config, registry), Observed()
-    sink, stamped = _Sink(seen), -math.inf
+    sink, cluster = _Sink(seen), ClusterTime(FROZEN)
     for chunk in stream.chunks:
         for line in chunk.lines:
             try:
                 items = decode(line)
             except InputError:
                 continue  # the worker skips it too (logged, counted)
+            for item in items:  # the whole body first, as serve's driver
+                cluster.observe(api_server_time(item))
             for item in items:
-                stamp = api_server_time(item)
-                if stamp is not None and stamp > stamped:
-                    stamped = stamp
-                now = max(stamped, session.now) if math.isfinite(stamped) else session.now
+                now = max(cluster.now(), session.now) if cluster.known else session.now
                 session.feed(item, sink, now=now)
         session.advance(chunk.until, sink)
     seen.histograms = histograms([generate_latest(registry).decode()])
@@ -294,7 +298,7 @@ def through_cores(stream: Stream, partitions: int = 8) -> Observed:
         parse_guard_record,
         tick_record,
     )
-    from remediator.streams.keys import BROADCAST, split
+    from remediator.streams.keys import BROADCAST, arrived, split
 
     registry, config, seen = CollectorRegistry(), stream.config, Observed()
     metrics = timeline_metrics(registry)
@@ -302,12 +306,12 @@ def through_cores(stream: Stream, partitions: int = 8) -> Observed:
     guard, partitioner, everyone = GuardCore(config, partitions), DefaultPartitioner(), []
     everyone = list(range(partitions))
 
-    def run(p: int, raw: bytes) -> None:
-        queue = [(p, raw)]
+    def run(p: int, raw: bytes, at: float | None = None) -> None:
+        queue: list[tuple[int, bytes, float | None]] = [(p, raw, at)]
         while queue:
-            p, raw = queue.pop(0)
+            p, raw, at = queue.pop(0)
             try:
-                records = list(cores[p].feed(raw))
+                records = list(cores[p].feed(raw, at))
             except InputError:
                 continue
             if raw.startswith(b'{"remediator":"tick"'):
@@ -321,21 +325,79 @@ def through_cores(stream: Stream, partitions: int = 8) -> Observed:
                     fb = released.feedback
                     for q in feedback_targets(fb, released.origin, partitions):
                         assert fb is not None
-                        queue.append((q, feedback_record(fb)))
+                        queue.append((q, feedback_record(fb), None))
 
+    cluster = ClusterTime(FROZEN)  # the ingest's
     for chunk in stream.chunks:
         for line in chunk.lines:
             try:
                 cut = split(line)
             except InputError:
                 continue
+            at = arrived(cut, cluster)
             for record in cut:
                 if record.key == BROADCAST:
                     for p in everyone:
-                        run(p, record.value)
+                        run(p, record.value, at)
                 else:
-                    run(partitioner(record.key.encode(), everyone, everyone), record.value)
+                    run(partitioner(record.key.encode(), everyone, everyone), record.value, at)
         for p in everyone:
             run(p, tick_record(chunk.until))
     seen.histograms = histograms([generate_latest(registry).decode()])
     return seen
+
+
+class _Any:
+    """A sink that only notes that something was said."""
+
+    def __init__(self) -> None:
+        self.said = False
+
+    def transition(self, change: StateChange) -> None:
+        pass
+
+    def decision(self, decision: Decision) -> None:
+        self.said = True
+
+    def suppressed(self, suppressed: Suppressed) -> None:
+        self.said = True
+
+    def ignored(self, ignored: Ignored) -> None:
+        pass
+
+
+def compact(stream: Stream) -> Stream:
+    """The same stream with a tick only where one can matter: a timer is due by the chunk's
+    end, or something was decided or held in it (its feedback goes back at the tick); and
+    one right after an input that finished a cold start, at its time (what a partition
+    learned reaches the others at a tick: docs/kafka.md, "History arrives a tick late";
+    live, a tick is a second). A chunk whose tick cannot matter is merged into the next.
+    One `Session` (as in `through_session`) tells which; every run, the reference too,
+    is given the result."""
+    session, cluster = Session(stream.config), ClusterTime(FROZEN)
+    session.decider = Decider(stream.config, keep_learned=True)  # to see what it learns
+    out: list[Chunk] = []
+    lines: list[bytes] = []
+    for chunk in stream.chunks:
+        sink = _Any()
+        for line in chunk.lines:
+            lines.append(line)
+            try:
+                items = decode(line)
+            except InputError:
+                continue
+            for item in items:
+                cluster.observe(api_server_time(item))
+            for item in items:
+                now = max(cluster.now(), session.now) if cluster.known else session.now
+                session.feed(item, sink, now=now)
+            if session.decider.learned():
+                out.append(Chunk(lines, session.now))
+                session.advance(session.now, sink)
+                lines = []
+        due = session.engine.next_deadline()
+        if sink.said or (due is not None and due <= chunk.until) or chunk is stream.chunks[-1]:
+            session.advance(chunk.until, sink)
+            out.append(Chunk(lines, chunk.until))
+            lines = []
+    return Stream(stream.name, stream.policy, tuple(out))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 import orjson
 import pytest
@@ -19,6 +20,7 @@ from remediator.contract.decision import Decision
 from remediator.contract.records import GotThrough
 from remediator.inputs.records import InputError
 from remediator.policy_file import PolicyFile, load_policy, load_policy_file
+from remediator.runtime.clock import ClusterTime, VirtualClock
 from remediator.streams.core import (
     Candidate,
     GuardCore,
@@ -29,7 +31,7 @@ from remediator.streams.core import (
     parse_guard_record,
     tick_record,
 )
-from remediator.streams.keys import BROADCAST, split
+from remediator.streams.keys import BROADCAST, arrived, split
 from tests.kafka.differential import feedback_targets
 from tests.kafka.harness import chunks, embedded, key
 from tests.policy.builders import T0, pod
@@ -287,3 +289,28 @@ def test_a_too_tight_budget_is_told_once_for_the_cluster() -> None:
         cluster.tick(T0 + at)
     assert [d.action for d in cluster.decided] == ["notify"]
     assert cluster.guard.take(Watermark(0, T0 + 330)) == []  # and nothing said of the other
+
+
+def test_a_pods_timer_fires_at_the_clusters_time_not_its_partitions() -> None:
+    """Issue 19: each record carries the cluster's time the ingest took it at (the newest
+    API-server stamp it saw, on any partition), and a partition applies it then, as serve
+    does. Pod X (partition 0) is 300 s into engine init when pod Y (partition 1) is
+    stamped 10 s later: one process deletes X at its budget's end, before X's deletion
+    by someone else (stamped before) arrives; so does X's partition, whose own inputs
+    never said the time had come."""
+    cluster = ClusterTime(VirtualClock(0.0))  # the ingest's, standing still: stamps only
+    cores = [PartitionCore(load_policy(CLOCK_POLICY), p, 2) for p in range(2)]
+    out: list[Candidate | Learned] = []
+
+    def ingest(p: int, doc: dict[str, Any]) -> None:
+        records = split(orjson.dumps(doc))
+        at = arrived(records, cluster)
+        for record in records:
+            out.extend(cores[p].feed(record.value, at))
+
+    x = on_node("x", "gpu-good", CT0)
+    ingest(0, x)
+    ingest(1, on_node("y", "gpu-good", CT0 + 310))
+    ingest(0, {"type": "DELETED", "object": x})
+    found = [c.decision for c in out if isinstance(c, Candidate)]
+    assert [(d.action, d.target, d.at) for d in found] == [("delete-pod", "x", CT0 + 300)]
