@@ -13,19 +13,17 @@ from remediator.runtime.outbox import STATES, Outbox
 
 
 @dataclass(frozen=True, slots=True)
-class RuntimeMetrics:
+class ActingCounters:
+    """What the acting component counts (`runtime.worker.Acting`), in serve and in every
+    Kafka worker alike."""
+
     executions: Counter
     workflows_ended: Counter
     slack_errors: Counter
-    leader: Gauge
-    kill_switch: Gauge
-    kill_switch_unclear: Gauge
-    queue_depth: Gauge
-    task_restarts: Counter
     outbox_pruned: Counter
 
     @classmethod
-    def on(cls, registry: CollectorRegistry) -> RuntimeMetrics:
+    def on(cls, registry: CollectorRegistry) -> ActingCounters:
         return cls(
             executions=Counter(
                 "remediator_executions_total",
@@ -51,6 +49,34 @@ class RuntimeMetrics:
                 ["reason"],
                 registry=registry,
             ),
+            outbox_pruned=Counter(
+                "remediator_outbox_pruned_total",
+                "Closed outbox rows (ended, expired, failed and told) deleted after the "
+                "retention period.",
+                registry=registry,
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeMetrics:
+    executions: Counter
+    workflows_ended: Counter
+    slack_errors: Counter
+    leader: Gauge
+    kill_switch: Gauge
+    kill_switch_unclear: Gauge
+    queue_depth: Gauge
+    task_restarts: Counter
+    outbox_pruned: Counter
+
+    @classmethod
+    def on(cls, registry: CollectorRegistry) -> RuntimeMetrics:
+        acting = ActingCounters.on(registry)
+        return cls(
+            executions=acting.executions,
+            workflows_ended=acting.workflows_ended,
+            slack_errors=acting.slack_errors,
             leader=Gauge(
                 "remediator_leader",
                 "1 while this replica leads (executes its outbox), 0 on a standby.",
@@ -79,12 +105,7 @@ class RuntimeMetrics:
                 ["task"],
                 registry=registry,
             ),
-            outbox_pruned=Counter(
-                "remediator_outbox_pruned_total",
-                "Closed outbox rows (ended, expired, failed and told) deleted after the "
-                "retention period.",
-                registry=registry,
-            ),
+            outbox_pruned=acting.outbox_pruned,
         )
 
 
