@@ -163,11 +163,23 @@ class Acting:
         if not self.leading:
             return
         for row in await self.store.open_rows():
-            if row.id not in self._carrying and self._due(self._next_try, row.id):
-                self._next_try.pop(row.id, None)
-                task = asyncio.create_task(self._advance(row), name=f"row-{row.id}")
-                self._carrying[row.id] = task
-                task.add_done_callback(self._forget)
+            self._start(row)
+
+    async def act_now(self, row: Row) -> None:
+        """A row just written (a command taken on Kafka): its first move at once, awaited,
+        rather than at the next pass."""
+        task = self._start(row) if self.leading else None
+        if task is not None:
+            await asyncio.wait([task])
+
+    def _start(self, row: Row) -> asyncio.Task[None] | None:
+        if row.id in self._carrying or not self._due(self._next_try, row.id):
+            return None
+        self._next_try.pop(row.id, None)
+        task = asyncio.create_task(self._advance(row), name=f"row-{row.id}")
+        self._carrying[row.id] = task
+        task.add_done_callback(self._forget)
+        return task
 
     def _due(self, schedule: dict[int, float], row_id: int) -> bool:
         return self.clock.monotonic() >= schedule.get(row_id, float("-inf"))

@@ -116,11 +116,12 @@ def worker(**kw: Any) -> None:
     from prometheus_client import CollectorRegistry
 
     from remediator.executors.argo import ArgoConfig, ArgoExecutor
+    from remediator.executors.protocol import Executor
     from remediator.policy_file import PolicyFile, load_policy_file
     from remediator.runtime.logs import setup_logging
     from remediator.sources.http import Listen
     from remediator.streams.app import build_app
-    from remediator.streams.executor import ArgoCarrier, Carrier, DryRunRecorder
+    from remediator.streams.executor import DryRunRecorder, Executors
     from remediator.streams.topics import ensure_topics
 
     setup_logging(kw["log_level"])
@@ -128,25 +129,23 @@ def worker(**kw: Any) -> None:
     cfg = _config(kw, store=kw["store"], table_dir=kw["table_dir"], web_host=listen.host,
                   web_port=listen.port, tick_s=kw["tick_s"])  # fmt: skip
     policy = load_policy_file(kw["policy"]) if kw["policy"] else PolicyFile()
-    carrier: Carrier
-    argo: ArgoExecutor | None = None
+    cluster: Executor
+    notifier: Executor | None = None
     if kw["argo_server"]:
-        argo = ArgoExecutor(ArgoConfig(host=kw["argo_server"], namespace=kw["argo_namespace"]))
-        carrier = ArgoCarrier(argo)
-    else:
-        carrier = DryRunRecorder(kw["dry_run_log"])
+        cluster = ArgoExecutor(ArgoConfig(host=kw["argo_server"], namespace=kw["argo_namespace"]))
+    else:  # a dry run: what would run is recorded, and so is a notice with no Slack to tell
+        cluster = notifier = DryRunRecorder(kw["dry_run_log"])
     if kw["slack_channel"]:
         from remediator.executors.secrets import MissingSecret
         from remediator.executors.slack import SlackConfig, SlackNotifier
-        from remediator.streams.executor import TellingCarrier
 
         config = SlackConfig(channel=kw["slack_channel"], base_url=kw["slack_api_url"])
         try:
-            carrier = TellingCarrier(carrier, SlackNotifier(config), follow=argo)
+            notifier = SlackNotifier(config)
         except MissingSecret as exc:
             raise click.ClickException(str(exc)) from None
     asyncio.run(ensure_topics(cfg))
-    app = build_app(cfg, policy, carrier, CollectorRegistry())
+    app = build_app(cfg, policy, Executors(cluster, notifier), CollectorRegistry())
     faust.Worker(app, loglevel=kw["log_level"].lower(), override_logging=False,
                  quiet=True).execute_from_commandline()  # fmt: skip
 
