@@ -106,7 +106,8 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
 @click.option(
     "--dry-run-log",
     envvar="REMEDIATOR_DRY_RUN_LOG",
-    help="Without --argo-server: append what would run here (JSON lines).",
+    help="Without --argo-server: append what would run here (JSON lines), each workflow once;"
+    " without --slack-channel also each notice a note-only decision would send.",
 )
 @log_level_option
 def worker(**kw: Any) -> None:
