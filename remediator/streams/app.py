@@ -62,7 +62,7 @@ from remediator.streams.core import (
     parse_guard_record,
     tick_record,
 )
-from remediator.streams.executor import Executors, install_acting
+from remediator.streams.executor import Executors, install_acting, would_have
 from remediator.streams.metrics import WorkerMetrics
 
 log = logging.getLogger("remediator.worker")
@@ -241,6 +241,8 @@ def build_app(
                 "suppressed",
                 extra={"incident": d.incident, "guardrail": result.guardrail, "why": result.reason},
             )
+            if result.simulated:  # a dry run's "would have": told as serve tells it
+                await commands.send(key=d.incident.encode(), value=would_have(result))
         feedback = released.feedback
         if feedback is None:
             return

@@ -9,6 +9,7 @@ monotonic clock. Everything is carried through `carry(command) -> outcome`.
 
     commands (key incident) ──▶ executor agent ── a row per (incident, action) ──▶ acting
                                                   (a redelivered command: the row is there)
+                                 └─ Tell(WouldHave) (a dry run's "would have") ──▶ told
     acting table ◀── every move of a row ── Acting ── Submit/Poll ──▶ Argo | DryRunRecorder
                                                  └── Tell ──▶ Slack (or the recorder)
 
@@ -18,6 +19,10 @@ over, which restores the table and carries on from the row (following a workflow
 end, posting what was not posted, looking in the channel first for a post that may have
 gone through). The workflow name is derived from the incident, so a Submit made twice is
 a 409, counted as done.
+
+The commands topic carries decisions and, from the guard, a dry run's `Tell(WouldHave)`
+(`would_have`), both through `contract.codec`; the note is told as serve tells it, once
+per record, not kept as a row (serve keeps none either).
 """
 
 from __future__ import annotations
@@ -37,8 +42,8 @@ from faust.types import TP, EventT, StreamT, TopicT
 from prometheus_client import CollectorRegistry
 
 from remediator.contract.actions import action
-from remediator.contract.codec import DecodeError, decode
-from remediator.contract.decision import Decision
+from remediator.contract.codec import DecodeError, decode, encode
+from remediator.contract.decision import Decision, Suppressed
 from remediator.executors import argo_params
 from remediator.executors.protocol import (
     Acted,
@@ -51,6 +56,8 @@ from remediator.executors.protocol import (
     Refused,
     Submit,
     Submitted,
+    Tell,
+    WouldHave,
 )
 from remediator.runtime.clock import SystemClock
 from remediator.runtime.metrics import ActingCounters
@@ -72,6 +79,18 @@ class Executors:
     notifier: Executor | None = None
     settings: WorkerSettings = WorkerSettings()
     pass_s: float = 1.0  # how often the open rows are looked at (polls keep to poll_s)
+
+
+def would_have(held: Suppressed) -> bytes:
+    """The commands-topic record of a dry run's "would have" (the guard sends it)."""
+    return encode(Tell(WouldHave(held.decision, held.reason)))
+
+
+def read_command(value: bytes) -> Decision | Tell:
+    """A decision to act on, or a note to tell: a tagged record starts with its tag."""
+    if value.startswith(b'{"type":'):
+        return decode(value, Tell)
+    return decode(value, Decision)
 
 
 def install_acting(
@@ -117,12 +136,18 @@ def install_acting(
         async for event in stream.events():
             msg = event.message
             try:
-                decision = decode(msg.value or b"", Decision)
+                command = read_command(msg.value or b"")
             except DecodeError as exc:
                 metrics.commands.labels("", "bad").inc()
                 log.error("bad command skipped", extra={"offset": msg.offset, "error": str(exc)})
                 yield None
                 continue
+            if isinstance(command, Tell):
+                metrics.commands.labels(command.note.decision.action, "told").inc()
+                acting.note(command.note)
+                yield None
+                continue
+            decision = command
             held.add(msg.partition)  # given to us now: ours (recovery may be behind)
             row = await rows.add(decision, msg.partition)
             metrics.commands.labels(decision.action, "new" if row else "redelivered").inc()

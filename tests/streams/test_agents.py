@@ -12,16 +12,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry
 
-from remediator.contract.decision import Decision
+from remediator.contract.codec import DecodeError, encode
+from remediator.contract.decision import Decision, Suppressed
 from remediator.executors.argo import ArgoExecutor, Backoff
-from remediator.executors.protocol import Executor
+from remediator.executors.protocol import Executor, Tell, WouldHave
 from remediator.executors.slack import SlackConfig, SlackNotifier
 from remediator.runtime.clock import VirtualClock
 from remediator.runtime.metrics import ActingCounters
 from remediator.runtime.worker import Acting, WorkerSettings
-from remediator.streams.executor import DryRunRecorder
+from remediator.streams.executor import DryRunRecorder, read_command, would_have
 from remediator.streams.rows import TableRows
 from tests.executors.conftest import config_for, delete_decision
 from tests.runtime.test_acting_contract import Changelog
@@ -124,3 +126,17 @@ async def test_a_failed_workflow_is_told_as_failed(
     await worker.passes(8)
     act, end = slack.posted()
     assert "Failed" in end.body["text"] and end.body["thread_ts"] == act.ts
+
+
+def test_a_dry_runs_would_have_crosses_the_commands_topic_as_a_tell() -> None:
+    """The guard sends a dry run's "would have" to the commands topic, through the codec;
+    the executor agent reads it apart from a decision, and refuses a bad record whole."""
+    decision = delete_decision()
+    held = Suppressed(decision, "dry_run", "dry run: would delete", None, True)
+    told = read_command(would_have(held))
+    assert told == Tell(WouldHave(decision, "dry run: would delete"))
+    assert read_command(encode(decision)) == decision
+    with pytest.raises(DecodeError):
+        read_command(would_have(held).replace(b'"WouldHave"', b'"Exploded"'))
+    with pytest.raises(DecodeError):
+        read_command(b'{"action": "explode-pod"}')
