@@ -109,6 +109,24 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     help="Without --argo-server: append what would run here (JSON lines), each workflow once;"
     " without --slack-channel also each notice a note-only decision would send.",
 )
+@click.option(
+    "--outbox-retention",
+    envvar="REMEDIATOR_OUTBOX_RETENTION",
+    type=click.FloatRange(min=0, min_open=True),
+    default=7.0,
+    show_default=True,
+    help="Days a closed row of the acting table (ended, expired, failed and told) is kept "
+    "before it is deleted (a tombstone), as serve's outbox.",
+)
+@click.option(
+    "--workflow-start-timeout",
+    envvar="REMEDIATOR_WORKFLOW_START_TIMEOUT",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="Seconds a submitted workflow may stay Pending before on-call is told, once, in the "
+    "act's thread; it is still followed to its end (as serve).",
+)
 @log_level_option
 def worker(**kw: Any) -> None:
     """Run the core as a Faust worker on Kafka; start as many as the inputs topic has
@@ -120,6 +138,7 @@ def worker(**kw: Any) -> None:
     from remediator.executors.protocol import Executor
     from remediator.policy_file import PolicyFile, load_policy_file
     from remediator.runtime.logs import setup_logging
+    from remediator.runtime.worker import WorkerSettings
     from remediator.sources.http import Listen
     from remediator.streams.app import build_app
     from remediator.streams.executor import DryRunRecorder, Executors
@@ -146,7 +165,9 @@ def worker(**kw: Any) -> None:
         except MissingSecret as exc:
             raise click.ClickException(str(exc)) from None
     asyncio.run(ensure_topics(cfg))
-    app = build_app(cfg, policy, Executors(cluster, notifier), CollectorRegistry())
+    settings = WorkerSettings(retention_s=kw["outbox_retention"] * 86400.0,
+                              start_within_s=kw["workflow_start_timeout"])  # fmt: skip
+    app = build_app(cfg, policy, Executors(cluster, notifier, settings), CollectorRegistry())
     faust.Worker(app, loglevel=kw["log_level"].lower(), override_logging=False,
                  quiet=True).execute_from_commandline()  # fmt: skip
 
