@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -109,11 +110,15 @@ class RuntimeMetrics:
         )
 
 
-class OutboxCollector(Collector):
-    """Outbox rows by state, read at scrape time from the counts the outbox's triggers
-    keep (five rows, whatever the table holds)."""
+class Counted(Protocol):
+    def counts(self) -> dict[str, int]: ...
 
-    def __init__(self, outbox: Outbox) -> None:
+
+class OutboxCollector(Collector):
+    """Outbox rows by state, read at scrape time: from the counts the SQLite outbox's
+    triggers keep (five rows, whatever the table holds), or a Kafka worker's acting rows."""
+
+    def __init__(self, outbox: Outbox | Counted) -> None:
         self._outbox = outbox
 
     def collect(self) -> Iterable[Metric]:

@@ -60,7 +60,7 @@ from remediator.executors.protocol import (
     WouldHave,
 )
 from remediator.runtime.clock import SystemClock
-from remediator.runtime.metrics import ActingCounters
+from remediator.runtime.metrics import ActingCounters, OutboxCollector
 from remediator.runtime.worker import Acting, WorkerSettings
 from remediator.streams.metrics import WorkerMetrics
 from remediator.streams.rows import TableRows
@@ -112,6 +112,7 @@ def install_acting(
 
     clock = SystemClock()
     rows = TableRows(table.data, write, clock.now, owned=lambda p: p in held)
+    registry.register(OutboxCollector(rows))
     acting = Acting(rows, executors.cluster, executors.notifier, clock,
                     ActingCounters.on(registry), f"{app.conf.id}-{os.getpid()}",
                     executors.settings, is_leader=lambda: not app.rebalancing)  # fmt: skip

@@ -76,6 +76,8 @@ class TableRows:
         self._owned = owned
         self._ids: dict[bytes, int] = {}
         self._keys: dict[int, bytes] = {}
+        # Each value decoded once: a pass every second reads every row, most unchanged.
+        self._decoded: dict[bytes, tuple[bytes, Stored]] = {}
 
     async def add(self, decision: Decision, partition: int) -> Row | None:
         """The row of a command just taken; None if it has one already (redelivered)."""
@@ -122,13 +124,27 @@ class TableRows:
             await self._write(s.partition, key, None)  # a tombstone: compaction drops it
         return len(gone)
 
+    def counts(self) -> dict[str, int]:
+        """This worker's rows by state (`remediator_outbox_rows`, as serve's outbox)."""
+        out: dict[str, int] = {}
+        for _, s in self._mine():
+            out[s.state] = out.get(s.state, 0) + 1
+        return out
+
     # --- helpers ------------------------------------------------------------------------
     def _mine(self) -> list[tuple[bytes, Stored]]:
         out = []
         for key, value in list(self.data.items()):
-            stored = decode(value, Stored)
+            cached = self._decoded.get(key)
+            if cached is not None and cached[0] == value:
+                stored = cached[1]
+            else:
+                stored = decode(value, Stored)
+                self._decoded[key] = (value, stored)
             if self._owned(stored.partition):
                 out.append((key, stored))
+        if len(self._decoded) > len(self.data):  # pruned, or restored without them
+            self._decoded = {k: v for k, v in self._decoded.items() if k in self.data}
         return out
 
     async def _put(self, key: bytes, stored: Stored) -> None:

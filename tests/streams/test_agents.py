@@ -140,3 +140,20 @@ def test_a_dry_runs_would_have_crosses_the_commands_topic_as_a_tell() -> None:
         read_command(would_have(held).replace(b'"WouldHave"', b'"Exploded"'))
     with pytest.raises(DecodeError):
         read_command(b'{"action": "explode-pod"}')
+
+
+async def test_a_workers_rows_are_counted_by_state_as_serves_outbox(tmp_path: Path) -> None:
+    from remediator.runtime.metrics import OutboxCollector
+
+    recorder = DryRunRecorder(None)
+    worker = Worker(recorder, recorder)
+    worker.registry.register(OutboxCollector(worker.rows))
+    await worker.take(delete_decision())
+    await worker.take(delete_decision(incident="other"))
+
+    def rows(state: str) -> float | None:
+        return worker.registry.get_sample_value("remediator_outbox_rows", {"state": state})
+
+    assert (rows("submitted"), rows("ended")) == (2.0, 0.0)
+    await worker.passes(2)
+    assert (rows("submitted"), rows("ended")) == (0.0, 2.0)
