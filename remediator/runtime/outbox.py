@@ -28,7 +28,8 @@ stays open until it is.
 Counts by state live in `outbox_counts`, kept by triggers in the same transaction as
 the rows, so `/metrics` reads five rows, never the table. Closed rows are pruned
 after a retention period (`prune`). Calls are small statements; the caller may run
-them in a thread.
+them in a thread. `OutboxRows` is the acting component's store on it
+(`runtime.rows.RowStore`); the rows' life is `runtime/rows.py`'s to describe.
 """
 
 from __future__ import annotations

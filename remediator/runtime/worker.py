@@ -26,7 +26,8 @@ the answer lost), and Slack's chat.postMessage has no idempotency key, so the
 notifier is asked to look in the channel for it (`Tell.unsure_since`) before posting
 again. A row inherited from another leader (each replica has its own outbox) is looked
 for the same way: the old leader may have posted it. Only the leader posts: `is_leader`
-is asked before every post, since a Lease can lapse between two passes. An end waits
+is asked before every post, since a Lease can lapse between two passes (on Kafka: the
+worker holding the row's partition, not in the middle of a rebalance). An end waits
 for its act message while that cannot get through, so it always goes into the act's
 thread; only an act Slack refused for good leaves the end alone, and the notifier then
 writes the act's context into it.
