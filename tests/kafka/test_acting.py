@@ -39,6 +39,12 @@ async def until(what: str, check: Callable[[], bool], worker: Worker, timeout: f
     raise TimeoutError(f"{what}; see {worker.log_path}")
 
 
+def stand_ins() -> tuple[ArgoStandin, SlackStandin]:
+    argo = ArgoStandin(token=ARGO_TOKEN)
+    argo.default_script = ("Pending", "Running")  # runs until the test ends it
+    return argo, SlackStandin(token=SLACK_TOKEN, channels=frozenset({CHANNEL}))
+
+
 async def test_a_worker_killed_mid_follow_is_followed_to_the_end_by_the_next(
     bootstrap: str, tmp_path: Path
 ) -> None:
@@ -80,3 +86,46 @@ async def test_a_worker_killed_mid_follow_is_followed_to_the_end_by_the_next(
     assert "delete-pod" in act.body["text"] and "thread_ts" not in act.body
     assert end.body["thread_ts"] == act.ts and "Succeeded" in end.body["text"]
     assert len(submits) == 1, "the second worker submitted again"
+
+
+async def test_a_survivor_takes_over_the_killed_workers_rows_mid_follow(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    """Two workers share the commands partitions; one is SIGKILLed while both workflows
+    run. The survivor, rebalanced, restores the dead one's rows and follows them too."""
+    cfg = config(bootstrap, "acting2", partitions=2)
+    await ensure_topics(cfg)
+    env = {"ARGO_TOKEN": ARGO_TOKEN, "SLACK_BOT_TOKEN": SLACK_TOKEN, "SLACK_CHANNEL": CHANNEL}
+    decisions = [delete_decision(incident=f"stuck-{p}", target=f"vllm-{p}") for p in (0, 1)]
+    argo, slack = stand_ins()
+    with argo, slack:
+        env["SLACK_API_URL"] = slack.url
+        workers = [Worker(cfg, tmp_path, n, argo=argo.url, env=env) for n in ("a", "b")]
+        producer = AIOKafkaProducer(bootstrap_servers=cfg.bootstrap, acks="all")
+        await producer.start()
+        try:
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.wait_ready()
+            for p, d in enumerate(decisions):  # one on each partition: each worker has one
+                await producer.send_and_wait(cfg.commands.name, encode(d),
+                                             key=d.incident.encode(), partition=p)  # fmt: skip
+            await until("both act messages", lambda: len(slack.posted()) == 2, workers[1])
+            workers[0].kill()
+            for name in list(argo.workflows):
+                argo.script(name, "Running", "Succeeded")
+            await until("both ends", lambda: len(slack.posted()) == 4, workers[1])
+            await asyncio.sleep(3.0)  # time enough for a post twice, if one were made
+        finally:
+            await producer.stop()
+            for w in workers:
+                w.stop()
+        posted = slack.posted()
+        submits = list(argo.submitted())
+    acts = {p.body["text"].split("vllm-")[1][0]: p.ts for p in posted if "thread_ts" not in p.body}
+    ends = [p for p in posted if "thread_ts" in p.body]
+    assert len(posted) == 4 and len(acts) == 2, [p.body["text"][:80] for p in posted]
+    assert sorted(e.body["thread_ts"] for e in ends) == sorted(acts.values())
+    assert all("Succeeded" in e.body["text"] for e in ends)
+    assert len(submits) == 2, "a workflow was submitted twice"
