@@ -23,10 +23,12 @@ import msgspec
 
 from remediator.inputs.alerts import node_of, pod_of
 from remediator.inputs.events import pod_event
+from remediator.inputs.otlp import engine_span
 from remediator.inputs.pods import pod_seen
 from remediator.inputs.records import (
     JSON,
     AlertSeen,
+    EngineSpan,
     EngineStep,
     FirstToken,
     GpuVerdict,
@@ -110,7 +112,7 @@ def _alert_key(item: AlertSeen) -> str:
     return f"node/{node}" if node else f"alert/{item.fingerprint}"
 
 
-def _pod_key(item: PodEvent | FirstToken | EngineStep) -> str:
+def _pod_key(item: PodEvent | FirstToken | EngineStep | EngineSpan) -> str:
     return f"{item.namespace}/{item.pod}"
 
 
@@ -121,5 +123,7 @@ register(InputKind(Relisted, lambda r: BROADCAST, True))  # made by the watch so
 register(InputKind(AlertSeen, _alert_key, False))  # by shape: an Alertmanager payload
 register(InputKind(FirstToken, _pod_key, False, ("FirstToken",), _one(first_token)))
 register(InputKind(EngineStep, _pod_key, False, ("EngineLog",), _one(engine_log)))
+# From serve's OTLP endpoint (inputs.otlp), stored as an EngineSpanList.
+register(InputKind(EngineSpan, _pod_key, False, ("EngineSpan",), _one(engine_span)))
 register(InputKind(GpuVerdict, lambda v: f"node/{v.node}", False,
                    ("GpuMemoryVerdict",), _one(gpu_verdict)))  # fmt: skip
