@@ -195,7 +195,7 @@ def test_otlp_spans_of_several_pods_are_cut_by_pod() -> None:
         ("llm/a", 1),
         ("llm/a", 1),
         ("llm/b", 1),
-    ]  # fmt: skip: one record per span, as a List's items
+    ]  # one record per span, as a List's items
     assert sorted((i for r in records for i in r.inputs), key=batch.spans.index) == batch.spans
 
 
