@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from google.protobuf.message import DecodeError
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from remediator.inputs.records import JSON, EngineSpan, InputError
 from remediator.inputs.vllm_spans import SPANS
@@ -114,6 +112,13 @@ def _unusable(attrs: dict[str, str], name: str, start: int, end: int) -> str | N
 
 
 def _protobuf(body: bytes) -> list[tuple[dict[str, str], list[_Raw]]]:
+    # Imported here: only this path needs protobuf (replay, the simulator and the steps
+    # decode JSON and need not load it).
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
     try:
         request = ExportTraceServiceRequest.FromString(body)
     except (DecodeError, RecursionError, ValueError) as exc:
