@@ -3,6 +3,8 @@ opentelemetry-proto's own classes; bad bodies refused whole, unusable spans coun
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
 import pytest
 from hypothesis import given
@@ -173,3 +175,11 @@ def test_a_span_marks_where_the_engine_was_and_the_step_it_ended() -> None:
 def test_a_bad_engine_span_document_is_refused(doc: dict[str, object]) -> None:
     with pytest.raises(InputError, match="EngineSpan without"):
         decode(orjson.dumps(doc))
+
+
+def test_the_readme_example_is_an_engine_s_first_spans() -> None:
+    body = Path(__file__).resolve().parents[2] / "examples" / "vllm-startup-spans.json"
+    batch = decode_traces(body.read_bytes(), OTLP_JSON)
+    assert [s.name for s in batch.spans] == ["Load model", "Compile graph", "Compile graph"]
+    assert (batch.total, batch.rejected) == (4, 0)
+    assert {s.pod for s in batch.spans} == {"vllm-llama-70b-7c9d5b6f4-x2k8q"}
