@@ -17,6 +17,7 @@ from remediator.contract.actions import action
 from remediator.contract.decision import Decision
 from remediator.inputs.records import (
     AlertSeen,
+    EngineSpan,
     EngineStep,
     GpuVerdict,
     Input,
@@ -286,8 +287,9 @@ class PolicyEngine:
             return None
         return stall_of(t, self.config.stuck_pod.progress, self.history)
 
-    def _on_step(self, item: EngineStep) -> None:
-        """A step line: the pod's engine moved on (or said where it is); judge it anew."""
+    def _on_step(self, item: EngineStep | EngineSpan) -> None:
+        """A step line or span: the pod's engine moved on (or said where it is); judge it
+        anew."""
         if not self.config.stuck_pod.progress.enabled:
             return
         t = self.tracker.timeline_of(item)
@@ -402,8 +404,8 @@ class PolicyEngine:
         )
 
     # ---- alerts -----------------------------------------------------------------------
-    def _on_stuck(self, item: AlertSeen | EngineStep, now: float) -> list[Outcome]:
-        if isinstance(item, EngineStep):
+    def _on_stuck(self, item: AlertSeen | EngineStep | EngineSpan, now: float) -> list[Outcome]:
+        if isinstance(item, EngineStep | EngineSpan):
             self._on_step(item)
             return []
         if item.alertname in self.config.alerts.stuck_pod:
@@ -509,7 +511,9 @@ class Rule:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("stuck_pod", (AlertSeen, EngineStep), PolicyEngine._on_stuck, tuple(UNFINISHED)),
+    Rule(
+        "stuck_pod", (AlertSeen, EngineStep, EngineSpan), PolicyEngine._on_stuck, tuple(UNFINISHED)
+    ),  # fmt: skip
     Rule("gpu_memory", (AlertSeen, GpuVerdict), PolicyEngine._on_gpu),
     Rule("image_update", (WorkloadSeen,), PolicyEngine._on_workload, ("held work",)),
 )
