@@ -173,6 +173,11 @@ class PolicyEngine:
         key = self._deciding.get(uid) if uid else None
         return key[1] if key is not None else None
 
+    @staticmethod
+    def tells_once(decision: Decision) -> bool:
+        """A notice told once per cause for good (a budget too tight), not once per window."""
+        return decision.action == "notify" and decision.incident.startswith(_TOO_TIGHT)
+
     def acted(self, decision: Decision, now: float, phase: str | None = None) -> None:
         """A decision got through the guardrails: remember the deletions a kill loop needs.
         `phase`: what the deciding engine said the deletion was for (`deciding`), so an
@@ -183,7 +188,7 @@ class PolicyEngine:
             key = (decision.workload, phase)
         if key is not None and decision.action == "delete-pod":
             self._deleted[key] = now
-        if decision.action == "notify" and decision.incident.startswith(_TOO_TIGHT):
+        if self.tells_once(decision):
             self._told.add(decision.incident)
         if decision.workload and action(decision.action).supersedes:
             self._done_work[decision.workload] = decision.incident
