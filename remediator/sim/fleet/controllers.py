@@ -31,6 +31,12 @@ class Controller(Protocol):
     def next_due(self) -> float | None: ...
 
 
+def log_follows(controller: object) -> int:
+    """How many pods' engine logs the controller reads at once (0: it follows none)."""
+    follows = getattr(controller, "follows_logs", 0)
+    return follows if isinstance(follows, int) else 0
+
+
 class NoRemediation:
     """No remediation: pods are left to the Deployment and to on-call."""
 
@@ -87,6 +93,8 @@ class CorePolicy:
         self.name = name
         self.session = Session(config)
         self.sink = _Sink()
+        logs = config.rules.engine_logs
+        self.follows_logs = logs.max_pods if logs.follow else 0  # as serve's follower would
 
     def feed(self, item: Input) -> None:
         self.session.feed(item, self.sink)
