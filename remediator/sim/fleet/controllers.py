@@ -110,7 +110,9 @@ class CorePolicy:
         return None if due is None else max(due, self.session.now + 1e-3)
 
     def take(self) -> list[Decision]:
-        out, self.sink.acts = self.sink.acts, []
+        out = self.sink.acts
+        if out:  # (most calls find none: no new list for them)
+            self.sink.acts = []
         return out
 
     def applied(self, decision: Decision) -> None:

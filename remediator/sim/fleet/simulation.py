@@ -130,6 +130,7 @@ class Simulation:
         heap, end, pop, base = self.heap, self.end, heapq.heappop, BASE_TIME
         ctl = self.ctl
         next_due, advance, take, decided = ctl.next_due, ctl.advance, ctl.take, self._decided
+        seen = -1  # the wall second the controller was last moved to by an event
         while True:
             t = heap[0][0] if heap else math.inf
             due = next_due()
@@ -146,8 +147,11 @@ class Simulation:
                 return
             t, _, kind, obj = pop(heap)
             self.now = t
-            advance(float(base + math.floor(t)))  # wall(t)
-            for d in take():
+            second = base + math.floor(t)  # wall(t)
+            if second != seen:  # (the controller's clock is there already otherwise)
+                seen = second
+                advance(float(second))
+            for d in take():  # (what the last event's inputs decided, too)
                 decided(d)
             handlers[kind](obj)
 
