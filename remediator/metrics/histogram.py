@@ -56,7 +56,7 @@ class Histogram(Collector):
         if bounds[-1] != math.inf:
             bounds.append(math.inf)
         self._bounds = tuple(bounds)
-        self._le = tuple(floatToGoString(b) for b in bounds)
+        self._le = tuple(str(floatToGoString(b)) for b in bounds)  # type: ignore[no-untyped-call]
         self._series: dict[tuple[str, ...], Series] = {}
         registry.register(self)
 
