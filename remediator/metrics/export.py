@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from remediator.metrics.histogram import Histogram, Series
 from remediator.timeline.engine_steps import TIMELINE_STEPS
 from remediator.timeline.model import PHASES, SKEW_THRESHOLD_S, UNFINISHED, PodTimeline
 from remediator.timeline.tracker import StateChange, Tracker
@@ -51,9 +50,9 @@ class TimelineMetrics:
             buckets=COLD_START_BUCKETS,
             registry=registry,
         )
-        self._phase_children: dict[tuple[str, str, str], Series] = {}
+        self._phase_children: dict[tuple[str, str, str], Histogram] = {}
         self._step_models: set[str] = set()
-        self._engine_children: dict[tuple[str, str, str], Series] = {}
+        self._engine_children: dict[tuple[str, str, str], Histogram] = {}
         self._series: set[tuple[str, str, str, str]] = set()  # those _init_series made
 
     def observe(self, change: StateChange) -> None:
@@ -113,15 +112,15 @@ class TimelineMetrics:
                 t.engine.exported |= bit
                 self.engine_step.labels(step, model).observe(value)
 
-    def _phase(self, phase: str, model: str, namespace: str) -> Series:
-        # labels() builds a key on every call: keep the children.
+    def _phase(self, phase: str, model: str, namespace: str) -> Histogram:
+        # prometheus-client's labels() validates and locks on every call: keep the children.
         key = (phase, model, namespace)
         child = self._phase_children.get(key)
         if child is None:
             child = self._phase_children[key] = self.phase_seconds.labels(phase, model, namespace)
         return child
 
-    def _engine(self, model: str, tp: str, util: str) -> Series:
+    def _engine(self, model: str, tp: str, util: str) -> Histogram:
         key = (model, tp, util)
         child = self._engine_children.get(key)
         if child is None:

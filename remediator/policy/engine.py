@@ -393,6 +393,8 @@ class PolicyEngine:
 
     def _phase_done(self, t: PodTimeline, phase: str) -> None:
         """A pod of the workload got through `phase`: its budget is reachable; lift a hold."""
+        if not self._holding:
+            return  # nothing held anywhere (most of the time): no workload to work out
         workload = owner_workload(t.namespace, t.owner, t.labels)
         if workload is None:
             return
