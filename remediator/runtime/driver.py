@@ -229,7 +229,7 @@ class Driver:
         refuses (they stay, for the next try)."""
         try:
             self.outbox.record(  # a standby's too
-                self._unwritten, self.session.guard_state, self._unwritten_dry
+                self._unwritten, self.session.guard_state, self._unwritten_dry, self.acting
             )
         except sqlite3.Error as exc:
             self.store.failed("outbox", exc)
@@ -238,10 +238,18 @@ class Driver:
         self._unwritten, self._unwritten_dry = [], []
         return True
 
+    @property
+    def acting(self) -> bool:
+        """False for a dry run: its "would" never happened (see `restore`)."""
+        return not self.session.policy.dry_run
+
     def restore(self) -> None:
-        """Start where the state file left off: the guard state saved with the last rows
-        (acted or dry), so nothing let through before a restart is let through again."""
-        state = self.outbox.guard_state()
+        """Start where the state file left off: the guard state saved with the last rows,
+        so nothing let through before a restart is let through again. A dry run restores
+        the newest (what acting runs did and what it "would" itself); an acting run the
+        newest an acting run saved: a dry run's would-deletions never happened, so the pod
+        it announced is acted on now, once, and they spend no blast-radius slot."""
+        state = self.outbox.guard_state(acting=self.acting)
         if state is not None:
             self.session.restore_guard_state(state)
 

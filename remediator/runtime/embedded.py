@@ -136,7 +136,7 @@ class Runtime:
         self._restore_guard_state()
 
     def _restore_guard_state(self) -> None:
-        if self.outbox.guard_state() is not None:
+        if self.outbox.guard_state(acting=self.driver.acting) is not None:
             self.driver.restore()
             log.info("guard state restored", extra={"open_rows": len(self.outbox.open_rows())})
 
