@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from remediator.contract.decision import Decision
 from remediator.contract.records import Candidate, Feedback, GotThrough, Learned, RetryAt
-from remediator.inputs.records import EngineStep, Input, Relisted
+from remediator.inputs.records import EngineSpan, EngineStep, Input, Relisted
 from remediator.metrics.export import TimelineMetrics
 from remediator.policy.engine import PolicyEngine
 from remediator.policy.history import PhaseHistory
@@ -163,7 +163,7 @@ class Decider:
         if change is not None:
             self.metrics.observe(change)
             out.transition(change)
-        elif isinstance(item, EngineStep):
+        elif isinstance(item, EngineStep | EngineSpan):
             t = self.tracker.timeline_of(item)
             if t is not None:
                 self.metrics.init_steps(t)

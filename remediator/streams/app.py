@@ -5,7 +5,9 @@ Three agents, one per topic (see `streams.core` for what each decides):
   partitions  inputs topic (N partitions, keyed by pod)  -> candidates topic (key "cluster")
   guard       candidates topic (1 partition)             -> commands topic (key incident)
                                                             + retry records back to inputs
-  executor    commands topic                             -> Argo (or the dry-run recorder)
+  executor    commands topic                             -> the acting component's rows:
+                                                            Argo (or the dry-run recorder),
+                                                            Slack (streams/executor.py)
 
 State lives in Faust Tables with changelog topics, so a worker that takes over a
 partition takes its history with it:
@@ -24,7 +26,7 @@ its own counters.
 Delivery is at least once: the producer is flushed before offsets are committed, a
 record redelivered after a crash is recognised by its offset, and the executor is
 idempotent (the workflow name is derived from the incident: a replayed command
-submits nothing new).
+submits nothing new); the acting component's rows live in a table of their own.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import faust
 from faust.types import TP, EventT, StreamT
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from remediator.contract.codec import decode, encode
+from remediator.contract.codec import encode
 from remediator.contract.decision import Decision
 from remediator.contract.records import GotThrough
 from remediator.core.decider import timeline_metrics
@@ -60,7 +62,7 @@ from remediator.streams.core import (
     parse_guard_record,
     tick_record,
 )
-from remediator.streams.executor import Carrier
+from remediator.streams.executor import Executors, install_acting, would_have
 from remediator.streams.keys import NOW_HEADER
 from remediator.streams.metrics import WorkerMetrics
 
@@ -99,7 +101,7 @@ def arrival(headers: Any) -> float | None:
 
 
 def build_app(
-    streams: StreamsConfig, policy: PolicyFile, carrier: Carrier, registry: CollectorRegistry
+    streams: StreamsConfig, policy: PolicyFile, executors: Executors, registry: CollectorRegistry
 ) -> faust.App:
     app = faust.App(
         streams.group,
@@ -258,6 +260,8 @@ def build_app(
                 extra={"incident": d.incident, "guardrail": result.guardrail, "why": result.reason,
                        "retry_at": result.retry_at, "decided_at": d.at},
             )  # fmt: skip
+            if result.simulated:  # a dry run's "would have": told as serve tells it
+                await commands.send(key=d.incident.encode(), value=would_have(result))
         feedback = released.feedback
         if feedback is None:
             return
@@ -275,21 +279,8 @@ def build_app(
         else:  # look again: the decision's own partition
             await inputs.send(key=key, value=value, partition=released.origin)
 
-    # ---- executor: commands -> Argo ---------------------------------------------------
-    @app.agent(commands)
-    async def executor(stream: StreamT[bytes]) -> AsyncIterator[None]:
-        event: EventT[bytes]
-        async for event in stream.events():
-            decision = decode(event.message.value or b"", Decision)
-            outcome = await carrier.carry(decision)
-            metrics.commands.labels(decision.action, outcome.status).inc()
-            metrics.latency(time.time() - event.message.timestamp)
-            log.info(
-                "carried",
-                extra={"incident": decision.incident, "status": outcome.status,
-                       "workflow": outcome.name},
-            )  # fmt: skip
-            yield None
+    # ---- executor: commands -> the acting component (Argo, Slack) ---------------------
+    install_acting(app, commands, streams.commands.partitions, executors, registry, metrics)
 
     # ---- ticks: every partition's clock moves on with the wall clock ------------------
     if streams.tick_s > 0:

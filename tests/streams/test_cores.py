@@ -185,6 +185,25 @@ def test_an_engine_step_goes_with_its_pod() -> None:
     assert key_of(step) == "llm/vllm-0"
 
 
+def test_otlp_spans_of_several_pods_are_cut_by_pod() -> None:
+    """What /v1/traces stores (an EngineSpanList) travels per pod, each part its records."""
+    from remediator.inputs.otlp import PROTOBUF, decode_traces
+    from tests.inputs.otlp_requests import Process, S, SpanSpec, pod_attrs, protobuf
+
+    spans = [SpanSpec("Load model", S, 40 * S), SpanSpec("Compile graph", 48 * S, 60 * S)]
+    body = protobuf(
+        [Process(pod_attrs("llm", "a"), spans), Process(pod_attrs("llm", "b"), spans[:1])]
+    )
+    batch = decode_traces(body, PROTOBUF)
+    records = split(orjson.dumps(batch.stored()))
+    assert sorted((r.key, len(r.inputs)) for r in records) == [
+        ("llm/a", 1),
+        ("llm/a", 1),
+        ("llm/b", 1),
+    ]  # one record per span, as a List's items
+    assert sorted((i for r in records for i in r.inputs), key=batch.spans.index) == batch.spans
+
+
 def test_a_deletion_in_one_partition_holds_the_kill_loop_in_another() -> None:
     """Issue 19: what got through goes back to every partition (`GotThrough`, with the
     phase it was decided in), so the kill-loop guard works on Kafka as in one process:
