@@ -371,17 +371,20 @@ def compact(stream: Stream) -> Stream:
     end, or something was decided or held in it (its feedback goes back at the tick); and
     one right after an input that finished a cold start, at its time (what a partition
     learned reaches the others at a tick: docs/kafka.md, "History arrives a tick late";
-    live, a tick is a second). A chunk whose tick cannot matter is merged into the next.
+    live, a tick is a second); and one halfway through the lines (where the differential
+    kills a worker). A chunk whose tick cannot matter is merged into the next.
     One `Session` (as in `through_session`) tells which; every run, the reference too,
     is given the result."""
     session, cluster = Session(stream.config), ClusterTime(FROZEN)
     session.decider = Decider(stream.config, keep_learned=True)  # to see what it learns
     out: list[Chunk] = []
     lines: list[bytes] = []
+    middle, seen = stream.inputs // 2, 0
     for chunk in stream.chunks:
         sink = _Any()
         for line in chunk.lines:
             lines.append(line)
+            seen += 1
             try:
                 items = decode(line)
             except InputError:
@@ -391,7 +394,8 @@ def compact(stream: Stream) -> Stream:
             for item in items:
                 now = max(cluster.now(), session.now) if cluster.known else session.now
                 session.feed(item, sink, now=now)
-            if session.decider.learned():
+            # ... and one halfway through the lines, where a worker is killed
+            if session.decider.learned() or seen == middle:
                 out.append(Chunk(lines, session.now))
                 session.advance(session.now, sink)
                 lines = []

@@ -234,7 +234,7 @@ class Lag:
             calm = calm + 1 if await self() == 0 else 0
             if calm >= 2:
                 return
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.05)
         left = await self.by_partition()
         lag = {f"{tp.topic}[{tp.partition}]": n for tp, n in left.items() if n}
         raise TimeoutError(f"group {self.cfg.group} still has lag {lag}")
