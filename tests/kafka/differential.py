@@ -200,8 +200,8 @@ def held(s: Suppressed) -> Held:
 class Observed:
     """What a run let through (action, target, reason), what a guardrail held (incident,
     guardrail, retry time, decision time), the kill-loop holds (the "budget looks too
-    tight" notices that replace a deletion) and the cold-start histograms (sum and count
-    per series). Redelivered after a worker's death, a verdict may be said twice: `once`."""
+    tight" notices that replace a deletion) and the cold-start histograms (buckets, sum
+    and count per series). Redelivered after a worker's death, a verdict may be said twice: `once`."""
 
     decisions: list[Said] = field(default_factory=list)
     suppressions: list[Held] = field(default_factory=list)
@@ -226,14 +226,14 @@ class Observed:
 
 
 def histograms(exposition: Iterable[str]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Sum and count of every cold-start series, summed over the expositions given."""
+    """Buckets, sum and count of every cold-start series, summed over the expositions."""
     out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     for text in exposition:
         for family in text_string_to_metric_families(text):
             if family.name not in COLD_START:
                 continue
             for s in family.samples:
-                if s.name.endswith(("_sum", "_count")):
+                if s.name.endswith(("_sum", "_count", "_bucket")):
                     k = (s.name, tuple(sorted(s.labels.items())))
                     out[k] = round(out.get(k, 0.0) + s.value, 6)
     return {k: v for k, v in out.items() if v}
