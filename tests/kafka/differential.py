@@ -380,13 +380,13 @@ class _Any:
 
 def compact(stream: Stream) -> Stream:
     """The same stream with a tick only where one can matter: a timer is due by the chunk's
-    end, or something was decided or held in it (its feedback goes back at the tick); and
-    one right after an input that finished a cold start, at its time (what a partition
-    learned reaches the others at a tick: docs/kafka.md, "History arrives a tick late";
-    live, a tick is a second); and one halfway through the lines (where the differential
-    kills a worker). A chunk whose tick cannot matter is merged into the next.
-    One `Session` (as in `through_session`) tells which; every run, the reference too,
-    is given the result."""
+    end, or something was decided or held in it (its feedback goes back at the tick); one
+    right after an input that finished a cold start, at its time, when a timer is due
+    before the chunk's end (what a partition learned reaches the others at a tick:
+    docs/kafka.md, "History arrives a tick late"; live, a tick is a second); and one
+    halfway through the lines (where the differential kills a worker). A chunk whose tick
+    cannot matter is merged into the next. One `Session` (as in `through_session`) tells
+    which; every run, the reference too, is given the result."""
     session, cluster = Session(stream.config), ClusterTime(FROZEN)
     session.decider = Decider(stream.config, keep_learned=True)  # to see what it learns
     out: list[Chunk] = []
@@ -406,8 +406,10 @@ def compact(stream: Stream) -> Stream:
             for item in items:
                 now = max(cluster.now(), session.now) if cluster.known else session.now
                 session.feed(item, sink, now=now)
-            # ... and one halfway through the lines, where a worker is killed
-            if session.decider.learned() or seen == middle:
+            # ... where a timer may judge by it before the chunk's end; and one halfway
+            # through the lines, where a worker is killed
+            learned, due = session.decider.learned(), session.engine.next_deadline()
+            if (learned and due is not None and due <= chunk.until) or seen == middle:
                 out.append(Chunk(lines, session.now))
                 session.advance(session.now, sink)
                 lines = []
