@@ -240,10 +240,12 @@ class Driver:
 
     def restore(self) -> None:
         """Start where the state file left off: the guard state saved with the last rows
-        (acted or dry), so nothing let through before a restart is let through again."""
+        (acted or dry), so nothing let through before a restart is let through again, and
+        the rows themselves told to the decider (its kill-loop memory)."""
         state = self.outbox.guard_state()
         if state is not None:
             self.session.restore_guard_state(state)
+        self.session.restore_through((r.decision, r.state == "dry") for r in self.outbox.rows())
 
     # --- the loops ---------------------------------------------------------------------------
     async def consume(self, backlog: Backlog) -> None:

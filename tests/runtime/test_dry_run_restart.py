@@ -7,17 +7,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 from prometheus_client import CollectorRegistry
 
 from remediator.contract.decision import Decision, Suppressed
 from remediator.guard import GuardState
-from remediator.inputs.decode import normalize
+from remediator.inputs.decode import decode, normalize
 from remediator.policy_file import load_policy
 from remediator.runtime.clock import VirtualClock
 from remediator.runtime.driver import Driver
 from remediator.runtime.metrics import RuntimeMetrics
 from remediator.runtime.outbox import Outbox
 from remediator.session import Session
+from tests.core.differential import Advance, Feed, Step, through_driver
+from tests.policy import builders
+from tests.policy.conftest import RELAXED
 from tests.runtime.test_virtual_clock import POLICY, T0, pod
 
 DRY = POLICY + "guardrails: {dry_run: {enabled: true}}\n"
@@ -85,3 +89,40 @@ def test_a_live_decision_takes_over_a_dry_rows_incident(tmp_path: Path) -> None:
     assert [(r.id, r.state) for r in outbox.rows()] == [(row, "pending")]
     assert outbox.record([d], GuardState()) == []  # and only once
     assert outbox.counts() == {"pending": 1}
+
+
+# --- the kill-loop memory comes back with the state file (found by the live differential) ---
+
+UID_A = "11111111-2222-3333-4444-555555555555"
+UID_B = "99999999-2222-3333-4444-555555555555"
+KILL_LOOP = RELAXED + "  blast_radius: {window_s: 1}\n"
+
+
+def _kill_loop() -> list[Step]:
+    """Pod A hangs in engine init and is deleted; its replacement B, created after the
+    deletion, is as slow: the kill-loop guard holds B and tells on-call the budget is tight."""
+    docs = [
+        builders.pod(created=0, scheduled=1, started=10),
+        builders.pod(created=0, scheduled=1, started=10, watch="DELETED"),
+        builders.pod(
+            "vllm-70b-7c9d5b6f4-fghij", UID_B, watch="ADDED", created=96, scheduled=97, started=100
+        ),  # fmt: skip
+    ]
+    a, gone, b = (Feed(item) for doc in docs for item in decode(orjson.dumps(doc)))
+    return [a, Advance(builders.T0 + 95), gone, b, Advance(builders.T0 + 400)]
+
+
+@pytest.mark.parametrize("dry", [False, True], ids=["live", "dry"])
+@pytest.mark.parametrize("restart_at", [2, 3, 4])
+async def test_a_restart_between_a_deletion_and_its_replacement_changes_nothing(
+    dry: bool, restart_at: int
+) -> None:
+    """A serve restarted after it deleted A (or would have) and before B's deadline: the
+    kill-loop memory comes back from the state file's rows with the guard state, so B is held
+    and the budget told, as without the restart (not deleted in turn: a kill loop)."""
+    policy = load_policy(KILL_LOOP + ("  dry_run: {enabled: true}\n" if dry else ""))
+    steps = _kill_loop()
+    unbroken = await through_driver(steps, policy, 0)
+    assert [a for a, _, _ in unbroken.through] == ["delete-pod", "notify"]
+    restarted = await through_driver(steps, policy, restart_at)
+    assert restarted.through == unbroken.through
