@@ -20,11 +20,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from remediator.contract.decision import Decision, Suppressed
-from remediator.inputs.records import Input
+from remediator.inputs.records import Input, Relisted
 from remediator.inputs.stamps import api_server_time
 from remediator.logfields import get_logger
 from remediator.output import decision_json, suppressed_json
@@ -39,6 +39,10 @@ from remediator.session import Session
 from remediator.timeline.tracker import StateChange
 
 log = get_logger("remediator.runtime")
+
+# A list a watch makes: (kind, namespace, field selector), as `Relisted` says it is complete.
+ListKey = tuple[str, str, str | None]
+_NOT_YET_S = 0.001  # while the first lists are awaited, the clock stays this short of a timer
 
 
 @dataclass
@@ -114,6 +118,7 @@ class Driver:
         self.catch_up_s = catch_up_s
         self._backlog: Backlog | None = None
         self._max_tick_s: float | None = None  # set while the timer loop runs
+        self._first_lists: set[ListKey] = set()  # awaited before any timer fires
 
     # --- one step each: what the loops call, and what tests call on a virtual clock ------
     def feed(self, inputs: list[Input], watched: bool = True) -> None:
@@ -127,6 +132,8 @@ class Driver:
                 self.cluster.observe(api_server_time(item))
         for item in inputs:
             self.session.feed(item, batch, watched, now=self._session_now())
+            if isinstance(item, Relisted) and self._first_lists:
+                self._list_in(item)
         self._settle(batch)
         self._report_skew()
         self.rearm.set()
@@ -154,6 +161,33 @@ class Driver:
         self.session.tracker.prune(self.session.now, self._forget_after_s)
         self.last_tick = self.clock.monotonic()
 
+    # --- the first lists: a start sees the whole picture before any timer fires ---------
+    def await_first_lists(self, lists: Iterable[ListKey]) -> None:
+        """No timer fires until every one of these watches' first lists is in. A start
+        that judged the pods before their Events would take a pod pulling its image (a
+        pull shows only in Events) for one stuck in container start and delete it, and one
+        that judged them before their Deployment would cap deletions at one (replicas
+        unknown): a restarted serve would decide otherwise than one that ran on. The clock
+        still moves up to the earliest timer; a timer due meanwhile fires once the lists
+        are in, stamped with its own due time."""
+        self._first_lists = set(lists)
+        if self._first_lists:
+            log.info(
+                "timers wait for the watches' first lists", extra={"lists": len(self._first_lists)}
+            )
+
+    def _list_in(self, item: Relisted) -> None:
+        self._first_lists.discard((item.kind, item.namespace, item.selector))
+        if not self._first_lists:
+            log.info("the watches' first lists are in: timers run")
+
+    def _first_lists_now(self, now: float) -> float:
+        """`now`, or, while a first list is awaited, just short of the earliest timer."""
+        due = self.session.engine.next_deadline()
+        if not self._first_lists or due is None or due > now:
+            return now
+        return max(self.session.now, due - _NOT_YET_S)
+
     # --- behind: a pause or a gap, and catching up --------------------------------------
     def fell_behind(self, why: str) -> None:
         """The picture may lag the cluster's (serve was paused, a watch was away): the
@@ -167,7 +201,11 @@ class Driver:
         self.behind = (why, self.clock.monotonic())
 
     def _session_now(self) -> float:
-        """The time the session may move to: the cluster's, or, while behind, where it is."""
+        """The time the session may move to: the cluster's, or, while behind, where it is
+        (while a first list is awaited, no further than just short of a timer)."""
+        return self._first_lists_now(self._caught_up_now())
+
+    def _caught_up_now(self) -> float:
         if self.behind is None:
             return self.cluster.now()
         why, since = self.behind
