@@ -182,7 +182,10 @@ class PolicyEngine:
         if key is None and phase is not None and decision.workload:
             key = (decision.workload, phase)
         if key is not None and decision.action == "delete-pod":
-            self._deleted[key] = (now, decision.uid)
+            # Dated by the decision's own time (a timer's: its deadline), not when it got
+            # through: a serve started again decides an overdue pod late, and must count a
+            # replacement made since as one that ran on did.
+            self._deleted[key] = (min(now, decision.at), decision.uid)
         if decision.action == "notify" and decision.incident.startswith(_TOO_TIGHT):
             self._told.add(decision.incident)
         if decision.workload and action(decision.action).supersedes:
