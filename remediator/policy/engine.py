@@ -159,9 +159,12 @@ class PolicyEngine:
                 out.append((due, decision))
         return out
 
-    def retry_later(self, decision: Decision, now: float, not_before: float) -> None:
+    def retry_later(
+        self, decision: Decision, now: float, not_before: float, at_once: bool = False
+    ) -> None:
         """A guardrail said "not yet" until `not_before`: look at the pod again then, and
-        no sooner than a check interval (one "held" line per look, not one per tick)."""
+        no sooner than a check interval (one "held" line per look, not one per tick).
+        `at_once`: at `not_before` itself (the reason to hold is known to be over)."""
         if decision.uid is None and decision.workload and action(decision.action).supersedes:
             self._hold_work(decision, now, not_before)
             return
@@ -171,7 +174,8 @@ class PolicyEngine:
         since = t.state_since()
         if since is None:
             return
-        due = max(now + max(self.config.stuck_pod.check_interval_s, 30.0), not_before)
+        soonest = now if at_once else now + max(self.config.stuck_pod.check_interval_s, 30.0)
+        due = max(soonest, not_before)
         self._arm(due, t, t.state(), since)
 
     def deciding(self, uid: str | None) -> str | None:

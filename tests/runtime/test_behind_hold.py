@@ -4,8 +4,8 @@ The sources say whether their picture may lag the API server (`sources_behind`: 
 relisting, short of the API server's resourceVersion or its BOOKMARK; KubeWatch says so, in
 tests/sources and tests/live). Here their answer is scripted and time is virtual: while
 behind, the core holds pod deletions (guard `watch_current`) and asks again at its next
-look; once caught up (and what the watch queued is fed), it decides again on the fresh
-picture, where a pod that became Ready meanwhile has no decision at all."""
+look; once caught up (and what the watch queued is fed), it decides again at once, on the
+fresh picture, where a pod that became Ready meanwhile has no decision at all."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ async def test_a_deletion_decided_while_behind_waits_and_is_decided_again_once_c
     watches.why = None  # ...and ends: caught up
     await rig.at(302)
     assert rig.metrics.behind._value.get() == 0
-    await rig.at(340)  # the next look: decided again, on the fresh picture
+    await rig.at(303)  # decided again at once (not a check interval later), on the fresh picture
     assert [(d.target, d.action) for d in decided(rig)] == [(HUNG, "delete-pod")]
     assert [c.decision.target for c in rig.argo.carried if isinstance(c, Submit)] == [HUNG]
     (said,) = logs_at_debug.named("behind: pod deletions held until the watch has caught up")
