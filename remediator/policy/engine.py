@@ -167,6 +167,17 @@ class PolicyEngine:
         due = max(now + max(self.config.stuck_pod.check_interval_s, 30.0), not_before)
         self._arm(due, t, t.state(), since)
 
+    def look_again(self, uid: str, at: float) -> None:
+        """Look at this pod again at `at`, sooner than a guardrail's retry would: the hold
+        that kept its deletion has ended (the runtime's picture caught up). A timer that
+        fires early is harmless: it finds the pod moved on, or re-arms for its budget."""
+        t = self.tracker.get(uid)
+        if t is None or t.state() not in UNFINISHED:
+            return
+        since = t.state_since()
+        if since is not None:
+            self._arm(at, t, t.state(), since)
+
     def deciding(self, uid: str | None) -> str | None:
         """The phase a deletion of this pod in flight was decided in (None: none is)."""
         key = self._deciding.get(uid) if uid else None

@@ -126,6 +126,7 @@ class Driver:
         self.held: tuple[str, float] | None = None
         self._told_core: str | None = None
         self._was_current = False
+        self._held_pods: set[str] = set()  # uids whose deletion the hold kept
         self._hold(first=True)
 
     # --- one step each: what the loops call, and what tests call on a virtual clock ------
@@ -229,6 +230,9 @@ class Driver:
                 extra={"was": self.held[0], "behind_s": round(now - self.held[1], 1)},
             )
             self.held = None
+            for uid in self._held_pods:  # now, on the fresh picture: not a check later
+                self.session.engine.look_again(uid, self.session.now)
+            self._held_pods.clear()
         self._was_current = self._was_current or self.held is None
         self.metrics.behind.set(0 if self.held is None else 1)
         if first or why != self._told_core:
@@ -255,6 +259,8 @@ class Driver:
             log.info("decision", extra={**decision_json(d), "leader": leader})
         for s in batch.held:
             log.info("suppressed", extra=suppressed_json(s))
+            if s.guardrail == "watch_current" and s.decision.uid:
+                self._held_pods.add(s.decision.uid)
             if s.simulated and leader:
                 self._simulated(s)
         # One path for whatever got through, acted or dry: its row and the guard state
