@@ -28,7 +28,7 @@ log = get_logger("remediator.serve")
 
 _EPILOG = """\b
 Secrets (environment only, never flags, never logged):
-  REMEDIATOR_WEBHOOK_TOKEN / _FILE  bearer token POST /events requires (required); the
+  REMEDIATOR_WEBHOOK_TOKEN / _FILE  bearer token POST /events and /v1/traces require; the
                                     file is re-read on each request (rotate it in place or
                                     by rename); missing or empty: 503 and /readyz fails
   ARGO_TOKEN / ARGO_TOKEN_FILE      Argo Server token (required unless --dry-run)
@@ -43,6 +43,10 @@ Leader election (on when POD_NAME is set, i.e. in a cluster):
 \b
 Endpoints on --listen:
   POST /events   Alertmanager webhook, CloudEvent (structured or binary), watch event
+  POST /v1/traces  OTLP/HTTP traces (application/x-protobuf or application/json, gzip):
+                 vLLM's start-up spans, attributed to pods by k8s.namespace.name,
+                 k8s.pod.name (k8s.pod.uid) resource attributes; 200 with OTLP's
+                 partial_success for spans without a pod, 400 undecodable, 415 other types
   GET  /healthz  liveness
   GET  /readyz   readiness: policy loaded; every watch synced, running and current (a
                  BOOKMARK or event within 90 s); webhooks can be stored; a token to check

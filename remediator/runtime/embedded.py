@@ -43,7 +43,7 @@ from remediator.runtime.driver import Driver
 from remediator.runtime.inbox import Inbox, InboxWriter, StoreFailed, StoreHealth
 from remediator.runtime.leader import Leadership
 from remediator.runtime.metrics import RuntimeMetrics
-from remediator.runtime.outbox import Outbox
+from remediator.runtime.outbox import Outbox, OutboxRows
 from remediator.runtime.statefile import StateFile
 from remediator.runtime.supervisor import Restarts, Supervisor
 from remediator.runtime.worker import OutboxWorker, WorkerSettings
@@ -107,7 +107,7 @@ class Runtime:
         self._tasks: list[asyncio.Task[None]] = []
         self.supervisor = Supervisor(self.clock, s.restarts, metrics.task_restarts, self._stop)
         self.worker = OutboxWorker(
-            outbox,
+            OutboxRows(outbox),
             cluster or Recorder(),
             notifier,
             self.clock,

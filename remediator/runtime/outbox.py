@@ -34,28 +34,29 @@ stays open until it is.
 Counts by state live in `outbox_counts`, kept by triggers in the same transaction as
 the rows, so `/metrics` reads five rows, never the table. Closed rows are pruned
 after a retention period (`prune`). Calls are small statements; the caller may run
-them in a thread.
+them in a thread. `OutboxRows` is the acting component's store on it
+(`runtime.rows.RowStore`); the rows' life is `runtime/rows.py`'s to describe.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from remediator.contract.actions import action
 from remediator.contract.decision import Decision
 from remediator.guard.state import GuardState
+from remediator.runtime.rows import OPEN, STATES, Row, State, unknown_fields
 
-State = Literal["pending", "submitted", "ended", "failed", "expired", "dry"]
-STATES: tuple[State, ...] = ("pending", "submitted", "ended", "failed", "expired", "dry")
-OPEN: tuple[State, ...] = ("pending", "submitted")
+__all__ = ["OPEN", "STATES", "Outbox", "OutboxRows", "Row", "State"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -101,19 +102,6 @@ _ADDED = {
     "stuck_ts": "TEXT",
 }
 
-_FIELDS = {
-    "workflow",
-    "phase",
-    "error",
-    "attempts",
-    "act_at",
-    "slack_ts",
-    "end_at",
-    "end_ts",
-    "submitted_at",
-    "stuck_at",
-    "stuck_ts",
-}
 
 # Open: to execute, to follow, or (failed) still to tell. One expression, used by the
 # partial index and the query alike, so SQLite reads the index, never the table.
@@ -153,29 +141,6 @@ def decision_from_json(text: str) -> Decision:
     doc: dict[str, Any] = json.loads(text)
     doc["params"] = tuple((str(k), str(v)) for k, v in doc.get("params") or ())
     return Decision(**doc)
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    id: int
-    decision: Decision
-    state: State
-    workflow: str | None
-    phase: str | None
-    error: str | None
-    slack_ts: str | None  # the act message, once posted
-    attempts: int
-    created_at: float  # wall time the decision was written
-    act_at: float | None = None  # when posting the act message was begun
-    end_at: float | None = None  # when posting the end message was begun
-    end_ts: str | None = None  # the end message, once posted
-    submitted_at: float | None = None  # wall time Argo took the workflow
-    stuck_at: float | None = None  # when posting the "not started" message was begun
-    stuck_ts: str | None = None  # the "not started" message, once posted
-
-    @property
-    def incident(self) -> str:
-        return self.decision.incident
 
 
 class Outbox:
@@ -259,7 +224,7 @@ class Outbox:
     def record(
         self,
         decisions: list[Decision],
-        guard: GuardState,
+        guard: GuardState | None,
         dry: list[Decision] | None = None,
         acting: bool = True,
     ) -> list[int]:
@@ -288,7 +253,8 @@ class Outbox:
                         ids.append(row)
                 for d in dry or ():
                     self._insert(d, "dry", now)
-                self._save_guard(guard, now, acting)
+                if guard is not None:  # None: rows only (a store's contract tests)
+                    self._save_guard(guard, now, acting)
                 self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:  # a full disk: SQLite has rolled back by itself
@@ -322,9 +288,7 @@ class Outbox:
     def mark(self, row_id: int, state: State | None, **fields: str | float | None) -> None:
         """Move a row on; `fields` among workflow, phase, error, attempts and the message
         columns (act_at, slack_ts, end_at, end_ts)."""
-        unknown = set(fields) - _FIELDS
-        if unknown:
-            raise ValueError(f"unknown outbox fields {sorted(unknown)}")
+        unknown_fields(fields)
         if state is not None:  # None: the state stays as it is
             fields = {"state": state, **fields}
         sets = "".join(f", {k} = ?" for k in fields)
@@ -419,3 +383,27 @@ class Outbox:
         with self._lock:
             found = self._db.execute(sql, args).fetchall()
         return [Row(rid, decision_from_json(doc), *rest) for rid, doc, *rest in found]
+
+
+class OutboxRows:
+    """The acting component's store (`runtime.rows.RowStore`) on the outbox: each call a
+    small SQLite statement, run in a thread; durable when it returns (synchronous=FULL)."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self.outbox = outbox
+
+    async def add(self, decision: Decision) -> None:
+        """A row for `decision` (serve's driver writes them with the guard state instead)."""
+        await asyncio.to_thread(self.outbox.record, [decision], None)
+
+    async def open_rows(self) -> list[Row]:
+        return await asyncio.to_thread(self.outbox.open_rows)
+
+    async def mark(self, row: Row, state: State | None, **fields: str | float | None) -> None:
+        await asyncio.to_thread(self.outbox.mark, row.id, state, **fields)
+
+    async def expire(self, written_before: float, why: str) -> list[Row]:
+        return await asyncio.to_thread(self.outbox.expire, written_before, why)
+
+    async def prune(self, closed_before: float) -> int:
+        return await asyncio.to_thread(self.outbox.prune, closed_before)

@@ -16,6 +16,7 @@ class SourceMetrics:
     watch_behind: Gauge
     alerts: Counter
     refused: Counter
+    spans: Counter
 
     @classmethod
     def on(cls, registry: CollectorRegistry) -> SourceMetrics:
@@ -64,6 +65,14 @@ class SourceMetrics:
                 "remediator_webhooks_unavailable_total",
                 "Webhooks answered 503 (the sender retries): the state file refused the write, "
                 "the backlog was full, or the service was stopping.",
+                registry=registry,
+            ),
+            spans=Counter(
+                "remediator_otlp_spans_total",
+                "Spans received on /v1/traces, by outcome: kept (a vLLM start-up step of a "
+                "known pod), rejected (a start-up step without its pod or its times), ignored "
+                "(any other span).",
+                ["outcome"],
                 registry=registry,
             ),
         )

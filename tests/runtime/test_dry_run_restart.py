@@ -25,7 +25,7 @@ from remediator.policy_file import load_policy
 from remediator.runtime.clock import VirtualClock
 from remediator.runtime.driver import Driver
 from remediator.runtime.metrics import RuntimeMetrics
-from remediator.runtime.outbox import Outbox
+from remediator.runtime.outbox import Outbox, OutboxRows
 from remediator.runtime.worker import OutboxWorker, WorkerSettings
 from remediator.session import Session
 from tests.runtime.test_virtual_clock import POLICY, T0, Argo, pod, slack_ok
@@ -63,7 +63,7 @@ class Acting(Serve):
         super().__init__(path, clock, policy)
         self.argo = Recorder(Argo(running=0))
         self.worker = OutboxWorker(
-            self.outbox,
+            OutboxRows(self.outbox),
             self.argo,
             Recorder(slack_ok()),
             clock,

@@ -36,7 +36,7 @@ from remediator.policy_file import load_policy
 from remediator.runtime.clock import VirtualClock
 from remediator.runtime.driver import Driver
 from remediator.runtime.metrics import RuntimeMetrics
-from remediator.runtime.outbox import Outbox
+from remediator.runtime.outbox import Outbox, OutboxRows
 from remediator.runtime.worker import OutboxWorker, WorkerSettings
 from remediator.session import Session
 
@@ -133,7 +133,7 @@ class Rig:
         self.metrics = RuntimeMetrics.on(CollectorRegistry())
         self.argo, self.slack = Recorder(argo), Recorder(slack)
         self.worker = OutboxWorker(
-            self.outbox,
+            OutboxRows(self.outbox),
             self.argo,
             self.slack,
             self.clock,
