@@ -215,7 +215,10 @@ class KubeWatch:
             self._currency.asking(time.monotonic())
         try:
             resp = self._call(self.target.namespace, **self._kwargs(limit=1, _request_timeout=t))
-            doc = orjson.loads(resp.data)
+            try:
+                doc = orjson.loads(resp.data)
+            finally:
+                resp.release_conn()  # every few seconds: back to the pool, never left open
             rv = doc["metadata"]["resourceVersion"]
         except ApiException as exc:  # it answered: reachable; the other rules still judge
             log.debug("watch probe refused", extra={"watch": self.target.label, "error": str(exc)})
