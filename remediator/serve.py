@@ -284,6 +284,17 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     "than a minute make room, else the webhook gets 503 and the sender retries.  "
     "[env REMEDIATOR_INBOX_MAX_BYTES]",
 )
+@click.option(
+    "--behind-unready",
+    envvar="REMEDIATOR_BEHIND_UNREADY",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds pod deletions may be held because the picture may lag the cluster's (a "
+    "Pod watch relisting after a reconnect, short of the API server's resourceVersion or "
+    "of its BOOKMARK; serve just resumed from a pause) before /readyz fails. Held "
+    "deletions are decided again once caught up.  [env REMEDIATOR_BEHIND_UNREADY]",
+)
 @log_level_option
 def serve(
     policy: str | None,
@@ -312,6 +323,7 @@ def serve(
     outbox_retention: float,
     workflow_start_timeout: float,
     inbox_max_bytes: int,
+    behind_unready: float,
     log_level: str,
 ) -> None:
     """Run remediator as a service: watch inference pods, take webhooks, track every
@@ -353,6 +365,7 @@ def serve(
             kill_switch_file=kill_switch_file,
             outbox_retention_s=outbox_retention * 86400,
             workflow_start_timeout_s=workflow_start_timeout,
+            behind_unready_s=behind_unready,
         ),
         lease=lease,
         max_webhook_pods=max_webhook_pods,

@@ -13,6 +13,7 @@ class SourceMetrics:
     input_errors: Counter
     watch_restarts: Counter
     watch_synced: Gauge
+    watch_behind: Gauge
     alerts: Counter
     refused: Counter
     spans: Counter
@@ -42,6 +43,14 @@ class SourceMetrics:
             watch_synced=Gauge(
                 "remediator_watch_synced",
                 "1 once a watch has listed its objects and is streaming; 0 while relisting.",
+                ["kind", "namespace"],
+                registry=registry,
+            ),
+            watch_behind=Gauge(
+                "remediator_watch_behind",
+                "1 while a Pod watch may lag the API server: relisting, short of the "
+                "resourceVersion a probe found it at, or past its BOOKMARK (pod deletions "
+                "are held meanwhile).",
                 ["kind", "namespace"],
                 registry=registry,
             ),

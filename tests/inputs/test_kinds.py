@@ -55,3 +55,16 @@ def test_keys_keep_a_pod_in_one_partition() -> None:
     assert not cluster_stamped(token) and not cluster_stamped(alert)
     assert KINDS[PodSeen].cluster_stamped and KINDS[PodEvent].cluster_stamped
     assert BROADCAST == "*"
+
+
+def test_the_api_servers_time_is_read_by_the_kinds_registration() -> None:
+    """`inputs.stamps` dispatches on the registry: a kind that registered no `stamped`
+    (an alert, a first token) or none at all never moves the runtime's clock."""
+    from remediator.inputs.stamps import api_server_time
+
+    token = FirstToken("llm", "vllm-0", None, 1.0)
+    assert api_server_time(token) is None and KINDS[FirstToken].stamped is None
+    assert api_server_time(typing.cast(Input, Novel(5.0))) is None
+    event = PodEvent("ADDED", "u1", "llm", "vllm-0", "Pulled", "", "vllm", False,
+                     first=9.0, last=9.5, count=1, created=3.0, at=9.5)  # fmt: skip
+    assert api_server_time(event) == 3.0  # its creation, never the kubelet's first/last
