@@ -93,7 +93,7 @@ class Pod:
 
 class Deployment:
     __slots__ = ("spec", "image", "rs_hash", "desired", "pods", "generation", "uid", "rolling",
-                 "old")  # fmt: skip
+                 "old", "hedging")  # fmt: skip
 
     def __init__(self, spec: DeploymentSpec) -> None:
         self.spec = spec
@@ -105,6 +105,7 @@ class Deployment:
         self.generation = 1
         self.uid = str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{spec.namespace}/{spec.name}"))
         self.rolling = False
+        self.hedging: Pod | None = None  # the stalled pod of the hedge running (surged by one)
 
 
 def pod_uid(u: float, index: int) -> str:
