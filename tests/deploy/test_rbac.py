@@ -213,6 +213,23 @@ def test_production_grants_what_the_workflows_need() -> None:
     assert needed <= grants, needed - grants
 
 
+def submittable(docs: list[dict[str, Any]]) -> set[str]:
+    """The WorkflowTemplates the remediator's submit Role lets it read (and so submit from)."""
+    return {
+        name
+        for d in docs
+        if d["kind"] == "Role" and d["metadata"]["name"] == "remediator-submit-workflows"
+        for rule in d["rules"]
+        if "workflowtemplates" in rule["resources"]
+        for name in rule.get("resourceNames") or []
+    }
+
+
+def test_the_submit_role_names_every_template_the_executor_submits() -> None:
+    """A new action's template must be granted, or serve's submit is refused at run time."""
+    assert submittable(_rendered(s.DEPLOY / "overlays" / "production")) == TEMPLATES
+
+
 def test_pod_logs_are_read_only_in_the_inference_namespaces() -> None:
     grants = _grants(_rendered(s.DEPLOY / "overlays" / "production"))
     logs = {(ns, verb) for ns, group, res, verb in grants if res == "pods/log"}
