@@ -36,6 +36,7 @@ from remediator.steps.report import ExitCode
 HEDGE = "remediator.io/hedge"  # on the Deployment while a hedge runs: what it is
 HEDGED = "remediator.io/hedged"  # the uid of the pod last hedged: a rerun finds it done
 _WRITES = 5  # optimistic writes retried on a 409 (someone else wrote the Deployment)
+_OBSERVED_S = 15.0  # how long the Deployment controller may take to observe a change
 
 Outcome = Literal[
     "hedged_stalled_won",
@@ -162,6 +163,20 @@ def _ready(pod: Any) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
+def _observed(apps: client.AppsV1Api, namespace: str, name: str, clock: Clock) -> Any:
+    """The Deployment once its controller has observed its latest change (a write to its
+    annotations is one: the controller copies them to its ReplicaSets), or as it is after
+    `_OBSERVED_S`: a status that lags says nothing of a rollout."""
+    deadline = clock.now() + _OBSERVED_S
+    while True:
+        dep = _read_deployment(apps, namespace, name)
+        status = dep.status
+        seen = status.observed_generation if status is not None else None
+        if (seen or 0) >= (dep.metadata.generation or 0) or clock.now() >= deadline:
+            return dep
+        clock.sleep(min(clock.poll_s, 1.0))
+
+
 def _rolling(dep: Any) -> str | None:
     """Why a surge now would go to the wrong pods, or None."""
     status = dep.status
@@ -229,7 +244,7 @@ def hedge(
     """Start the hedge (or find the one a former run started) and see it to its end."""
     where = f"{namespace}/{deployment}"
     for _ in range(_WRITES):
-        dep = _read_deployment(apis.apps, namespace, deployment)
+        dep = _observed(apis.apps, namespace, deployment, clock)
         notes = _annotations(dep)
         if HEDGE in notes:
             running = Hedge.from_json(notes[HEDGE], where)

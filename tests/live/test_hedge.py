@@ -206,3 +206,75 @@ def test_the_exit_handler_ends_a_hedge_its_step_left_and_deletes_nothing(
     _settled(cluster, name, uid)  # one pod left: the ReplicaSet chose which
     again = run_step(cluster, end, {})
     assert json.loads(again.stdout)["outcome"] == "nothing_to_end"
+
+
+def _annotate(cluster: LiveCluster, name: str, notes: dict[str, Any], **spec: Any) -> None:
+    body: dict[str, Any] = {"metadata": {"annotations": notes}}
+    if spec:
+        body["spec"] = spec
+    cluster.api("PATCH", f"/apis/apps/v1/namespaces/{NS}/deployments/{name}", body,
+                ctype="application/merge-patch+json")  # fmt: skip
+
+
+OTHER_UID = "0b6c1a9e-8b7d-4c6e-9f01-23456789abcd"
+
+
+def _plan(uid: str, deadline: float) -> str:
+    doc = {"pod": "vllm-other", "uid": uid, "replicas": 1, "before": [], "deadline": deadline}
+    return json.dumps(doc)
+
+
+def test_refusals_change_nothing_and_an_orphaned_hedge_is_ended_by_the_next(
+    cluster: LiveCluster, workloads: Workloads
+) -> None:
+    name = "vllm-hedge-e"
+    stalled = _stalled(cluster, workloads, name)
+    uid = stalled["metadata"]["uid"]
+    generation = _dep(cluster, name)["metadata"]["generation"]
+    # A server-side dry run: the API server checks the surge, stores nothing.
+    dry = run_step(cluster, _argv(name, stalled, "--dry-run"), {})
+    assert (dry.returncode, json.loads(dry.stdout)["outcome"]) == (0, "would_hedge"), dry.stderr
+    assert _dep(cluster, name)["metadata"]["generation"] == generation
+    # Another pod's hedge runs on this Deployment: not hedged (exit 3), nothing changed.
+    _annotate(cluster, name, {HEDGE: _plan(OTHER_UID, 4102444800.0)})  # 2100-01-01
+    generation = _dep(cluster, name)["metadata"]["generation"]  # annotations count as changes
+    busy = run_step(cluster, _argv(name, stalled), {})
+    assert busy.returncode == 3 and json.loads(busy.stdout)["reason"] == "busy"
+    dep = _dep(cluster, name)
+    assert (dep["spec"]["replicas"], dep["metadata"]["generation"]) == (1, generation)
+    # ... one past its deadline is an orphan (its workflow and exit handler gone): the next
+    # hedge ends it (leaving the count its owner no longer holds) and hedges its own pod.
+    _annotate(cluster, name, {HEDGE: _plan(OTHER_UID, 1.0)})
+    generation = _dep(cluster, name)["metadata"]["generation"]
+    done = run_step(cluster, _argv(name, stalled, "--timeout", "1"), {})
+    verdict = json.loads(done.stdout)
+    assert (done.returncode, verdict["outcome"]) == (4, "timeout"), done.stderr
+    dep = _settled(cluster, name, uid)  # back to one, its own hedge recorded
+    assert dep["metadata"]["generation"] == generation + 3  # orphan ended; its surge, return
+    assert {p["metadata"]["uid"] for p in _pods(cluster, name)} == {uid}
+
+
+def test_a_deployment_rolling_out_is_not_hedged(cluster: LiveCluster, workloads: Workloads) -> None:
+    """A new template on two replicas (maxSurge 0, maxUnavailable 1): one old pod goes, the new
+    one hangs too, and one old pod stays, stalled: a surge now could go to either template."""
+    name = "vllm-hedge-f"
+    workloads(example_deployment(name, replicas=2, shape=HANG))
+    wait_for(lambda: len([p for p in _pods(cluster, name) if _engine_started(p)]) == 2, 60, "2")
+    old = {p["metadata"]["labels"]["pod-template-hash"] for p in _pods(cluster, name)}
+    template = {"template": {"metadata": {"annotations": {"rolled": "1"}}}}
+    cluster.api("PATCH", f"/apis/apps/v1/namespaces/{NS}/deployments/{name}", {"spec": template},
+                ctype="application/merge-patch+json")  # fmt: skip
+
+    def rolling() -> dict[str, Any] | None:
+        pods = _pods(cluster, name)
+        hashes = {p["metadata"]["labels"]["pod-template-hash"] for p in pods}
+        stale = [p for p in pods if p["metadata"]["labels"]["pod-template-hash"] in old]
+        return stale[0] if len(pods) == 2 and hashes - old and stale else None
+
+    stalled = wait_for(rolling, 60, "one old pod and one of the new template")
+    generation = _dep(cluster, name)["metadata"]["generation"]
+    refused = run_step(cluster, _argv(name, stalled), {})
+    verdict = json.loads(refused.stdout)
+    assert (refused.returncode, verdict["reason"]) == (3, "rolling_out"), verdict
+    dep = _dep(cluster, name)
+    assert dep["spec"]["replicas"] == 2 and dep["metadata"]["generation"] == generation
