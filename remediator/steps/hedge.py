@@ -361,7 +361,9 @@ def _judge(
         detail = f"{plan.pod} is gone (deleted or evicted); {heir or 'no new pod'} takes its place"
         return "hedged_stalled_gone", detail, heir, None
     if _ready(stalled):
-        loser = next((p for p in fresh if not _ready(p)), None)
+        # The hedge pod; Ready too at this look (a tie): still the one that goes, so the
+        # ReplicaSet's own choice never falls on the stalled pod that just got there.
+        loser = next((p for p in fresh if not _ready(p)), fresh[0] if fresh else None)
         deleted = None
         if loser is not None and _delete_pod(
             core, namespace, loser.metadata.name, loser.metadata.uid
