@@ -159,3 +159,16 @@ def test_default_plus_hedge_is_the_core_with_hedging_on() -> None:
     assert rules.engine_logs.follow
     assert not PolicyFile().rules.stuck_pod.hedge.enabled  # off by default
     assert with_hedging(PolicyFile()).guardrails == PolicyFile().guardrails
+
+
+def test_a_second_hedge_of_the_deployment_waits_for_the_first_as_its_workflow_does() -> None:
+    """Both first pods hang and are hedged at once: the Deployment is surged by one at a
+    time (the workflow's mutex, the step's annotation); the second hedge runs when the first
+    ends, never surging the Deployment by two."""
+    ctl, seen = _run(_hedge_the_hung_pod, replace(SCENARIO, faults=Faults(hang_first=2)))
+    result = ctl.result  # type: ignore[attr-defined]
+    hung = [p for w, p in seen if w == "started" and p.fate == "init_hang"]
+    assert len(hung) == 2 and result.hedges == 2
+    assert max(r or 0 for r in ctl.replicas) == 3 and ctl.replicas.count(3) == 2
+    assert ctl.replicas[-1] == 2
+    assert all(p.removed_by == "hedge" and p.slot.ready is not None for p in hung)

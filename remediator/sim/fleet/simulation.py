@@ -29,7 +29,7 @@ from remediator.sim.fleet.scenario import Scenario
 
 # Event kinds on the heap.
 _SCHED, _PULLED, _STARTED, _READY, _FIRST, _APPLY, _LOAD, _ROLL, _SHORT, _INPUT = range(10)
-_PULL_RETRY, _UNSHORT, _LINE = 10, 11, 12
+_PULL_RETRY, _UNSHORT, _LINE, _HEDGE = 10, 11, 12, 13
 DRAIN_S = {"tuned": 900.0, "untuned": 2400.0}  # after the load stops: in-flight cold starts end
 BACKOFF_S = 10.0
 ALERT_AFTER_S = 120.0  # GPUMemoryUnstable fires this long after engine init began on the node
@@ -170,6 +170,7 @@ class Simulation:
             _UNSHORT: self._shortage_over,
             _INPUT: self._input,
             _LINE: self._line,
+            _HEDGE: self._hedge_pod,
         }
         return [by_kind[kind] for kind in range(len(by_kind))]
 
@@ -470,11 +471,15 @@ class Simulation:
     def _hedge_pod(self, d: Decision) -> None:
         """Surge the pod's Deployment by one: its ReplicaSet starts a pod for the same replica.
         As the step: nothing for a pod gone or Ready, a replica hedged already (the
-        Deployment's annotation), or a Deployment rolling out (refused, exit 3)."""
+        Deployment's annotation), or a Deployment rolling out (refused, exit 3). While the
+        Deployment hedges another pod, the workflow waits (its mutex) and runs after."""
         pod = self._by_uid.get(d.uid or "")
         if pod is None or not pod.alive or pod.ready is not None:
             return
         slot, dep = pod.slot, pod.dep
+        if dep.hedging is not None and dep.hedging is not pod:
+            dep.hedges_waiting.append(d)
+            return
         if len(slot.live) > 1 or slot.ready is not None or dep.rolling or dep.hedging:
             return
         self.result.hedges += 1
@@ -500,6 +505,8 @@ class Simulation:
             self.result.hedge_gpu_seconds += (self.now - second.scheduled) * dep.spec.tp
         dep.hedging = None
         self._workload(dep)
+        if dep.hedges_waiting:  # the next hedge workflow of the Deployment gets its mutex
+            self._push(self.now, _HEDGE, dep.hedges_waiting.pop(0))
 
     # ---- decisions ------------------------------------------------------------------------
     def _decided(self, d: Decision) -> None:
