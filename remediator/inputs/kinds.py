@@ -24,10 +24,12 @@ import msgspec
 
 from remediator.inputs.alerts import node_of, pod_of
 from remediator.inputs.events import pod_event
+from remediator.inputs.otlp import engine_span
 from remediator.inputs.pods import pod_seen
 from remediator.inputs.records import (
     JSON,
     AlertSeen,
+    EngineSpan,
     EngineStep,
     FirstToken,
     GpuVerdict,
@@ -117,7 +119,7 @@ def _alert_key(item: AlertSeen) -> str:
     return f"node/{node}" if node else f"alert/{item.fingerprint}"
 
 
-def _pod_key(item: PodEvent | FirstToken | EngineStep) -> str:
+def _pod_key(item: PodEvent | FirstToken | EngineStep | EngineSpan) -> str:
     return f"{item.namespace}/{item.pod}"
 
 
@@ -144,5 +146,7 @@ register(InputKind(Relisted, lambda r: BROADCAST, _listed))  # made by the watch
 register(InputKind(AlertSeen, _alert_key, None))  # by shape: an Alertmanager payload
 register(InputKind(FirstToken, _pod_key, None, ("FirstToken",), _one(first_token)))
 register(InputKind(EngineStep, _pod_key, None, ("EngineLog",), _one(engine_log)))
+# From serve's OTLP endpoint (inputs.otlp), stored as an EngineSpanList.
+register(InputKind(EngineSpan, _pod_key, None, ("EngineSpan",), _one(engine_span)))
 register(InputKind(GpuVerdict, lambda v: f"node/{v.node}", None,
                    ("GpuMemoryVerdict",), _one(gpu_verdict)))  # fmt: skip

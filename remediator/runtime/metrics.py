@@ -68,6 +68,7 @@ class RuntimeMetrics:
     kill_switch: Gauge
     kill_switch_unclear: Gauge
     queue_depth: Gauge
+    behind: Gauge
     task_restarts: Counter
     outbox_pruned: Counter
 
@@ -98,6 +99,13 @@ class RuntimeMetrics:
             queue_depth=Gauge(
                 "remediator_input_queue_depth",
                 "Inputs decoded and waiting for the core (webhooks get 503 at the limit).",
+                registry=registry,
+            ),
+            behind=Gauge(
+                "remediator_behind",
+                "1 while pod deletions are held because the picture may lag the cluster's "
+                "(a Pod watch relisting, short of the API server's resourceVersion or its "
+                "BOOKMARK; serve just resumed from a pause): decided again once caught up.",
                 registry=registry,
             ),
             task_restarts=Counter(

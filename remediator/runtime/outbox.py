@@ -11,6 +11,12 @@ it through are committed in one transaction, then executors take rows from here:
     dry                                 (a dry run's "would": passed every guardrail, never
                                          executed; written like an act, with the guard state)
 
+The guard state is kept twice: `state`, the newest of any run (what a dry run restores:
+it counts what a live run did and what it "would" itself), and `live_state`, the newest
+an acting run wrote (what an acting run restores). A dry run's "would" never happened, so
+switched off on the same file, its would-deletions neither hold the pod as a repeat nor
+spend a blast-radius slot or a token: the stuck pod it announced is acted on, once.
+
 A crash at any point loses nothing and doubles nothing: a pending row is submitted
 again on start, and the workflow name is deterministic, so a submit that had in
 fact gone through comes back 409 AlreadyExists, which counts as done. `notify`
@@ -77,7 +83,8 @@ CREATE TABLE IF NOT EXISTS outbox (
 CREATE TABLE IF NOT EXISTS guard_state (
     id         INTEGER PRIMARY KEY CHECK (id = 1),
     state      TEXT NOT NULL,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    live_state TEXT
 );
 CREATE TABLE IF NOT EXISTS outbox_counts (
     state TEXT PRIMARY KEY,
@@ -185,6 +192,16 @@ class Outbox:
         script = [
             f"ALTER TABLE outbox ADD COLUMN {c} {t};" for c, t in _ADDED.items() if c not in have
         ]
+        guard_cols = {row[1] for row in self._db.execute("PRAGMA table_info(guard_state)")}
+        if "live_state" not in guard_cols:
+            # A file from before the split: its state is taken as an acting run's (it holds
+            # repeats, as it always did) unless only a dry run ever wrote rows to it.
+            script.append(
+                "ALTER TABLE guard_state ADD COLUMN live_state TEXT;"
+                " UPDATE guard_state SET live_state = state WHERE NOT ("
+                " EXISTS (SELECT 1 FROM outbox)"
+                " AND NOT EXISTS (SELECT 1 FROM outbox WHERE state != 'dry'));"
+            )
         if not counted:
             script.append(
                 "DELETE FROM outbox_counts; INSERT INTO outbox_counts (state, n)"
@@ -209,12 +226,14 @@ class Outbox:
         decisions: list[Decision],
         guard: GuardState | None,
         dry: list[Decision] | None = None,
+        acting: bool = True,
     ) -> list[int]:
         """Decisions and the guard state after them, in one transaction. A decision
         already recorded for its (incident, action) is not recorded twice. `dry`: what
         got through in a dry run, written as closed `dry` rows on the same path, so a
         restarted dry run remembers its "would" as a live run remembers its acts; a live
-        decision later recorded for a dry row's (incident, action) takes the row over."""
+        decision later recorded for a dry row's (incident, action) takes the row over.
+        `acting`: False for a dry run, whose guard state an acting run never restores."""
         now = self._now()
         ids: list[int] = []
         with self._lock:
@@ -235,7 +254,7 @@ class Outbox:
                 for d in dry or ():
                     self._insert(d, "dry", now)
                 if guard is not None:  # None: rows only (a store's contract tests)
-                    self._save_guard(guard, now)
+                    self._save_guard(guard, now, acting)
                 self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:  # a full disk: SQLite has rolled back by itself
@@ -251,16 +270,19 @@ class Outbox:
         )
         return cur.lastrowid if cur.rowcount and cur.lastrowid is not None else None
 
-    def save_guard(self, guard: GuardState) -> None:
+    def save_guard(self, guard: GuardState, acting: bool = True) -> None:
         with self._lock:
-            self._save_guard(guard, self._now())
+            self._save_guard(guard, self._now(), acting)
 
-    def _save_guard(self, guard: GuardState, now: float) -> None:
+    def _save_guard(self, guard: GuardState, now: float, acting: bool) -> None:
+        text = guard.to_json()
+        # A dry run's state is never an acting run's: `live_state` keeps the last acting one.
         self._db.execute(
-            "INSERT INTO guard_state (id, state, updated_at) VALUES (1, ?, ?)"
+            "INSERT INTO guard_state (id, state, updated_at, live_state) VALUES (1, ?, ?, ?)"
             " ON CONFLICT (id) DO UPDATE SET state = excluded.state,"
-            " updated_at = excluded.updated_at",
-            (guard.to_json(), now),
+            " updated_at = excluded.updated_at,"
+            " live_state = coalesce(excluded.live_state, guard_state.live_state)",
+            (text, now, text if acting else None),
         )
 
     def mark(self, row_id: int, state: State | None, **fields: str | float | None) -> None:
@@ -309,11 +331,14 @@ class Outbox:
         return gone
 
     # --- reads -------------------------------------------------------------------------
-    def guard_state(self) -> str | None:
-        """The guard state as last saved (`GuardState.to_json`); the session reads it."""
+    def guard_state(self, acting: bool = False) -> str | None:
+        """The guard state as last saved (`GuardState.to_json`); the session reads it.
+        `acting`: as an acting run last saved it (a dry run's "would" never happened, so
+        an acting run does not count it); else as any run did (a dry run counts both)."""
+        column = "live_state" if acting else "state"
         with self._lock:
-            found = self._db.execute("SELECT state FROM guard_state WHERE id = 1").fetchone()
-        return str(found[0]) if found else None
+            found = self._db.execute(f"SELECT {column} FROM guard_state WHERE id = 1").fetchone()
+        return str(found[0]) if found and found[0] is not None else None
 
     def open_rows(self) -> list[Row]:
         """Pending and submitted rows, and failed ones not yet told, oldest first: what a

@@ -125,6 +125,7 @@ class Rig:
         slack: Callable[[Command], Outcome],
         policy: str = POLICY,
         leading: bool = True,
+        sources_behind: Callable[[], str | None] | None = None,
     ) -> None:
         self.clock = VirtualClock(T0)
         self.outbox = Outbox(":memory:", self.clock.now)
@@ -149,6 +150,7 @@ class Rig:
             leading=lambda: self.worker.leading,
             wake_worker=lambda: None,
             simulated=lambda held: self.worker.note(WouldHave(held.decision, held.reason)),
+            sources_behind=sources_behind,
         )
 
     def feed(self, doc: dict[str, Any]) -> None:
