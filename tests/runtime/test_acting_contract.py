@@ -37,6 +37,7 @@ from remediator.executors.protocol import (
     Posted,
     Refused,
     Running,
+    Spared,
     Submit,
     Submitted,
     Tell,
@@ -316,6 +317,27 @@ async def test_killed_mid_post_the_next_process_looks_before_posting_again(store
     (act,) = second.told()
     assert isinstance(act.note, Acted) and act.unsure_since == T0
     assert second.commands(Submit) == []  # the workflow name was stored before the post
+
+
+async def test_a_pod_no_longer_stuck_is_spared_and_told_once(store: Store) -> None:
+    """The look again before a delete (serve's PodLook, the worker's --look-again): a pod
+    Ready again is not deleted; a look that fails waits and looks again."""
+    p = Process(store, Argo(), slack_ok())
+    looks: list[str] = []
+
+    async def look(d: Decision) -> str | None:
+        looks.append(d.incident)
+        if len(looks) == 1:
+            raise ConnectionError("API server unreachable")
+        return "Ready again"
+
+    p.acting.look = look
+    await store.add(delete_decision())
+    for t in (0, 1, 2, 5):
+        await p.at(t)
+    (told,) = p.told()
+    assert isinstance(told.note, Spared) and told.note.reason == "Ready again"
+    assert len(looks) == 2 and p.argo.carried == [] and await rows(store) == []
 
 
 # --- the two stores, differentially: any sequence of calls, the same rows ---------------------
