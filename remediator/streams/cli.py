@@ -87,6 +87,17 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     type=click.FloatRange(0),
     help="Seconds between clock ticks (0: input times only).",
 )
+@click.option(
+    "--session-timeout",
+    "session_timeout_s",
+    envvar="REMEDIATOR_KAFKA_SESSION_TIMEOUT_S",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(1),
+    help="Seconds after which a worker that stopped heartbeating (SIGKILL, node loss) is "
+    "dropped and its partitions move to the others; at least the broker's "
+    "group.min.session.timeout.ms (6 s by default).",
+)
 @click.option("--argo-server", envvar="ARGO_SERVER", help="Argo Server URL; without it: dry run.")
 @click.option("--argo-namespace", envvar="ARGO_NAMESPACE", default="argo", show_default=True)
 @click.option(
@@ -165,7 +176,8 @@ def worker(**kw: Any) -> None:
     setup_logging(kw["log_level"])
     listen = Listen.parse(kw["listen"])
     cfg = _config(kw, store=kw["store"], table_dir=kw["table_dir"], web_host=listen.host,
-                  web_port=listen.port, tick_s=kw["tick_s"])  # fmt: skip
+                  web_port=listen.port, tick_s=kw["tick_s"],
+                  session_timeout_s=kw["session_timeout_s"])  # fmt: skip
     policy = load_policy_file(kw["policy"]) if kw["policy"] else PolicyFile()
     cluster: Executor
     notifier: Executor | None = None
