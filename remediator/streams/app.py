@@ -31,17 +31,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import faust
+from faust.streams import Stream
 from faust.types import TP, EventT, StreamT
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from remediator.contract.codec import decode, encode
 from remediator.contract.decision import Decision
-from remediator.contract.records import GotThrough
+from remediator.contract.records import Feedback, GotThrough
 from remediator.core.decider import timeline_metrics
 from remediator.core.guard import Verdicts
 from remediator.inputs.records import InputError
@@ -52,12 +54,14 @@ from remediator.streams.core import (
     INTERNAL,
     Candidate,
     GuardCore,
+    GuardRecord,
     Learned,
     PartitionCore,
     Released,
     Watermark,
-    feedback_record,
-    parse_guard_record,
+    feedback_batch,
+    guard_batch,
+    parse_guard_records,
     tick_record,
 )
 from remediator.streams.executor import Carrier
@@ -66,6 +70,7 @@ from remediator.streams.metrics import WorkerMetrics
 log = logging.getLogger("remediator.worker")
 
 CLUSTER = b"cluster"
+FEEDBACK = b"\x00feedback"  # the key of feedback records (the partition is explicit)
 TICK = "\x00tick"  # the table key of a partition's last tick
 
 
@@ -82,6 +87,38 @@ class Partitions:
         for p in partitions:
             self.cores.pop(p, None)
             self.applied.pop(p, None)
+
+
+def _records(items: Iterable[tuple[str, Any]], prefix: str) -> Iterator[tuple[int, str]]:
+    """(offset, record) of a partition's rows: a batch's row holds [offset, record, key]
+    each; the tick row [offset, record]; a row of an older worker one record."""
+    for key, value in items:
+        if not key.startswith(prefix):
+            continue
+        if key.endswith(TICK):
+            yield int(value[0]), value[1]
+        elif isinstance(value, list):
+            yield from ((int(entry[0]), entry[1]) for entry in value)
+        else:
+            yield int(key[len(prefix) :]), value
+
+
+@contextmanager
+def _event(stream: StreamT[bytes], event: EventT[bytes]) -> Iterator[None]:
+    """Table writes outside the stream's own iteration (after a batch) need Faust's
+    current event: its partition is the changelog partition the row goes to."""
+    faust_stream = cast(Stream[bytes], stream)
+    faust_stream._set_current_event(event)
+    try:
+        yield
+    finally:
+        faust_stream._set_current_event(None)
+
+
+def _batches(stream: StreamT[bytes], cfg: StreamsConfig) -> AsyncIterator[Sequence[EventT[bytes]]]:
+    """Up to `cfg.batch` events at a time, or what came within `cfg.batch_within_s`
+    (Faust's `take_events`: it acks a batch's events once the next batch is asked for)."""
+    return cast(Stream[bytes], stream).take_events(cfg.batch, cfg.batch_within_s)
 
 
 def build_app(
@@ -101,6 +138,8 @@ def build_app(
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
         broker_commit_interval=0.5,
+        # A batch's sends leave together: a few produce requests per batch, not one each.
+        producer_linger=streams.linger_s,
         # A worker that dies (SIGKILL, node loss) is noticed after this: keep it short.
         broker_session_timeout=streams.session_timeout_s,
         broker_heartbeat_interval=min(3.0, streams.session_timeout_s / 3),
@@ -137,12 +176,7 @@ def build_app(
         they may not have left the dead worker."""
         # What the worker before had observed is in its /metrics: not counted twice here.
         core = PartitionCore(policy, p, streams.inputs.partitions, metrics=timeline_metrics())
-        prefix = f"{p}|"
-        rows = sorted(
-            (value[0], value[1]) if key.endswith(TICK) else (int(key[len(prefix) :]), value)
-            for key, value in pods.items()
-            if key.startswith(prefix)
-        )
+        rows = sorted(_records(pods.items(), f"{p}|"))
         resend: list[Candidate | Learned] = []
         for offset, text in rows:
             if offset >= first:
@@ -156,52 +190,73 @@ def build_app(
         log.info("partition rebuilt", extra={"partition": p, "records": len(rows)})
         return core, resend
 
-    def remember(p: int, offset: int, value: bytes) -> None:
-        """One row per record, keyed by its offset: a write costs the record, not the
-        pod's whole history. Of the ticks only the last matters."""
-        if value.startswith(b'{"remediator":"tick"'):
-            pods[f"{p}|{TICK}"] = [offset, value.decode()]
-        else:
-            pods[f"{p}|{offset:012d}"] = value.decode()
+    # This batch's input records, per partition, written as one row when it is done.
+    rows: dict[int, list[list[Any]]] = {}
+    ticks: dict[int, list[Any]] = {}
 
-    def take(p: int, offset: int, value: bytes) -> list[bytes]:
+    def remember(p: int, offset: int, value: bytes, key: bytes | None) -> None:
+        """A batch's records go in one row, keyed by its first offset: a batch costs one
+        changelog write, not one per record. Of the ticks only the last matters."""
+        if value.startswith(b'{"remediator":"tick"'):
+            ticks[p] = [offset, value.decode()]
+        else:
+            rows.setdefault(p, []).append([offset, value.decode(), (key or b"").decode()])
+
+    def write_rows(stream: StreamT[bytes], last: dict[int, EventT[bytes]]) -> None:
+        for p, batch in rows.items():
+            with _event(stream, last[p]):  # the changelog partition is the event's
+                pods[f"{p}|{batch[0][0]:012d}"] = batch
+        for p, tick in ticks.items():
+            with _event(stream, last[p]):
+                pods[f"{p}|{TICK}"] = tick
+        rows.clear()
+        ticks.clear()
+
+    def take(p: int, offset: int, value: bytes, key: bytes | None) -> list[GuardRecord]:
         """One input-topic record into its partition's core: what goes to the guard."""
         core = held.cores.get(p)
-        out: list[Candidate | Learned] = []
+        out: list[GuardRecord] = []
         if core is None:
-            core, out = rebuild(p, offset)
+            core, resend = rebuild(p, offset)
+            out.extend(resend)
             held.cores[p] = core
         if offset <= held.applied.get(p, -1):
             pass  # already in the table (redelivered after a crash): resent above
         else:
-            started = time.perf_counter()
             try:
                 out.extend(core.feed(value))
             except InputError as exc:
                 metrics.input_errors.inc()
                 log.warning("bad input skipped", extra={"partition": p, "error": str(exc)})
                 return []
-            remember(p, offset, value)
+            remember(p, offset, value, key)
             held.applied[p] = offset
             if not value.startswith(INTERNAL):
                 cluster.observe(core.now)
-            metrics.stage("partition", time.perf_counter() - started)
         metrics.inputs.inc()
         metrics.candidates.inc(len(out))
-        sent = [encode(record) for record in out]
         if value.startswith(INTERNAL) and b'"tick"' in value[:40]:
-            sent.append(encode(Watermark(p, core.now)))
-        return sent
+            out.append(Watermark(p, core.now))
+        return out
 
     @app.agent(inputs)
     async def partitions(stream: StreamT[bytes]) -> AsyncIterator[None]:
-        # One event at a time: Faust's take_events left a last batch uncommitted (lag on
-        # the real-broker tests), so batching waits for a consumer that commits it.
-        event: EventT[bytes]
-        async for event in stream.events():
-            msg = event.message
-            for value in take(msg.partition, msg.offset, msg.value or b""):
-                await candidates.send(key=CLUSTER, value=value)
+        # In batches: the batch's rows are written and what it sends the guard goes out
+        # (one record) before the next; Faust acks the batch's events when the next is
+        # asked for, and commits them with the producer flushed.
+        batch: Sequence[EventT[bytes]]
+        async for batch in _batches(stream, streams):
+            started = time.perf_counter()
+            out: list[GuardRecord] = []
+            last: dict[int, EventT[bytes]] = {}
+            for event in batch:
+                msg = event.message
+                last[msg.partition] = event
+                out.extend(take(msg.partition, msg.offset, msg.value or b"", msg.key))
+            write_rows(stream, last)
+            metrics.stage("partition", time.perf_counter() - started)
+            if out:
+                await candidates.send(key=CLUSTER, value=guard_batch(out))
             yield None
 
     # ---- guard: candidates -> commands ------------------------------------------------
@@ -215,40 +270,46 @@ def build_app(
 
     @app.agent(candidates)
     async def guard(stream: StreamT[bytes]) -> AsyncIterator[None]:
-        event: EventT[bytes]
-        async for event in stream.events():
+        batch: Sequence[EventT[bytes]]
+        async for batch in _batches(stream, streams):
             core = guard_core()
             started = time.perf_counter()
-            record = parse_guard_record(event.message.value or b"{}")
-            for released in core.take(record):
-                await _settled(released)
-            # Only the rows that changed: the guard state when it did, the one watermark.
-            for row, value in core.changed().items():
-                guard_table[row] = value
+            released: list[Released] = []
+            for event in batch:
+                for record in parse_guard_records(event.message.value or b"[]"):
+                    released.extend(core.take(record))
+            # Once per batch, only the rows that changed: the guard state when it did,
+            # the pending candidates, the watermarks that moved.
+            with _event(stream, batch[-1]):
+                for row, value in core.changed().items():
+                    guard_table[row] = value
             metrics.stage("guard", time.perf_counter() - started)
+            await _settled(released)
             yield None
 
-    async def _settled(released: Released) -> None:
-        result = released.result
-        if isinstance(result, Decision):
-            log.info("decided", extra={"incident": result.incident, "action": result.action})
-            await commands.send(key=result.incident.encode(), value=encode(result))
-        else:
-            d = result.decision
-            log.info(
-                "suppressed",
-                extra={"incident": d.incident, "guardrail": result.guardrail, "why": result.reason},
-            )
-        feedback = released.feedback
-        if feedback is None:
-            return
-        d = feedback.decision
-        key, value = f"{d.namespace}/{d.target}".encode(), feedback_record(feedback)
-        if isinstance(feedback, GotThrough):  # every partition may hold pods of its workload
-            for p in range(streams.inputs.partitions):
-                await inputs.send(key=key, value=value, partition=p)
-        else:  # look again: the decision's own partition
-            await inputs.send(key=key, value=value, partition=released.origin)
+    async def _settled(released: list[Released]) -> None:
+        # Feedback per partition, in order, one input-topic record each: what got through
+        # to every partition (any may hold pods of its workload), a "not yet" to its own.
+        feedback: dict[int, list[Feedback]] = {}
+        for one in released:
+            result = one.result
+            if isinstance(result, Decision):
+                log.info("decided", extra={"incident": result.incident, "action": result.action})
+                await commands.send(key=result.incident.encode(), value=encode(result))
+            else:
+                d = result.decision
+                log.info(
+                    "suppressed",
+                    extra={"incident": d.incident, "guardrail": result.guardrail,
+                           "why": result.reason},
+                )  # fmt: skip
+            if one.feedback is None:
+                continue
+            every = isinstance(one.feedback, GotThrough)
+            for p in range(streams.inputs.partitions) if every else (one.origin,):
+                feedback.setdefault(p, []).append(one.feedback)
+        for p, records in sorted(feedback.items()):
+            await inputs.send(key=FEEDBACK, value=feedback_batch(records), partition=p)
 
     # ---- executor: commands -> Argo ---------------------------------------------------
     @app.agent(commands)

@@ -87,6 +87,15 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     type=click.FloatRange(0),
     help="Seconds between clock ticks (0: input times only).",
 )
+@click.option(
+    "--batch",
+    envvar="REMEDIATOR_BATCH",
+    default=500,
+    show_default=True,
+    type=click.IntRange(1, 100_000),
+    help="Records an agent takes at once (or what came within 20 ms): one table row and"
+    " one record to the guard per batch.",
+)
 @click.option("--argo-server", envvar="ARGO_SERVER", help="Argo Server URL; without it: dry run.")
 @click.option("--argo-namespace", envvar="ARGO_NAMESPACE", default="argo", show_default=True)
 @click.option(
@@ -126,7 +135,7 @@ def worker(**kw: Any) -> None:
     setup_logging(kw["log_level"])
     listen = Listen.parse(kw["listen"])
     cfg = _config(kw, store=kw["store"], table_dir=kw["table_dir"], web_host=listen.host,
-                  web_port=listen.port, tick_s=kw["tick_s"])  # fmt: skip
+                  web_port=listen.port, tick_s=kw["tick_s"], batch=kw["batch"])  # fmt: skip
     policy = load_policy_file(kw["policy"]) if kw["policy"] else PolicyFile()
     carrier: Carrier
     argo: ArgoExecutor | None = None

@@ -25,12 +25,13 @@ from __future__ import annotations
 import heapq
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from remediator.contract.codec import decode, decode_wire, encode
+from remediator.contract.codec import Wire, decode, decode_wire, encode
 from remediator.contract.decision import Decision, Suppressed
 from remediator.contract.records import (
     Candidate,
@@ -51,18 +52,23 @@ __all__ = [
     "INTERNAL",
     "Candidate",
     "GuardCore",
+    "GuardRecord",
     "Learned",
     "PartitionCore",
     "Released",
     "Watermark",
+    "feedback_batch",
     "feedback_record",
+    "guard_batch",
     "parse_guard_record",
+    "parse_guard_records",
     "tick_record",
 ]
 
 # Internal records share the input topic with raw documents; they start with this.
 INTERNAL = b'{"remediator":'
 _FEEDBACK = b'{"remediator":"feedback","record":'
+_FEEDBACKS = b'{"remediator":"feedback","records":'
 
 
 def tick_record(at: float) -> bytes:
@@ -74,6 +80,12 @@ def feedback_record(record: Feedback) -> bytes:
     return _FEEDBACK + encode(record) + b"}"
 
 
+def feedback_batch(records: Sequence[Feedback]) -> bytes:
+    """Several feedback records for one partition in one input-topic record, in order:
+    what a guard batch tells that partition."""
+    return _FEEDBACKS + encode(list(records)) + b"}"
+
+
 GuardRecord = Candidate | Learned | Watermark
 
 
@@ -82,6 +94,23 @@ def parse_guard_record(raw: bytes) -> GuardRecord:
     if not isinstance(record, Candidate | Learned | Watermark):
         raise ValueError(f"not a record of the candidates topic: {type(record).__name__}")
     return record
+
+
+def guard_batch(records: Sequence[GuardRecord]) -> bytes:
+    """What a partition's batch of inputs sends the guard, as one candidates-topic record
+    (a JSON array, in order): one record per batch, not one per candidate."""
+    return encode(list(records))
+
+
+def parse_guard_records(raw: bytes) -> list[GuardRecord]:
+    """A candidates-topic record: a batch (`guard_batch`) or a single record."""
+    if not raw.startswith(b"["):
+        return [parse_guard_record(raw)]
+    records = decode(raw, list[Wire])
+    for record in records:
+        if not isinstance(record, Candidate | Learned | Watermark):
+            raise ValueError(f"not a record of the candidates topic: {type(record).__name__}")
+    return records  # type: ignore[return-value]
 
 
 class _Collect:
@@ -149,13 +178,12 @@ class PartitionCore:
         return owner(workload_owner_key(item), self.partitions) == self.partition
 
     def _internal(self, raw: bytes, sink: _Collect) -> None:
+        if raw.startswith(_FEEDBACKS):
+            for record in decode(raw[len(_FEEDBACKS) : -1], list[Feedback]):
+                self._feedback(record, sink)
+            return
         if raw.startswith(_FEEDBACK):
-            record = decode_wire(raw[len(_FEEDBACK) : -1])
-            if isinstance(record, GotThrough):
-                self.decider.feedback(record)
-            elif isinstance(record, RetryAt):
-                # Its due time may be behind this partition's clock already: fired now.
-                self.decider.look_again(record, sink, sink.candidate)
+            self._feedback(decode_wire(raw[len(_FEEDBACK) : -1]), sink)
             return
         doc = orjson.loads(raw)
         at = float(doc["at"])
@@ -165,6 +193,13 @@ class PartitionCore:
             self.decider.look_again(retry, sink, sink.candidate)
             return
         self.decider.advance(at, sink, sink.candidate)
+
+    def _feedback(self, record: object, sink: _Collect) -> None:
+        if isinstance(record, GotThrough):
+            self.decider.feedback(record)
+        elif isinstance(record, RetryAt):
+            # Its due time may be behind this partition's clock already: fired now.
+            self.decider.look_again(record, sink, sink.candidate)
 
 
 @dataclass(frozen=True, slots=True)
