@@ -14,7 +14,7 @@ caller that guards elsewhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry
@@ -91,6 +91,22 @@ class Decider:
             return ()
         fresh, self._learning.fresh = self._learning.fresh, []
         return tuple(fresh)
+
+    def learn(self, samples: Iterable[tuple[str, str, float]]) -> None:
+        """Finished cold starts learned before, from pods no longer replayed (a runtime
+        that rebuilds a decider from its inputs and pruned those of deleted pods)."""
+        known = len(self._learning.fresh) if self._learning is not None else 0
+        for model, phase, seconds in samples:
+            self.engine.history.add(model, phase, seconds)
+        if self._learning is not None:
+            del self._learning.fresh[known:]  # learned before: not news for a guard elsewhere
+
+    def prune(self, grace_s: float) -> list[tuple[str, str]]:
+        """Forget deleted pods `grace_s` after they ended, as the embedded runtime does;
+        their (namespace, name)."""
+        gone: list[tuple[str, str]] = []
+        self.tracker.prune(self.now, grace_s, gone)
+        return gone
 
     # ---- time ------------------------------------------------------------------------
     def next_deadline(self) -> float | None:

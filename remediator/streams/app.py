@@ -66,12 +66,12 @@ from remediator.streams.core import (
 )
 from remediator.streams.executor import Carrier
 from remediator.streams.metrics import WorkerMetrics
+from remediator.streams.rows import TICK, PartitionRows
 
 log = logging.getLogger("remediator.worker")
 
 CLUSTER = b"cluster"
 FEEDBACK = b"\x00feedback"  # the key of feedback records (the partition is explicit)
-TICK = "\x00tick"  # the table key of a partition's last tick
 
 
 @dataclass
@@ -81,26 +81,20 @@ class Partitions:
     config: PolicyFile
     count: int
     cores: dict[int, PartitionCore] = field(default_factory=dict)
+    rows: dict[int, PartitionRows] = field(default_factory=dict)  # its rows in the table
     applied: dict[int, int] = field(default_factory=dict)  # highest offset in the core
 
     def drop(self, partitions: set[int]) -> None:
         for p in partitions:
             self.cores.pop(p, None)
+            self.rows.pop(p, None)
             self.applied.pop(p, None)
 
 
-def _records(items: Iterable[tuple[str, Any]], prefix: str) -> Iterator[tuple[int, str]]:
-    """(offset, record) of a partition's rows: a batch's row holds [offset, record, key]
-    each; the tick row [offset, record]; a row of an older worker one record."""
-    for key, value in items:
-        if not key.startswith(prefix):
-            continue
-        if key.endswith(TICK):
-            yield int(value[0]), value[1]
-        elif isinstance(value, list):
-            yield from ((int(entry[0]), entry[1]) for entry in value)
-        else:
-            yield int(key[len(prefix) :]), value
+def _samples(out: Iterable[Candidate | Learned]) -> Iterator[tuple[str, str, float]]:
+    for record in out:
+        if isinstance(record, Learned):
+            yield from record.samples
 
 
 @contextmanager
@@ -176,41 +170,37 @@ def build_app(
         they may not have left the dead worker."""
         # What the worker before had observed is in its /metrics: not counted twice here.
         core = PartitionCore(policy, p, streams.inputs.partitions, metrics=timeline_metrics())
-        rows = sorted(_records(pods.items(), f"{p}|"))
+        rows = held.rows[p] = PartitionRows(pods, p)
+        entries = rows.replay()
         resend: list[Candidate | Learned] = []
-        for offset, text in rows:
-            if offset >= first:
+        for entry in entries:
+            if entry.samples:  # of a pod pruned since: learned again, in its place
+                core.decider.learn(entry.samples)
+                continue
+            if entry.offset >= first:
                 core.decider.metrics = observed
-            out = core.feed(text.encode())
-            if offset >= first:
+            out = core.feed(entry.raw.encode())
+            rows.taught(entry.key, entry.offset, _samples(out))
+            if entry.offset >= first:
                 resend.extend(out)
         core.decider.metrics = observed
-        held.applied[p] = rows[-1][0] if rows else -1
+        held.applied[p] = max((e.offset for e in entries), default=-1)
         metrics.rebuilds.inc()
-        log.info("partition rebuilt", extra={"partition": p, "records": len(rows)})
+        log.info("partition rebuilt", extra={"partition": p, "records": len(entries)})
         return core, resend
 
-    # This batch's input records, per partition, written as one row when it is done.
-    rows: dict[int, list[list[Any]]] = {}
-    ticks: dict[int, list[Any]] = {}
-
-    def remember(p: int, offset: int, value: bytes, key: bytes | None) -> None:
-        """A batch's records go in one row, keyed by its first offset: a batch costs one
-        changelog write, not one per record. Of the ticks only the last matters."""
-        if value.startswith(b'{"remediator":"tick"'):
-            ticks[p] = [offset, value.decode()]
-        else:
-            rows.setdefault(p, []).append([offset, value.decode(), (key or b"").decode()])
-
     def write_rows(stream: StreamT[bytes], last: dict[int, EventT[bytes]]) -> None:
-        for p, batch in rows.items():
-            with _event(stream, last[p]):  # the changelog partition is the event's
-                pods[f"{p}|{batch[0][0]:012d}"] = batch
-        for p, tick in ticks.items():
-            with _event(stream, last[p]):
-                pods[f"{p}|{TICK}"] = tick
-        rows.clear()
-        ticks.clear()
+        """Each partition's batch as one row; then the rows of pods its core forgot go."""
+        for p, event in last.items():
+            rows, core = held.rows.get(p), held.cores.get(p)
+            if rows is None or core is None:
+                continue
+            with _event(stream, event):  # the changelog partition is the event's
+                rows.flush()
+                gone = core.take_gone()
+                if gone:
+                    rows.prune(gone, event.message.offset)
+                    metrics.pruned.inc(len(gone))
 
     def take(p: int, offset: int, value: bytes, key: bytes | None) -> list[GuardRecord]:
         """One input-topic record into its partition's core: what goes to the guard."""
@@ -224,12 +214,15 @@ def build_app(
             pass  # already in the table (redelivered after a crash): resent above
         else:
             try:
-                out.extend(core.feed(value))
+                fed = core.feed(value)
             except InputError as exc:
                 metrics.input_errors.inc()
                 log.warning("bad input skipped", extra={"partition": p, "error": str(exc)})
-                return []
-            remember(p, offset, value, key)
+                return out  # (what a rebuild resends still goes)
+            out.extend(fed)
+            text, name = value.decode(), (key or b"").decode()
+            held.rows[p].add(offset, text, name)
+            held.rows[p].taught(name, offset, _samples(fed))
             held.applied[p] = offset
             if not value.startswith(INTERNAL):
                 cluster.observe(core.now)

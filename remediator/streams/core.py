@@ -49,6 +49,7 @@ from remediator.policy_file import PolicyFile
 from remediator.streams.keys import owner, workload_owner_key
 
 __all__ = [
+    "FORGET_AFTER_S",
     "INTERNAL",
     "Candidate",
     "GuardCore",
@@ -64,6 +65,10 @@ __all__ = [
     "parse_guard_records",
     "tick_record",
 ]
+
+# A deleted pod's timeline is kept this long (stream time), then forgotten, and its
+# records leave the table: the embedded runtime's `forget_after_s`.
+FORGET_AFTER_S = 600.0
 
 # Internal records share the input topic with raw documents; they start with this.
 INTERNAL = b'{"remediator":'
@@ -142,11 +147,20 @@ class PartitionCore:
         partitions: int,
         registry: Any = None,
         metrics: TimelineMetrics | None = None,
+        forget_after_s: float = FORGET_AFTER_S,
     ) -> None:
         self.partition = partition
         self.partitions = partitions
         self.decider = Decider(config, registry, metrics=metrics, keep_learned=True)
         self.ignored = 0
+        self.forget_after_s = forget_after_s
+        # The partition keys (namespace/name) of deleted pods forgotten since the last
+        # `take_gone`: their records may leave the table.
+        self.gone: list[str] = []
+
+    def take_gone(self) -> list[str]:
+        gone, self.gone = self.gone, []
+        return gone
 
     @property
     def now(self) -> float:
@@ -193,6 +207,11 @@ class PartitionCore:
             self.decider.look_again(retry, sink, sink.candidate)
             return
         self.decider.advance(at, sink, sink.candidate)
+        # As the embedded runtime does on its ticks: deleted pods leave memory after a grace.
+        tracker = self.decider.tracker
+        for namespace, name in self.decider.prune(self.forget_after_s):
+            if tracker.current(namespace, name) is None:  # else the name lives on: kept
+                self.gone.append(f"{namespace}/{name}")
 
     def _feedback(self, record: object, sink: _Collect) -> None:
         if isinstance(record, GotThrough):

@@ -24,6 +24,11 @@ class WorkerMetrics:
             "Input partitions rebuilt from their table (start, takeover).",
             registry=registry,
         )
+        self.pruned = Counter(
+            "remediator_kafka_pruned_pods_total",
+            "Deleted pods whose records left the pods table (their grace passed).",
+            registry=registry,
+        )
         self.candidates = Counter(
             "remediator_kafka_candidates_total",
             "Decisions sent to the guard (before the guardrails).",

@@ -1,0 +1,127 @@
+"""One input partition's rows in the `pods` table: what its core is rebuilt from.
+
+Pure: the table is any `MutableMapping` (a Faust Table in the worker, a dict in tests);
+the worker makes the writes under the batch's event (Faust's changelog partition).
+
+    "<p>|<first offset>"  a batch's records: [[offset, record, key], ...]
+    "<p>|\\x00tick"        the partition's last tick: [offset, record]
+    "<p>|L<offset>"       cold starts learned from pods since pruned: [[offset, model,
+                          phase, seconds], ...], learned at the record at `offset`
+    "<p>|<offset>"        (an older worker's row: one record, a string)
+
+A deleted pod is forgotten by its partition's core `FORGET_AFTER_S` after it ended, as
+the embedded runtime forgets it; its records then leave the table (`prune`: the rows
+that held them are written again without them, or deleted), so the table is bounded by
+the pods alive, not by every pod ever seen. What the pod taught the core that outlives
+it is kept: the cold starts it finished (the adaptive budgets learn from them) go to an
+`L` row and are learned again, in their place, when the core is rebuilt. The guard's
+feedback (the kill-loop memory) is kept under its own key and never pruned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+TICK = "\x00tick"  # the table key suffix of a partition's last tick
+_TICK_PREFIX = '{"remediator":"tick"'
+
+Sample = tuple[str, str, float]  # (model, phase, seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A record to feed again (`raw`), or cold starts to learn again (`samples`)."""
+
+    offset: int
+    raw: str = ""
+    key: str = ""
+    samples: tuple[Sample, ...] = ()
+
+
+@dataclass
+class PartitionRows:
+    table: MutableMapping[str, Any]
+    partition: int
+    # partition key -> the rows holding its records; -> what its records taught the core
+    where: dict[str, set[str]] = field(default_factory=dict)
+    learned: dict[str, list[list[Any]]] = field(default_factory=dict)
+    _batch: list[list[Any]] = field(default_factory=list)
+    _tick: list[Any] | None = None
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.partition}|"
+
+    # ---- reading ------------------------------------------------------------------------
+    def replay(self) -> list[Entry]:
+        """Everything to rebuild the core from, in offset order (and the index of rows)."""
+        prefix = self.prefix
+        entries: list[Entry] = []
+        for name, value in list(self.table.items()):
+            if not name.startswith(prefix):
+                continue
+            rest = name[len(prefix) :]
+            if rest == TICK:
+                entries.append(Entry(int(value[0]), str(value[1])))
+            elif rest.startswith("L"):
+                entries.extend(Entry(int(o), samples=((m, ph, float(s)),)) for o, m, ph, s in value)
+            elif isinstance(value, list):
+                for offset, raw, key in value:
+                    entries.append(Entry(int(offset), raw, key))
+                    if key:
+                        self.where.setdefault(key, set()).add(name)
+            else:
+                entries.append(Entry(int(rest), str(value)))
+        entries.sort(key=lambda e: (e.offset, not e.samples))
+        return entries
+
+    # ---- writing ------------------------------------------------------------------------
+    def add(self, offset: int, raw: str, key: str) -> None:
+        """A record the core took; written with the batch (`flush`)."""
+        if raw.startswith(_TICK_PREFIX):
+            self._tick = [offset, raw]  # of the ticks only the last matters
+        else:
+            self._batch.append([offset, raw, key])
+
+    def taught(self, key: str, offset: int, samples: Iterable[Sample]) -> None:
+        """What the record at `offset` (under `key`) taught the core: cold starts."""
+        if key:
+            self.learned.setdefault(key, []).extend([offset, *s] for s in samples)
+
+    def flush(self) -> int:
+        """Write the batch: one row for its records, the tick row; rows written."""
+        written = 0
+        if self._batch:
+            name = f"{self.prefix}{self._batch[0][0]:012d}"
+            self.table[name] = self._batch
+            for _, _, key in self._batch:
+                if key:
+                    self.where.setdefault(key, set()).add(name)
+            self._batch = []
+            written += 1
+        if self._tick is not None:
+            self.table[f"{self.prefix}{TICK}"] = self._tick
+            self._tick = None
+            written += 1
+        return written
+
+    def prune(self, keys: Iterable[str], offset: int) -> int:
+        """The records of `keys` (pods the core forgot) leave the table; what they taught
+        it goes to an `L` row at `offset` (the record being taken). Rows written."""
+        written = 0
+        kept: list[list[Any]] = []
+        for key in keys:
+            for name in sorted(self.where.pop(key, ())):
+                rest = [e for e in self.table[name] if e[2] != key]
+                if rest:
+                    self.table[name] = rest
+                else:
+                    del self.table[name]
+                written += 1
+            kept.extend(self.learned.pop(key, ()))
+        if kept:
+            self.table[f"{self.prefix}L{offset:012d}"] = sorted(kept)
+            written += 1
+        return written
