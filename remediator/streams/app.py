@@ -71,6 +71,7 @@ from remediator.streams.rows import TICK, PartitionRows
 log = logging.getLogger("remediator.worker")
 
 CLUSTER = b"cluster"
+GUARD_BATCH = 200  # records in one candidates-topic record, at most
 FEEDBACK = b"\x00feedback"  # the key of feedback records (the partition is explicit)
 
 
@@ -248,8 +249,8 @@ def build_app(
                 out.extend(take(msg.partition, msg.offset, msg.value or b"", msg.key))
             write_rows(stream, last)
             metrics.stage("partition", time.perf_counter() - started)
-            if out:
-                await candidates.send(key=CLUSTER, value=guard_batch(out))
+            for at in range(0, len(out), GUARD_BATCH):  # a rebuild may resend many
+                await candidates.send(key=CLUSTER, value=guard_batch(out[at : at + GUARD_BATCH]))
             yield None
 
     # ---- guard: candidates -> commands ------------------------------------------------

@@ -20,7 +20,7 @@ feedback (the kill-loop memory) is kept under its own key and never pruned.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,22 @@ TICK = "\x00tick"  # the table key suffix of a partition's last tick
 _TICK_PREFIX = '{"remediator":"tick"'
 
 Sample = tuple[str, str, float]  # (model, phase, seconds)
+# The most record bytes in one row: well under Kafka's default message size (1 MB), which a
+# batch of 500 pod documents can pass.
+ROW_BYTES = 256 * 1024
+
+
+def _parts(batch: list[list[Any]]) -> Iterator[list[list[Any]]]:
+    part: list[list[Any]] = []
+    size = 0
+    for entry in batch:
+        if part and size + len(entry[1]) > ROW_BYTES:
+            yield part
+            part, size = [], 0
+        part.append(entry)
+        size += len(entry[1])
+    if part:
+        yield part
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,16 +107,17 @@ class PartitionRows:
             self.learned.setdefault(key, []).extend([offset, *s] for s in samples)
 
     def flush(self) -> int:
-        """Write the batch: one row for its records, the tick row; rows written."""
+        """Write the batch: a row for its records (one per ROW_BYTES of them: a changelog
+        record must stay under the broker's message size), the tick row; rows written."""
         written = 0
-        if self._batch:
-            name = f"{self.prefix}{self._batch[0][0]:012d}"
-            self.table[name] = self._batch
-            for _, _, key in self._batch:
+        for part in _parts(self._batch):
+            name = f"{self.prefix}{part[0][0]:012d}"
+            self.table[name] = part
+            for _, _, key in part:
                 if key:
                     self.where.setdefault(key, set()).add(name)
-            self._batch = []
             written += 1
+        self._batch = []
         if self._tick is not None:
             self.table[f"{self.prefix}{TICK}"] = self._tick
             self._tick = None

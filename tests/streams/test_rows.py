@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from remediator.policy_file import PolicyFile
 from remediator.streams.core import FORGET_AFTER_S, Learned, PartitionCore, tick_record
-from remediator.streams.rows import PartitionRows
+from remediator.streams.rows import ROW_BYTES, PartitionRows
 from tests.policy.builders import T0, event, pod
 
 P, N = 3, 8
@@ -112,3 +112,15 @@ def test_a_name_that_lives_on_keeps_its_rows() -> None:
     live.take(tick_record(T0 + 160.0 + FORGET_AFTER_S + 200.0), "\x00tick")
     assert live.end_batch() == []
     assert keys_in(table) == {f"llm/{GONE}"}
+
+
+def test_a_big_batch_is_cut_into_rows_under_the_message_size() -> None:
+    table: dict[str, Any] = {}
+    rows = PartitionRows(table, P)
+    doc = orjson.dumps(pod(ALIVE, "uid-live", watch="ADDED")).decode()
+    count = 3 * ROW_BYTES // len(doc)
+    for offset in range(count):
+        rows.add(offset, doc, f"llm/{ALIVE}")
+    assert rows.flush() >= 3
+    assert all(len(orjson.dumps(v)) < 2 * ROW_BYTES for v in table.values())
+    assert [e.offset for e in rows.replay()] == list(range(count))
