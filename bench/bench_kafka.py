@@ -246,7 +246,9 @@ async def main() -> None:
     lines = stream_lines(args.pods, args.seed)
     print(f"stream: {args.pods} pods, {len(lines)} inputs; cpus: {os.cpu_count()};"
           f" broker pinned to CPU {args.broker_cpus} (taskset, ActiveProcessorCount=1,"
-          f" heap {kafka.HEAP}); workers pinned to {args.worker_cpus}")  # fmt: skip
+          f" heap {kafka.HEAP}); workers pinned to {args.worker_cpus};"
+          f" load average {os.getloadavg()[0]:.1f} (others' processes share the cores:"
+          f" wall-clock rates move with it, CPU per input much less)")  # fmt: skip
     embedded = bench_embedded(lines)
     n = len(lines)
     print(f"{'embedded core':<24} {embedded:>7.0f} inputs/s (one Session, in-process)")

@@ -98,6 +98,11 @@ class Session:
     def set_kill_switch(self, engaged: bool, note: str = "") -> None:
         self.guard.set_kill_switch(engaged, note)
 
+    def set_behind(self, why: str | None) -> None:
+        """While the picture may lag the cluster's (`why`), pod deletions are held and asked
+        again at the next look; None: caught up."""
+        self.guard.set_behind(why)
+
     def restore_guard_state(self, text: str) -> None:
         """Guard state as stored by a runtime (`GuardState.to_json`)."""
         self.guard.restore(text)

@@ -52,6 +52,7 @@ class TimelineMetrics:
         )
         self._phase_children: dict[tuple[str, str, str], Histogram] = {}
         self._step_models: set[str] = set()
+        self._step_children: dict[tuple[str, str], Histogram] = {}
         self._engine_children: dict[tuple[str, str, str], Histogram] = {}
         self._series: set[tuple[str, str, str, str]] = set()  # those _init_series made
 
@@ -110,7 +111,7 @@ class TimelineMetrics:
             bit = 1 << TIMELINE_STEPS.index(step)
             if not t.engine.exported & bit:
                 t.engine.exported |= bit
-                self.engine_step.labels(step, model).observe(value)
+                self._step(step, model).observe(value)
 
     def _phase(self, phase: str, model: str, namespace: str) -> Histogram:
         # prometheus-client's labels() validates and locks on every call: keep the children.
@@ -118,6 +119,13 @@ class TimelineMetrics:
         child = self._phase_children.get(key)
         if child is None:
             child = self._phase_children[key] = self.phase_seconds.labels(phase, model, namespace)
+        return child
+
+    def _step(self, step: str, model: str) -> Histogram:
+        key = (step, model)
+        child = self._step_children.get(key)
+        if child is None:
+            child = self._step_children[key] = self.engine_step.labels(step, model)
         return child
 
     def _engine(self, model: str, tp: str, util: str) -> Histogram:

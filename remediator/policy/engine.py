@@ -17,6 +17,7 @@ from remediator.contract.actions import action
 from remediator.contract.decision import Decision
 from remediator.inputs.records import (
     AlertSeen,
+    EngineSpan,
     EngineStep,
     GpuVerdict,
     Input,
@@ -44,6 +45,7 @@ from remediator.timeline.tracker import StateChange, Tracker
 
 _DONE = ("ready", "serving")
 _TOO_TIGHT = "budget-too-tight"
+_SELECTIONS = 4096  # label sets whose selection is remembered (then forgotten, all at once)
 
 
 class PolicyEngine:
@@ -70,6 +72,10 @@ class PolicyEngine:
         self._held_work: dict[str, Decision] = {}
         self._work_timers: list[tuple[float, int, str]] = []
         self._done_work: dict[str, str] = {}
+        # Whether the selector matches a label set, by the set's identity (the tracker holds
+        # one dict per distinct set: a Deployment's pods share it); the set is kept with its
+        # answer, so an identity is never reused while remembered.
+        self._selections: dict[int, tuple[object, bool]] = {}
 
     # ---- inputs ---------------------------------------------------------------------
     def on_input(self, item: Input, change: StateChange | None, now: float) -> list[Outcome]:
@@ -172,6 +178,11 @@ class PolicyEngine:
         key = self._deciding.get(uid) if uid else None
         return key[1] if key is not None else None
 
+    @staticmethod
+    def tells_once(decision: Decision) -> bool:
+        """A notice told once per cause for good (a budget too tight), not once per window."""
+        return decision.action == "notify" and decision.incident.startswith(_TOO_TIGHT)
+
     def acted(self, decision: Decision, now: float, phase: str | None = None) -> None:
         """A decision got through the guardrails: remember the deletions a kill loop needs.
         `phase`: what the deciding engine said the deletion was for (`deciding`), so an
@@ -182,7 +193,7 @@ class PolicyEngine:
             key = (decision.workload, phase)
         if key is not None and decision.action == "delete-pod":
             self._deleted[key] = now
-        if decision.action == "notify" and decision.incident.startswith(_TOO_TIGHT):
+        if self.tells_once(decision):
             self._told.add(decision.incident)
         if decision.workload and action(decision.action).supersedes:
             self._done_work[decision.workload] = decision.incident
@@ -236,7 +247,15 @@ class PolicyEngine:
             return False
         if cfg.namespaces and t.namespace not in cfg.namespaces:
             return False
-        return cfg.selector.matches(t.labels)
+        labels = t.labels
+        known = self._selections.get(id(labels))
+        if known is not None and known[0] is labels:
+            return known[1]
+        selected = cfg.selector.matches(labels)
+        if len(self._selections) >= _SELECTIONS:
+            self._selections.clear()
+        self._selections[id(labels)] = (labels, selected)
+        return selected
 
     def _on_change(self, t: PodTimeline, before: str | None, after: str) -> None:
         if not self._selected(t):
@@ -286,8 +305,9 @@ class PolicyEngine:
             return None
         return stall_of(t, self.config.stuck_pod.progress, self.history)
 
-    def _on_step(self, item: EngineStep) -> None:
-        """A step line: the pod's engine moved on (or said where it is); judge it anew."""
+    def _on_step(self, item: EngineStep | EngineSpan) -> None:
+        """A step line or span: the pod's engine moved on (or said where it is); judge it
+        anew."""
         if not self.config.stuck_pod.progress.enabled:
             return
         t = self.tracker.timeline_of(item)
@@ -380,6 +400,8 @@ class PolicyEngine:
 
     def _phase_done(self, t: PodTimeline, phase: str) -> None:
         """A pod of the workload got through `phase`: its budget is reachable; lift a hold."""
+        if not self._holding:
+            return  # nothing held anywhere (most of the time): no workload to work out
         workload = owner_workload(t.namespace, t.owner, t.labels)
         if workload is None:
             return
@@ -402,8 +424,8 @@ class PolicyEngine:
         )
 
     # ---- alerts -----------------------------------------------------------------------
-    def _on_stuck(self, item: AlertSeen | EngineStep, now: float) -> list[Outcome]:
-        if isinstance(item, EngineStep):
+    def _on_stuck(self, item: AlertSeen | EngineStep | EngineSpan, now: float) -> list[Outcome]:
+        if isinstance(item, EngineStep | EngineSpan):
             self._on_step(item)
             return []
         if item.alertname in self.config.alerts.stuck_pod:
@@ -509,7 +531,9 @@ class Rule:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("stuck_pod", (AlertSeen, EngineStep), PolicyEngine._on_stuck, tuple(UNFINISHED)),
+    Rule(
+        "stuck_pod", (AlertSeen, EngineStep, EngineSpan), PolicyEngine._on_stuck, tuple(UNFINISHED)
+    ),  # fmt: skip
     Rule("gpu_memory", (AlertSeen, GpuVerdict), PolicyEngine._on_gpu),
     Rule("image_update", (WorkloadSeen,), PolicyEngine._on_workload, ("held work",)),
 )

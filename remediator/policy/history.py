@@ -15,6 +15,7 @@ class PhaseHistory:
         self._window = window
         self._samples: dict[tuple[str, str], deque[float]] = {}
         self._p99: dict[tuple[str, str], float] = {}  # until the next sample of that key
+        self._sorted: dict[tuple[str, str], list[float]] = {}  # likewise, the samples sorted
 
     def add(self, model: str, phase: str, seconds: float) -> None:
         key = (model, phase)
@@ -23,6 +24,7 @@ class PhaseHistory:
             samples = self._samples[key] = deque(maxlen=self._window)
         samples.append(seconds)
         self._p99.pop(key, None)
+        self._sorted.pop(key, None)
 
     def share_within(self, model: str, phase: str, seconds: float) -> tuple[int, float]:
         """How many samples there are, and the share of them no longer than `seconds`."""
@@ -37,10 +39,13 @@ class PhaseHistory:
 
     def quantile(self, model: str, phase: str, q: float, min_samples: int) -> float | None:
         """The `q` quantile of the samples (nearest rank), once there are `min_samples`."""
-        samples = self._samples.get((model, phase))
+        key = (model, phase)
+        samples = self._samples.get(key)
         if samples is None or len(samples) < min_samples:
             return None
-        ordered = sorted(samples)
+        ordered = self._sorted.get(key)
+        if ordered is None:
+            ordered = self._sorted[key] = sorted(samples)
         return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
     def p99(self, model: str, phase: str, min_samples: int) -> float | None:
@@ -59,7 +64,11 @@ class PhaseHistory:
 
 def step_key(step: str) -> str:
     """The history key of one vLLM engine-init step's durations (beside the phases')."""
-    return f"step:{step}"
+    key = _STEP_KEYS.get(step)
+    return key if key is not None else f"step:{step}"
+
+
+_STEP_KEYS: dict[str, str] = {}  # (filled below: the keys the policy asks for per line)
 
 
 def budget(
@@ -84,3 +93,10 @@ def expected_cold_start(cfg: StuckPodConfig, history: PhaseHistory, model: str |
         if p99 is not None:
             return p99
     return cfg.expected_cold_start_s
+
+
+for _step in (
+    "weights", "torch_compile", "memory_profiling", "kv_cache", "cuda_graphs", "api_server",
+    "until_ready", "torch_compile_missed",
+):  # fmt: skip
+    _STEP_KEYS[_step] = f"step:{_step}"

@@ -13,6 +13,11 @@ inputs show it, carried on by the monotonic clock), so tests step it by hand (`f
 A write the state file refuses (disk full, read-only) loses nothing: the decisions wait in
 memory and are written, with the guard state then current, at the next feed or tick (at
 least once a second); `StoreHealth` says meanwhile that the store fails.
+
+Behind: while the picture may lag the cluster's (serve was paused; a Pod watch is relisting,
+has not reached the API server's resourceVersion or missed its BOOKMARK: `sources_behind`),
+the core holds pod deletions (`Session.set_behind`, guard/watch_current.py) and asks again
+at its next look; held until the sources are current and everything they queued is fed.
 """
 
 from __future__ import annotations
@@ -90,6 +95,7 @@ class Driver:
         store: StoreHealth | None = None,
         pause_s: float = 5.0,
         catch_up_s: float = 5.0,
+        sources_behind: Callable[[], str | None] | None = None,
     ) -> None:
         self.session = session
         self.outbox = outbox
@@ -114,11 +120,17 @@ class Driver:
         self.catch_up_s = catch_up_s
         self._backlog: Backlog | None = None
         self._max_tick_s: float | None = None  # set while the timer loop runs
+        # Why the sources' picture may lag the cluster's (sources/kube_watch.py), or None.
+        self._sources_behind = sources_behind or (lambda: None)
+        # Pod deletions held: (why, since when on the monotonic clock); see `_hold`.
+        self.held: tuple[str, float] | None = None
+        self._told_core: str | None = None
+        self._hold(first=True)
 
     # --- one step each: what the loops call, and what tests call on a virtual clock ------
     def feed(self, inputs: list[Input], watched: bool = True) -> None:
         """`watched`: from the watch; False for a webhook's inputs (see Tracker.apply)."""
-        self._check_pause()
+        self._step_in()
         batch = Batch()
         if watched:
             # Only the API server's own stamps move the clock (inputs.stamps): a kubelet's
@@ -143,7 +155,7 @@ class Driver:
         news.clear()
 
     def tick(self) -> None:
-        self._check_pause()
+        self._step_in()
         batch = Batch()
         if self.cluster.known or self.session.engine.next_deadline() is not None:
             # (Before the cluster's time is known nothing of it is tracked: a wrong local
@@ -167,16 +179,55 @@ class Driver:
         self.behind = (why, self.clock.monotonic())
 
     def _session_now(self) -> float:
-        """The time the session may move to: the cluster's, or, while behind, where it is."""
+        """The time the session may move to: the cluster's, or, after a pause, where it is."""
+        return self.cluster.now() if self.behind is None else self.session.now
+
+    def _step_in(self) -> None:
+        """First thing in `feed` and `tick`: a pause found or over, and the hold said."""
+        self._check_pause()
+        self._pause_over()
+        self._hold()
+
+    def _depth(self) -> int:
+        return self._backlog.depth if self._backlog is not None else 0
+
+    def _pause_over(self) -> None:
         if self.behind is None:
-            return self.cluster.now()
+            return
         why, since = self.behind
-        depth = self._backlog.depth if self._backlog is not None else 0
-        if self.clock.monotonic() - since < self.catch_up_s or depth:
-            return self.session.now
+        if self.clock.monotonic() - since < self.catch_up_s or self._depth():
+            return
         self.behind = None
         log.info("caught up: the session's clock moves on", extra={"was": why})
-        return self.cluster.now()
+
+    def _hold(self, first: bool = False) -> None:
+        """Pod deletions are held while the picture may lag: after a pause, until it is over;
+        while a source says it is behind; and after that until what the sources queued
+        meanwhile (a relist's pods) is fed. Each change is said once (log, gauge); the core
+        is told whenever the reason changes."""
+        why = self._sources_behind()
+        if why is None and self.behind is not None:
+            why = self.behind[0]
+        if why is None and self.held is not None and self._depth():
+            why = self.held[0]  # still on its way: the inputs queued meanwhile
+        now = self.clock.monotonic()
+        if why is not None and self.held is None:
+            log.warning(
+                "behind: pod deletions held until the watch has caught up", extra={"why": why}
+            )
+            self.held = (why, now)
+        elif why is not None and self.held is not None:
+            self.held = (why, self.held[1])
+        elif why is None and self.held is not None:
+            log.info(
+                "caught up: held pod deletions are decided again",
+                extra={"was": self.held[0], "behind_s": round(now - self.held[1], 1)},
+            )
+            self.held = None
+        self.metrics.behind.set(0 if self.held is None else 1)
+        if first or why != self._told_core:
+            self.session.set_behind(why)
+            self._told_core = why
 
     def _check_pause(self) -> None:
         """The timer ticks at least every `max_tick_s`; a gap much longer than that means the
@@ -229,7 +280,7 @@ class Driver:
         refuses (they stay, for the next try)."""
         try:
             self.outbox.record(  # a standby's too
-                self._unwritten, self.session.guard_state, self._unwritten_dry
+                self._unwritten, self.session.guard_state, self._unwritten_dry, self.acting
             )
         except sqlite3.Error as exc:
             self.store.failed("outbox", exc)
@@ -238,12 +289,21 @@ class Driver:
         self._unwritten, self._unwritten_dry = [], []
         return True
 
+    @property
+    def acting(self) -> bool:
+        """False for a dry run: its "would" never happened (see `restore`)."""
+        return not self.session.policy.dry_run
+
     def restore(self) -> None:
-        """Start where the state file left off: the guard state saved with the last rows
-        (acted or dry), so nothing let through before a restart is let through again."""
-        state = self.outbox.guard_state()
+        """Start where the state file left off: the guard state saved with the last rows,
+        so nothing let through before a restart is let through again. A dry run restores
+        the newest (what acting runs did and what it "would" itself); an acting run the
+        newest an acting run saved: a dry run's would-deletions never happened, so the pod
+        it announced is acted on now, once, and they spend no blast-radius slot."""
+        state = self.outbox.guard_state(acting=self.acting)
         if state is not None:
             self.session.restore_guard_state(state)
+            self.session.set_behind(self._told_core)  # now's, never the stored one
 
     # --- the loops ---------------------------------------------------------------------------
     async def consume(self, backlog: Backlog) -> None:

@@ -5,7 +5,9 @@ Three agents, one per topic (see `streams.core` for what each decides):
   partitions  inputs topic (N partitions, keyed by pod)  -> candidates topic (key "cluster")
   guard       candidates topic (1 partition)             -> commands topic (key incident)
                                                             + retry records back to inputs
-  executor    commands topic                             -> Argo (or the dry-run recorder)
+  executor    commands topic                             -> the acting component's rows:
+                                                            Argo (or the dry-run recorder),
+                                                            Slack (streams/executor.py)
 
 State lives in Faust Tables with changelog topics, so a worker that takes over a
 partition takes its history with it:
@@ -24,14 +26,14 @@ its own counters.
 Delivery is at least once: the producer is flushed before offsets are committed, a
 record redelivered after a crash is recognised by its offset, and the executor is
 idempotent (the workflow name is derived from the incident: a replayed command
-submits nothing new).
+submits nothing new); the acting component's rows live in a table of their own.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -41,7 +43,7 @@ from faust.streams import Stream
 from faust.types import TP, EventT, StreamT
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from remediator.contract.codec import decode, encode
+from remediator.contract.codec import encode
 from remediator.contract.decision import Decision
 from remediator.contract.records import Feedback, GotThrough
 from remediator.core.decider import timeline_metrics
@@ -64,15 +66,17 @@ from remediator.streams.core import (
     parse_guard_records,
     tick_record,
 )
-from remediator.streams.executor import Carrier
+from remediator.streams.executor import Executors, install_acting, would_have
+from remediator.streams.keys import NOW_HEADER
 from remediator.streams.metrics import WorkerMetrics
-from remediator.streams.rows import TICK, PartitionRows
+from remediator.streams.pods import TICK, PartitionRows
 
 log = logging.getLogger("remediator.worker")
 
 CLUSTER = b"cluster"
 GUARD_BATCH = 200  # records in one candidates-topic record, at most
 FEEDBACK = b"\x00feedback"  # the key of feedback records (the partition is explicit)
+LEARNED = b"\x00learned"  # (an older worker's key of relayed cold starts)
 
 
 @dataclass
@@ -90,6 +94,18 @@ class Partitions:
             self.cores.pop(p, None)
             self.rows.pop(p, None)
             self.applied.pop(p, None)
+
+
+def arrival(headers: Any) -> float | None:
+    """The cluster's time the ingest took a record at (`keys.NOW_HEADER`), if it says."""
+    pairs = headers.items() if isinstance(headers, Mapping) else (headers or ())
+    for name, value in pairs:
+        if name == NOW_HEADER:
+            try:
+                return float(value)
+            except ValueError:
+                return None  # not ours: the record's own stamps move the clock
+    return None
 
 
 def _samples(out: Iterable[Candidate | Learned]) -> Iterator[tuple[str, str, float]]:
@@ -117,7 +133,7 @@ def _batches(stream: StreamT[bytes], cfg: StreamsConfig) -> AsyncIterator[Sequen
 
 
 def build_app(
-    streams: StreamsConfig, policy: PolicyFile, carrier: Carrier, registry: CollectorRegistry
+    streams: StreamsConfig, policy: PolicyFile, executors: Executors, registry: CollectorRegistry
 ) -> faust.App:
     app = faust.App(
         streams.group,
@@ -176,11 +192,11 @@ def build_app(
         resend: list[Candidate | Learned] = []
         for entry in entries:
             if entry.samples:  # of a pod pruned since: learned again, in its place
-                core.decider.learn(entry.samples)
+                core.decider.learn(Learned(entry.offset, p, entry.samples))
                 continue
             if entry.offset >= first:
                 core.decider.metrics = observed
-            out = core.feed(entry.raw.encode())
+            out = core.feed(entry.raw.encode(), entry.at)
             rows.taught(entry.key, entry.offset, _samples(out))
             if entry.offset >= first:
                 resend.extend(out)
@@ -203,7 +219,9 @@ def build_app(
                     rows.prune(gone, event.message.offset)
                     metrics.pruned.inc(len(gone))
 
-    def take(p: int, offset: int, value: bytes, key: bytes | None) -> list[GuardRecord]:
+    def take(
+        p: int, offset: int, value: bytes, key: bytes | None, at: float | None = None
+    ) -> list[GuardRecord]:
         """One input-topic record into its partition's core: what goes to the guard."""
         core = held.cores.get(p)
         out: list[GuardRecord] = []
@@ -215,14 +233,14 @@ def build_app(
             pass  # already in the table (redelivered after a crash): resent above
         else:
             try:
-                fed = core.feed(value)
+                fed = core.feed(value, at)
             except InputError as exc:
                 metrics.input_errors.inc()
                 log.warning("bad input skipped", extra={"partition": p, "error": str(exc)})
                 return out  # (what a rebuild resends still goes)
             out.extend(fed)
             text, name = value.decode(), (key or b"").decode()
-            held.rows[p].add(offset, text, name)
+            held.rows[p].add(offset, text, name, at)
             held.rows[p].taught(name, offset, _samples(fed))
             held.applied[p] = offset
             if not value.startswith(INTERNAL):
@@ -246,7 +264,8 @@ def build_app(
             for event in batch:
                 msg = event.message
                 last[msg.partition] = event
-                out.extend(take(msg.partition, msg.offset, msg.value or b"", msg.key))
+                value = msg.value or b""
+                out.extend(take(msg.partition, msg.offset, value, msg.key, arrival(msg.headers)))
             write_rows(stream, last)
             metrics.stage("partition", time.perf_counter() - started)
             for at in range(0, len(out), GUARD_BATCH):  # a rebuild may resend many
@@ -283,11 +302,14 @@ def build_app(
 
     async def _settled(released: list[Released]) -> None:
         # Feedback per partition, in order, one input-topic record each: what got through
-        # to every partition (any may hold pods of its workload), a "not yet" to its own.
-        feedback: dict[int, list[Feedback]] = {}
+        # to every partition (any may hold pods of its workload), a "not yet" to its own,
+        # learned cold starts to every other one (each judges by the cluster's history).
+        feedback: dict[int, list[Feedback | Learned]] = {}
         for one in released:
             result = one.result
-            if isinstance(result, Decision):
+            if result is None:
+                pass  # learned cold starts, passed on below
+            elif isinstance(result, Decision):
                 log.info("decided", extra={"incident": result.incident, "action": result.action})
                 await commands.send(key=result.incident.encode(), value=encode(result))
             else:
@@ -295,31 +317,27 @@ def build_app(
                 log.info(
                     "suppressed",
                     extra={"incident": d.incident, "guardrail": result.guardrail,
-                           "why": result.reason},
+                           "why": result.reason, "retry_at": result.retry_at,
+                           "decided_at": d.at},
                 )  # fmt: skip
-            if one.feedback is None:
+                if result.simulated:  # a dry run's "would have": told as serve tells it
+                    await commands.send(key=d.incident.encode(), value=would_have(result))
+            record = one.feedback
+            if record is None:
                 continue
-            every = isinstance(one.feedback, GotThrough)
-            for p in range(streams.inputs.partitions) if every else (one.origin,):
-                feedback.setdefault(p, []).append(one.feedback)
+            if isinstance(record, Learned):
+                to = [p for p in range(streams.inputs.partitions) if p != one.origin]
+            elif isinstance(record, GotThrough):
+                to = list(range(streams.inputs.partitions))
+            else:
+                to = [one.origin]
+            for p in to:
+                feedback.setdefault(p, []).append(record)
         for p, records in sorted(feedback.items()):
             await inputs.send(key=FEEDBACK, value=feedback_batch(records), partition=p)
 
-    # ---- executor: commands -> Argo ---------------------------------------------------
-    @app.agent(commands)
-    async def executor(stream: StreamT[bytes]) -> AsyncIterator[None]:
-        event: EventT[bytes]
-        async for event in stream.events():
-            decision = decode(event.message.value or b"", Decision)
-            outcome = await carrier.carry(decision)
-            metrics.commands.labels(decision.action, outcome.status).inc()
-            metrics.latency(time.time() - event.message.timestamp)
-            log.info(
-                "carried",
-                extra={"incident": decision.incident, "status": outcome.status,
-                       "workflow": outcome.name},
-            )  # fmt: skip
-            yield None
+    # ---- executor: commands -> the acting component (Argo, Slack) ---------------------
+    install_acting(app, commands, streams.commands.partitions, executors, registry, metrics)
 
     # ---- ticks: every partition's clock moves on with the wall clock ------------------
     if streams.tick_s > 0:

@@ -1,144 +1,160 @@
-"""One input partition's rows in the `pods` table: what its core is rebuilt from.
+"""The acting component's rows on Kafka: one Faust table entry per row, its changelog the
+truth (`runtime.rows.RowStore`, as serve's SQLite outbox is).
 
-Pure: the table is any `MutableMapping` (a Faust Table in the worker, a dict in tests);
-the worker makes the writes under the batch's event (Faust's changelog partition).
+    key   "<incident>\\n<action>"     one row per decision, as the outbox's UNIQUE
+    value the row (`Stored`, through `contract.codec`), with the commands partition it
+          came in on: the changelog partition it is written to, held by the worker that
+          holds that commands partition (the table is co-partitioned with the topic)
 
-    "<p>|<first offset>"  a batch's records: [[offset, record, key], ...]
-    "<p>|\\x00tick"        the partition's last tick: [offset, record]
-    "<p>|L<offset>"       cold starts learned from pods since pruned: [[offset, model,
-                          phase, seconds], ...], learned at the record at `offset`
-    "<p>|<offset>"        (an older worker's row: one record, a string)
+Every write goes to the local store and to the changelog, and returns once the broker
+acknowledged it (the producer is flushed, acks=all): an intent written before a Slack
+post is on the broker before the post, so the worker that takes the partition over after
+a SIGKILL restores it and looks in the channel before posting again. A command delivered
+twice finds its row and adds nothing.
 
-A deleted pod is forgotten by its partition's core `FORGET_AFTER_S` after it ended, as
-the embedded runtime forgets it; its records then leave the table (`prune`: the rows
-that held them are written again without them, or deleted), so the table is bounded by
-the pods alive, not by every pod ever seen. What the pod taught the core that outlives
-it is kept: the cold starts it finished (the adaptive budgets learn from them) go to an
-`L` row and are learned again, in their place, when the core is rebuilt. The guard's
-feedback (the kill-loop memory) is kept under its own key and never pruned.
+The table itself is given as a mapping (`table.data`, Faust's in-memory store, rebuilt
+from the changelog when the partition is assigned) and a `write(partition, key, value)`
+that logs one change (None: a tombstone). Ids are this process's handles for rows, for
+the acting component's in-memory schedules; they are not stored.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, MutableMapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Awaitable, Callable, MutableMapping
 
-TICK = "\x00tick"  # the table key suffix of a partition's last tick
-_TICK_PREFIX = '{"remediator":"tick"'
+import msgspec
 
-Sample = tuple[str, str, float]  # (model, phase, seconds)
-# The most record bytes in one row: well under Kafka's default message size (1 MB), which a
-# batch of 500 pod documents can pass.
-ROW_BYTES = 256 * 1024
+from remediator.contract.codec import decode, encode
+from remediator.contract.decision import Decision
+from remediator.runtime.rows import Row, State, unknown_fields
+
+Write = Callable[[int, bytes, bytes | None], Awaitable[None]]
 
 
-def _parts(batch: list[list[Any]]) -> Iterator[list[list[Any]]]:
-    part: list[list[Any]] = []
-    size = 0
-    for entry in batch:
-        if part and size + len(entry[1]) > ROW_BYTES:
-            yield part
-            part, size = [], 0
-        part.append(entry)
-        size += len(entry[1])
-    if part:
-        yield part
+class Stored(msgspec.Struct, frozen=True):
+    """A row as the table keeps it."""
 
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """A record to feed again (`raw`), or cold starts to learn again (`samples`)."""
-
-    offset: int
-    raw: str = ""
-    key: str = ""
-    samples: tuple[Sample, ...] = ()
-
-
-@dataclass
-class PartitionRows:
-    table: MutableMapping[str, Any]
     partition: int
-    # partition key -> the rows holding its records; -> what its records taught the core
-    where: dict[str, set[str]] = field(default_factory=dict)
-    learned: dict[str, list[list[Any]]] = field(default_factory=dict)
-    _batch: list[list[Any]] = field(default_factory=list)
-    _tick: list[Any] | None = None
+    decision: Decision
+    state: State
+    created_at: float
+    updated_at: float
+    workflow: str | None = None
+    phase: str | None = None
+    error: str | None = None
+    slack_ts: str | None = None
+    attempts: int = 0
+    act_at: float | None = None
+    end_at: float | None = None
+    end_ts: str | None = None
+    submitted_at: float | None = None
+    stuck_at: float | None = None
+    stuck_ts: str | None = None
 
-    @property
-    def prefix(self) -> str:
-        return f"{self.partition}|"
 
-    # ---- reading ------------------------------------------------------------------------
-    def replay(self) -> list[Entry]:
-        """Everything to rebuild the core from, in offset order (and the index of rows)."""
-        prefix = self.prefix
-        entries: list[Entry] = []
-        for name, value in list(self.table.items()):
-            if not name.startswith(prefix):
-                continue
-            rest = name[len(prefix) :]
-            if rest == TICK:
-                entries.append(Entry(int(value[0]), str(value[1])))
-            elif rest.startswith("L"):
-                entries.extend(Entry(int(o), samples=((m, ph, float(s)),)) for o, m, ph, s in value)
-            elif isinstance(value, list):
-                for offset, raw, key in value:
-                    entries.append(Entry(int(offset), raw, key))
-                    if key:
-                        self.where.setdefault(key, set()).add(name)
+_ROW_FIELDS = tuple(f for f in Stored.__struct_fields__ if f not in ("partition", "updated_at"))
+_CLOSED: tuple[State, ...] = ("ended", "failed", "expired")
+
+
+def row_key(decision: Decision) -> bytes:
+    return f"{decision.incident}\n{decision.action}".encode()
+
+
+class TableRows:
+    """`RowStore` on a table: the rows of the partitions `owned` says this process holds."""
+
+    def __init__(
+        self,
+        data: MutableMapping[bytes, bytes],
+        write: Write,
+        now: Callable[[], float],
+        owned: Callable[[int], bool] = lambda partition: True,
+    ) -> None:
+        self.data = data
+        self._write = write
+        self._now = now
+        self._owned = owned
+        self._ids: dict[bytes, int] = {}
+        self._keys: dict[int, bytes] = {}
+        # Each value decoded once: a pass every second reads every row, most unchanged.
+        self._decoded: dict[bytes, tuple[bytes, Stored]] = {}
+
+    async def add(self, decision: Decision, partition: int) -> Row | None:
+        """The row of a command just taken; None if it has one already (redelivered)."""
+        key = row_key(decision)
+        if key in self.data:
+            return None
+        now = self._now()
+        stored = Stored(partition, decision, "pending", now, now)
+        await self._put(key, stored)
+        return self._row(key, stored)
+
+    async def open_rows(self) -> list[Row]:
+        rows = [self._row(k, s) for k, s in self._mine()]
+        return sorted((r for r in rows if r.open), key=lambda r: (r.created_at, r.id))
+
+    async def mark(self, row: Row, state: State | None, **fields: str | float | None) -> None:
+        unknown_fields(fields)
+        key = self._keys.get(row.id) or row_key(row.decision)
+        found = self.data.get(key)
+        if found is None:  # pruned, or its partition given up: nothing left to move on
+            return
+        stored = decode(found, Stored)
+        if state is not None:
+            fields = {"state": state, **fields}
+        await self._put(key, msgspec.structs.replace(stored, updated_at=self._now(), **fields))
+
+    async def expire(self, written_before: float, why: str) -> list[Row]:
+        mine = self._mine()
+        stale = [(k, s) for k, s in mine if s.state == "pending" and s.created_at < written_before]
+        now = self._now()
+        for key, s in stale:
+            await self._put(key, msgspec.structs.replace(s, state="expired", error=why,
+                                                         updated_at=now))  # fmt: skip
+        return [self._row(k, s) for k, s in stale]
+
+    async def prune(self, closed_before: float) -> int:
+        gone = [
+            (k, s)
+            for k, s in self._mine()
+            if s.state in _CLOSED and not self._row(k, s).open and s.updated_at < closed_before
+        ]
+        for key, s in gone:
+            self.data.pop(key, None)
+            await self._write(s.partition, key, None)  # a tombstone: compaction drops it
+        return len(gone)
+
+    def counts(self) -> dict[str, int]:
+        """This worker's rows by state (`remediator_outbox_rows`, as serve's outbox)."""
+        out: dict[str, int] = {}
+        for _, s in self._mine():
+            out[s.state] = out.get(s.state, 0) + 1
+        return out
+
+    # --- helpers ------------------------------------------------------------------------
+    def _mine(self) -> list[tuple[bytes, Stored]]:
+        out = []
+        for key, value in list(self.data.items()):
+            cached = self._decoded.get(key)
+            if cached is not None and cached[0] == value:
+                stored = cached[1]
             else:
-                entries.append(Entry(int(rest), str(value)))
-        entries.sort(key=lambda e: (e.offset, not e.samples))
-        return entries
+                stored = decode(value, Stored)
+                self._decoded[key] = (value, stored)
+            if self._owned(stored.partition):
+                out.append((key, stored))
+        if len(self._decoded) > len(self.data):  # pruned, or restored without them
+            self._decoded = {k: v for k, v in self._decoded.items() if k in self.data}
+        return out
 
-    # ---- writing ------------------------------------------------------------------------
-    def add(self, offset: int, raw: str, key: str) -> None:
-        """A record the core took; written with the batch (`flush`)."""
-        if raw.startswith(_TICK_PREFIX):
-            self._tick = [offset, raw]  # of the ticks only the last matters
-        else:
-            self._batch.append([offset, raw, key])
+    async def _put(self, key: bytes, stored: Stored) -> None:
+        value = encode(stored)
+        self.data[key] = value
+        await self._write(stored.partition, key, value)
 
-    def taught(self, key: str, offset: int, samples: Iterable[Sample]) -> None:
-        """What the record at `offset` (under `key`) taught the core: cold starts."""
-        if key:
-            self.learned.setdefault(key, []).extend([offset, *s] for s in samples)
-
-    def flush(self) -> int:
-        """Write the batch: a row for its records (one per ROW_BYTES of them: a changelog
-        record must stay under the broker's message size), the tick row; rows written."""
-        written = 0
-        for part in _parts(self._batch):
-            name = f"{self.prefix}{part[0][0]:012d}"
-            self.table[name] = part
-            for _, _, key in part:
-                if key:
-                    self.where.setdefault(key, set()).add(name)
-            written += 1
-        self._batch = []
-        if self._tick is not None:
-            self.table[f"{self.prefix}{TICK}"] = self._tick
-            self._tick = None
-            written += 1
-        return written
-
-    def prune(self, keys: Iterable[str], offset: int) -> int:
-        """The records of `keys` (pods the core forgot) leave the table; what they taught
-        it goes to an `L` row at `offset` (the record being taken). Rows written."""
-        written = 0
-        kept: list[list[Any]] = []
-        for key in keys:
-            for name in sorted(self.where.pop(key, ())):
-                rest = [e for e in self.table[name] if e[2] != key]
-                if rest:
-                    self.table[name] = rest
-                else:
-                    del self.table[name]
-                written += 1
-            kept.extend(self.learned.pop(key, ()))
-        if kept:
-            self.table[f"{self.prefix}L{offset:012d}"] = sorted(kept)
-            written += 1
-        return written
+    def _row(self, key: bytes, stored: Stored) -> Row:
+        found = self._ids.get(key)
+        if found is None:
+            found = self._ids[key] = len(self._ids) + 1
+            self._keys[found] = key
+        return Row(found, **{f: getattr(stored, f) for f in _ROW_FIELDS})

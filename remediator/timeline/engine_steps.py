@@ -26,6 +26,11 @@ from remediator.inputs.vllm_log import (
 
 UNTIL_READY = "until_ready"  # the last step's line to Ready: what no line accounts for
 TIMELINE_STEPS = (*STEPS, UNTIL_READY)
+# Each step's marks: its own line and the lines that start the step after it.
+_MARKS_OF = {
+    step: (step, *(m for m, ends in ENDS_BEFORE.items() if ends == step))
+    for step in (*STEPS, *ENDS_BEFORE, COMPILE_STARTED, COMPILE_MISSED, SERVER_STARTED)
+}
 _MAX_TIMES = 32  # per step: TP workers × a few restarts; bounded memory on a chatty pod
 _QUARTER_HOUR = 900.0  # time zones are whole quarter hours from UTC
 
@@ -38,16 +43,20 @@ class EngineSteps:
     exported: int = 0  # bitmask over TIMELINE_STEPS already observed in the histogram
     reprinted: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # logged, at
     zones: dict[float, int] = field(default_factory=dict)  # kubelet − vLLM clock → lines
+    # end()'s answers since the last line seen: the policy asks for the same ends many times
+    # per line (each step's, the last one's, the current step's), and only see() changes them.
+    _ends: dict[tuple[str, float | None, float | None], float | None] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def see(self, item: EngineStep) -> None:
+        self._ends.clear()
         if item.reprint and item.logged is not None:
             copies = self.reprinted.setdefault(item.step, [])
             if (item.logged, item.at) not in copies and len(copies) < _MAX_TIMES:
                 copies.append((item.logged, item.at))
         else:
-            times = self.seen.setdefault(item.step, [])
-            if item.at not in times and len(times) < _MAX_TIMES:
-                times.append(item.at)
+            _keep(self.seen.setdefault(item.step, []), item.at)
             if item.logged is not None:
                 zone = round((item.at - item.logged) / _QUARTER_HOUR) * _QUARTER_HOUR
                 if zone in self.zones or len(self.zones) < _MAX_TIMES:
@@ -62,19 +71,29 @@ class EngineSteps:
     def end(self, step: str, started: float | None, until: float | None) -> float | None:
         """The last time the step's line, or a line that starts the next step, was seen in
         this run (the slowest worker's)."""
-        marks = [step, *(m for m, ends in ENDS_BEFORE.items() if ends == step)]
-        times = [
-            t
-            for mark in marks
-            for t in self._times(mark)
-            if (started is None or t >= started) and (until is None or t <= until)
-        ]
-        return max(times) if times else None
+        key = (step, started, until)
+        if key in self._ends:
+            return self._ends[key]
+        found = self._end(step, started, until)
+        self._ends[key] = found
+        return found
+
+    def _end(self, step: str, started: float | None, until: float | None) -> float | None:
+        last: float | None = None
+        for mark in _MARKS_OF.get(step, (step,)):
+            for t in self._times(mark):
+                after, before = started is None or t >= started, until is None or t <= until
+                if after and before and (last is None or t > last):
+                    last = t
+        return last
 
     def _times(self, mark: str) -> list[float]:
         """When the mark's lines were written: a reprint's own time, in the pod's zone."""
-        times = list(self.seen.get(mark, ()))
+        seen = self.seen.get(mark)
         copies = self.reprinted.get(mark)
+        if not copies:
+            return seen or []  # (read only)
+        times = list(seen or ())
         if copies:
             zone = self._zone()
             times.extend(min(at, logged + zone) for logged, at in copies)
@@ -134,6 +153,19 @@ class EngineSteps:
             return "weights"
         following = STEPS[STEPS.index(last) + 1 :]
         return next(s for s in following if s != "torch_compile")
+
+
+def _keep(times: list[float], at: float) -> None:
+    """Add a time a mark was seen; past the bound, the newest replace the oldest (a compile
+    ends with its last graph, and vLLM compiles dozens: spans mark each one)."""
+    if at in times:
+        return
+    if len(times) < _MAX_TIMES:
+        times.append(at)
+        return
+    oldest = min(times)
+    if at > oldest:
+        times[times.index(oldest)] = at
 
 
 def _pick(step: str, a: str, b: str) -> str:

@@ -18,7 +18,7 @@ from remediator.streams.ingest import Publisher
 from remediator.streams.topics import ensure_topics
 from tests.kafka.harness import Lag, Worker, config
 from tests.policy.builders import T0
-from tests.streams.test_rows import ALIVE, GONE, life
+from tests.streams.test_pods import ALIVE, GONE, life
 
 
 async def table(cfg: StreamsConfig) -> dict[str, Any]:

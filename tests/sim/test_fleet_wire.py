@@ -15,7 +15,7 @@ from remediator.contract.decision import Decision
 from remediator.inputs.decode import decode
 from remediator.inputs.pods import spec_info
 from remediator.inputs.records import Input, PodSeen
-from remediator.policy_file import PolicyFile
+from remediator.policy_file import PolicyFile, load_policy
 from remediator.replay import run_replay
 from remediator.session import Session
 from remediator.sim.fleet.controllers import CorePolicy
@@ -30,6 +30,19 @@ SCENARIO = Scenario(
 )  # fmt: skip
 
 
+# Progress-aware detection on, its follower bounded to 4 logs at once (late follows read a
+# log from its first line): the engine's step lines go both ways too.
+POLICY = """
+stuck_pod:
+  progress: {enabled: true, floor_s: 15}
+engine_logs: {follow: true, max_pods: 4}
+"""
+
+
+def _policy() -> PolicyFile:
+    return load_policy(POLICY)
+
+
 @dataclass
 class Recorder:
     """A controller that keeps every input and passes it to the real core."""
@@ -37,7 +50,12 @@ class Recorder:
     name: str = "recorder"
     wants_inputs: bool = True
     seen: list[Input] = field(default_factory=list)
-    core: CorePolicy = field(default_factory=lambda: CorePolicy("default", PolicyFile()))
+    decided: list[Decision] = field(default_factory=list)
+    core: CorePolicy = field(default_factory=lambda: CorePolicy("progress", _policy()))
+
+    @property
+    def follows_logs(self) -> int:
+        return self.core.follows_logs
 
     def feed(self, item: Input) -> None:
         self.seen.append(item)
@@ -47,7 +65,9 @@ class Recorder:
         self.core.advance(now)
 
     def take(self) -> list[Decision]:
-        return self.core.take()
+        out = self.core.take()
+        self.decided.extend(out)
+        return out
 
     def applied(self, decision: Decision) -> None:
         self.core.applied(decision)
@@ -76,7 +96,8 @@ def test_records_equal_the_decoded_json_and_decide_the_same() -> None:
         assert _comparable(x) == _comparable(y)
     assert a.actions == b.actions and a.ready_s == b.ready_s and a.deletions == b.deletions
     kinds = {type(i).__name__ for i in fast.seen}
-    assert {"PodSeen", "PodEvent", "FirstToken", "WorkloadSeen", "AlertSeen"} <= kinds
+    assert {"PodSeen", "PodEvent", "FirstToken", "WorkloadSeen", "AlertSeen", "EngineStep"} <= kinds
+    assert any("stalled in vLLM step" in d.reason for d in fast.decided)
     assert a.actions["delete-pod"] > 0 and a.actions["verify-gpu-memory"] == 1
 
     lines = stream.getvalue().splitlines()
@@ -123,7 +144,7 @@ def test_a_recorded_run_replays_through_remediator_replay(tmp_path) -> None:  # 
         def finish(self, *args: object) -> None: ...
 
     out = Out()
-    stats = run_replay([str(path)], Session(PolicyFile()), out)  # type: ignore[arg-type]
+    stats = run_replay([str(path)], Session(_policy()), out)  # type: ignore[arg-type]
     assert not stats.skipped
     # Replay has no executor: deleted pods stay until the recorded DELETED, as in the run.
     assert sum(d.action == "delete-pod" for d in out.decided) == result.actions["delete-pod"]

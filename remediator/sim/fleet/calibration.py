@@ -90,6 +90,79 @@ TUNED = Profile(
 )
 PROFILES = {p.name: p for p in (UNTUNED, TUNED)}
 
+# ---- engine init, step by step ---------------------------------------------------------------
+# What each vLLM engine-init step took in the public start-up logs of tests/data/vllm_logs
+# (38 logs, vLLM 0.4 to 0.27, provenance and sha256 in its README): per log and step, the
+# seconds vLLM reported for the step where its line reports them (weights, torch.compile,
+# graph capture, V0's memory profiling), else the seconds between the step's lines as
+# tests/data/vllm_logs/expected.toml gives them, when over zero. The logs are different models
+# on different GPUs, so their spread is not one fleet's: only the medians are used, as each
+# step's share of engine init (`STEP_SHARES`); `tests/sim/test_fleet_calibration.py` derives
+# these figures again from the data and checks them.
+STEP_SECONDS: dict[str, tuple[float, ...]] = {
+    "weights": (0.902026, 2.195456, 15.434767, 23.10753, 27.200487, 114.953146),
+    "torch_compile": (0.06, 3.7, 7.51, 14.73, 19.37, 19.69, 28.77, 45.81, 47.72),
+    "memory_profiling": (
+        0.44,
+        0.66,
+        0.91,
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        1.16,
+        2.0,
+        3.0,
+        7.0,
+        12.0,
+        17.59,
+        34.26,
+    ),  # fmt: skip
+    "kv_cache": (2.0, 2.0, 3.0, 3.0, 4.0, 44.0),
+    "cuda_graphs": (1.0, 2.0, 7.0, 14.0, 14.0, 15.0, 15.0, 17.0, 32.0, 37.0, 38.0),
+}
+# The engine-ready line to the API server's (2025-06-v1-api-server.log: 11:03:55 → 11:03:56),
+# the one log that shows both.
+API_SERVER_S = 1.0
+# From the last line to Ready: the readiness probe (the simulated pods' periodSeconds 5, see
+# kube.py), half a period on average.
+UNTIL_READY_S = 2.5
+# How much one step varies from one cold start of a model to the next, beside the others
+# (log-normal sigma of its share, before the shares are scaled back to the pod's engine init):
+# the logs cannot say (each is another setup); 0.3 makes a step vary more than the whole
+# phase does (cv 0.17), as a sum of steps does.
+STEP_SIGMA = 0.3
+
+
+def _median(values: tuple[float, ...]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def step_shares() -> tuple[tuple[str, float], ...]:
+    """Each stretch of a V1 engine's init that a log line ends, with its share of the phase.
+    A V1 engine logs nothing between sizing its KV cache and ending graph capture, so the
+    cache's allocation is counted in cuda_graphs (as the core counts it)."""
+    m = {step: _median(v) for step, v in STEP_SECONDS.items()}
+    stretches = (
+        ("weights", m["weights"]),
+        ("torch_compile", m["torch_compile"]),
+        ("memory_profiling", m["memory_profiling"]),
+        ("cuda_graphs", m["kv_cache"] + m["cuda_graphs"]),
+        ("api_server", API_SERVER_S),
+        ("until_ready", UNTIL_READY_S),
+    )
+    total = sum(s for _, s in stretches)
+    return tuple((step, s / total) for step, s in stretches)
+
+
+STEP_SHARES = step_shares()
+# Where an engine init hangs (issue 20): NCCL's communicator init, before the weights load
+# (the log stops before the weights line), torch.compile, and CUDA graph capture (after the
+# KV cache is sized). Public reports give no frequencies; each is equally likely.
+HANG_STEPS = ("weights", "torch_compile", "cuda_graphs")
+
 
 def _z(q: float) -> float:
     return NormalDist().inv_cdf(q)

@@ -7,6 +7,7 @@ they carry the ground truth beside what the API would show.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from remediator.sim.fleet.draws import PodDraws
 from remediator.sim.fleet.scenario import DeploymentSpec
@@ -55,7 +56,7 @@ class Pod:
     __slots__ = ("uid", "name", "dep", "image", "rs_hash", "slot", "created", "node", "scheduled",
                  "pull_start", "pulled", "pull_reported", "started", "ready", "first_token",
                  "deleted", "fate", "would_ready", "pending_since", "unsched_sent", "removed_by",
-                 "hedge", "hang_at", "index", "draws")  # fmt: skip
+                 "hedge", "hang_at", "index", "draws", "lines", "followed", "statuses")  # fmt: skip
 
     def __init__(
         self, index: int, dep: Deployment, slot: Slot, created: float, fate: str, draws: PodDraws
@@ -85,6 +86,11 @@ class Pod:
         self.hedge = False  # started early beside a stalled pod
         self.hang_at: float | None = None  # when its progress signals stop
         self.draws: PodDraws = draws
+        # its engine's start-up log: seconds from the container's start to each step's line
+        # (the lines a hung engine writes before it hangs), and whether the log is followed
+        self.lines: tuple[float, ...] = ()
+        self.followed = False
+        self.statuses: tuple[float, list[Any]] | None = None  # its engine's, as last written
 
     @property
     def alive(self) -> bool:

@@ -31,6 +31,12 @@ class Controller(Protocol):
     def next_due(self) -> float | None: ...
 
 
+def log_follows(controller: object) -> int:
+    """How many pods' engine logs the controller reads at once (0: it follows none)."""
+    follows = getattr(controller, "follows_logs", 0)
+    return follows if isinstance(follows, int) else 0
+
+
 class NoRemediation:
     """No remediation: pods are left to the Deployment and to on-call."""
 
@@ -87,6 +93,8 @@ class CorePolicy:
         self.name = name
         self.session = Session(config)
         self.sink = _Sink()
+        logs = config.rules.engine_logs
+        self.follows_logs = logs.max_pods if logs.follow else 0  # as serve's follower would
 
     def feed(self, item: Input) -> None:
         self.session.feed(item, self.sink)
@@ -102,7 +110,9 @@ class CorePolicy:
         return None if due is None else max(due, self.session.now + 1e-3)
 
     def take(self) -> list[Decision]:
-        out, self.sink.acts = self.sink.acts, []
+        out = self.sink.acts
+        if out:  # (most calls find none: no new list for them)
+            self.sink.acts = []
         return out
 
     def applied(self, decision: Decision) -> None:

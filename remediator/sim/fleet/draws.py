@@ -51,6 +51,11 @@ class PodDraws:
     def u(self, i: int) -> float:
         return uniform(self._key, i)
 
+    def normal(self, i: int) -> float:
+        """A standard normal by Box-Muller over draws `i` and `i + 100`."""
+        u1, u2 = uniform(self._key, i), uniform(self._key, i + 100)
+        return math.sqrt(-2.0 * math.log(u1)) * math.cos(_TWO_PI * u2)
+
     def phase(self, name: str, i: int) -> float:
         """Log-normal by Box-Muller over draws `i` and `i + 100` (`uniform`, inlined: one
         call per phase of every cold start)."""

@@ -17,10 +17,10 @@ from typing import IO, Any
 from remediator.contract.decision import Decision
 from remediator.inputs.decode import decode
 from remediator.inputs.records import Input, WatchType
-from remediator.sim.fleet import wire
+from remediator.sim.fleet import steps, wire
 from remediator.sim.fleet.calibration import PROFILES
 from remediator.sim.fleet.cluster import Deployment, Node, Pod, Slot, node_name, rs_hash
-from remediator.sim.fleet.controllers import Controller
+from remediator.sim.fleet.controllers import Controller, log_follows
 from remediator.sim.fleet.draws import PodDraws, mix, params, stable
 from remediator.sim.fleet.kube import BASE_TIME, deployment_event, wall
 from remediator.sim.fleet.results import RunResult
@@ -28,7 +28,7 @@ from remediator.sim.fleet.scenario import Scenario
 
 # Event kinds on the heap.
 _SCHED, _PULLED, _STARTED, _READY, _FIRST, _APPLY, _LOAD, _ROLL, _SHORT, _INPUT, _STALL = range(11)
-_PULL_RETRY, _UNSHORT = 11, 12
+_PULL_RETRY, _UNSHORT, _LINE = 11, 12, 13
 DRAIN_S = {"tuned": 900.0, "untuned": 2400.0}  # after the load stops: in-flight cold starts end
 BACKOFF_S = 10.0
 ALERT_AFTER_S = 120.0  # GPUMemoryUnstable fires this long after engine init began on the node
@@ -90,6 +90,11 @@ class Simulation:
         self.end = scenario.duration_s + DRAIN_S[scenario.profile]
         # Nobody listens (no remediation, no recording): do not build what nobody reads.
         self._loud = controller.wants_inputs or record is not None or wire_json
+        # The controller's log follower: how many pods in engine init it reads at once (0:
+        # none), oldest first, each from its first line (remediator/sources/engine_logs.py).
+        self._follow_max = log_follows(controller)
+        self._following = 0
+        self._awaiting: deque[Pod] = deque()
 
     # ---- the loop -------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -125,6 +130,7 @@ class Simulation:
         heap, end, pop, base = self.heap, self.end, heapq.heappop, BASE_TIME
         ctl = self.ctl
         next_due, advance, take, decided = ctl.next_due, ctl.advance, ctl.take, self._decided
+        seen = -1  # the wall second the controller was last moved to by an event
         while True:
             t = heap[0][0] if heap else math.inf
             due = next_due()
@@ -141,8 +147,11 @@ class Simulation:
                 return
             t, _, kind, obj = pop(heap)
             self.now = t
-            advance(float(base + math.floor(t)))  # wall(t)
-            for d in take():
+            second = base + math.floor(t)  # wall(t)
+            if second != seen:  # (the controller's clock is there already otherwise)
+                seen = second
+                advance(float(second))
+            for d in take():  # (what the last event's inputs decided, too)
                 decided(d)
             handlers[kind](obj)
 
@@ -162,6 +171,7 @@ class Simulation:
             _UNSHORT: self._shortage_over,
             _INPUT: self._input,
             _STALL: self._stall,
+            _LINE: self._line,
         }
         return [by_kind[kind] for kind in range(len(by_kind))]
 
@@ -325,11 +335,19 @@ class Simulation:
             node.alerted = True
             self._push(self.now + ALERT_AFTER_S, _INPUT, ("alert", node))
         if pod.fate == "init_hang" or node.unsettled:
-            pod.hang_at = self.now + pod.draws.u(60) * 0.3 * init  # NCCL / weights hang early
+            # It hangs in one of vLLM's steps: its log shows the steps before that one.
+            lines = steps.line_offsets(pod.draws, init)
+            logged = steps.hang_lines(pod.draws.u(60))
+            pod.lines = lines[:logged]
+            pod.hang_at = self.now + (lines[logged - 1] if logged else 0.0)
+            self._log_begins(pod)
             self._maybe_hedge(pod)
             return
         pod.would_ready = self.now + init
         self._push(pod.would_ready, _READY, pod)
+        if self._follow_max:
+            pod.lines = steps.line_offsets(pod.draws, init)
+            self._log_begins(pod)
         if self.hedge_stall_s is not None and pod.draws.u(61) < STALL_FALSE:
             pod.hang_at = self.now + pod.draws.u(62) * init  # a pause that looks like a stall
             self._maybe_hedge(pod)
@@ -338,6 +356,8 @@ class Simulation:
         if not pod.alive:
             return
         pod.ready = self.now
+        if pod.followed:
+            self._let_go(pod)
         self._pod(pod, "ready")
         self._see("ready", pod)
         slot = pod.slot
@@ -365,6 +385,8 @@ class Simulation:
 
     def _delete(self, pod: Pod, why: str) -> None:
         pod.deleted, pod.removed_by = self.now, why
+        if pod.followed:
+            self._let_go(pod)
         if pod.ready is None:
             self.result.cold_start(pod, self.now)
         dep = pod.dep
@@ -396,6 +418,58 @@ class Simulation:
                 return
             self.pending.popleft()
             self._try_schedule(pod)
+
+    # ---- engine logs ----------------------------------------------------------------------
+    def _log_begins(self, pod: Pod) -> None:
+        """The pod is in engine init: the follower takes its log when it has room."""
+        if self._follow_max:
+            self._awaiting.append(pod)
+            self._follow_more()
+
+    def _follow_more(self) -> None:
+        """Follow the oldest pods in engine init up to the bound; a log followed late is read
+        from its first line (each line with its own time)."""
+        while self._following < self._follow_max and self._awaiting:
+            pod = self._awaiting.popleft()
+            if not pod.alive or pod.ready is not None:
+                continue
+            pod.followed = True
+            self._following += 1
+            assert pod.started is not None
+            for i, offset in enumerate(pod.lines):
+                at = pod.started + offset
+                if at <= self.now:
+                    self._emit_line(pod, i)
+                else:
+                    self._push(at, _LINE, (pod, i))
+
+    def _let_go(self, pod: Pod) -> None:
+        """The pod left engine init: its follow ends, another pod's may begin."""
+        pod.followed = False
+        self._following -= 1
+        self._follow_more()
+
+    def _line(self, obj: tuple[Pod, int]) -> None:
+        pod, i = obj
+        if pod.followed:
+            self._emit_line(pod, i)
+
+    def _emit_line(self, pod: Pod, i: int) -> None:
+        assert pod.started is not None
+        at = float(BASE_TIME + math.floor(pod.started + pod.lines[i]))  # wall()
+        spec = pod.dep.spec
+        item = steps.record(i, pod.lines, spec.namespace, pod.name, pod.uid, at)
+        if self.record is None and not self.wire_json:
+            self.ctl.feed(item)
+            return
+        line = steps.log_json(item, steps.text(i, pod.lines, at))
+        if self.record is not None:
+            self.record.write(line + b"\n")
+        if self.wire_json:
+            for decoded in decode(line):
+                self.ctl.feed(decoded)
+        else:
+            self.ctl.feed(item)
 
     # ---- hedging --------------------------------------------------------------------------
     def _maybe_hedge(self, pod: Pod) -> None:

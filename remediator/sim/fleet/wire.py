@@ -126,7 +126,7 @@ def pod_record(p: Pod, stage: str, watch: WatchType = "MODIFIED") -> PodSeen:
         unschedulable=UNSCHEDULABLE if stage == "unschedulable" else None,
         ready=ready,
         initialized=scheduled if started is not None else None,  # no init containers
-        statuses=_statuses(started),
+        statuses=_statuses_of(p, started),
         init_statuses=None,
         deleting=deleting,
         labels=labels(p),
@@ -138,6 +138,17 @@ def pod_record(p: Pod, stage: str, watch: WatchType = "MODIFIED") -> PodSeen:
         written=written,
         node_latest=node_latest,
     )
+
+
+def _statuses_of(p: Pod, started: float | None) -> list[ContainerStatus] | None:
+    """`_statuses`, written once per container start (a pod shows it Running, Ready and
+    deleted): the records share the list, which nobody changes."""
+    if started is None:
+        return None
+    cached = p.statuses
+    if cached is None or cached[0] != started:
+        cached = p.statuses = (started, _statuses(started) or [])
+    return cached[1]
 
 
 def _statuses(started: float | None) -> list[ContainerStatus] | None:

@@ -1,4 +1,4 @@
-"""The pods table of one partition (`streams.rows`), over a dict as the table: a deleted
+"""The pods table of one partition (`streams.pods`), over a dict as the table: a deleted
 pod's records leave it once its core forgot the pod, and a core rebuilt from what is
 left knows what the live one knows (the cold starts the pod finished included)."""
 
@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from remediator.policy_file import PolicyFile
 from remediator.streams.core import FORGET_AFTER_S, Learned, PartitionCore, tick_record
-from remediator.streams.rows import ROW_BYTES, PartitionRows
+from remediator.streams.pods import ROW_BYTES, PartitionRows
 from tests.policy.builders import T0, event, pod
 
 P, N = 3, 8
@@ -65,9 +65,9 @@ def rebuilt(table: dict[str, Any]) -> Partition:
     again = Partition(table)
     for entry in again.rows.replay():
         if entry.samples:
-            again.core.decider.learn(entry.samples)
+            again.core.decider.learn(Learned(entry.offset, P, entry.samples))
         else:
-            again.core.feed(entry.raw.encode())
+            again.core.feed(entry.raw.encode(), entry.at)
     return again
 
 
