@@ -93,7 +93,7 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     default=500,
     show_default=True,
     type=click.IntRange(1, 100_000),
-    help="Records an agent takes at once (or what came within 20 ms): one table row and"
+    help="Records an agent takes at once (or what came within 50 ms): one table row and"
     " one record to the guard per batch.",
 )
 @click.option("--argo-server", envvar="ARGO_SERVER", help="Argo Server URL; without it: dry run.")

@@ -26,7 +26,7 @@ class StreamsConfig:
     session_timeout_s: float = 10.0  # the broker's group.min.session.timeout.ms is 6 s
     tick_s: float = 1.0  # a worker moves its partitions' clocks on this often (0: inputs only)
     batch: int = 500  # records an agent takes at once ...
-    batch_within_s: float = 0.02  # ... or what came within this long
+    batch_within_s: float = 0.05  # ... or what came within this long (idle, it wakes as often)
     linger_s: float = 0.005  # the producer waits this long to fill a request
 
     def __post_init__(self) -> None:
