@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-_STAGE_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25)
+_STAGE_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
@@ -43,7 +43,7 @@ class WorkerMetrics:
         )
         self._stage = Histogram(
             "remediator_kafka_stage_seconds",
-            "Time in the core per record, by agent.",
+            "Time in the core per batch of records, by agent.",
             ["agent"],
             buckets=_STAGE_BUCKETS,
             registry=registry,
