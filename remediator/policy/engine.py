@@ -57,8 +57,9 @@ class PolicyEngine:
         self._timers: list[tuple[float, int, str, str, float]] = []
         self._seq = count()
         # Kill-loop guard, per (workload, phase): when a pod of it was last deleted for being
-        # slow there, and the pods held since because their replacement was slow the same way.
-        self._deleted: dict[tuple[str, str], float] = {}
+        # slow there (and which pod), and the pods held since because their replacement was
+        # slow the same way.
+        self._deleted: dict[tuple[str, str], tuple[float, str | None]] = {}
         self._holding: dict[tuple[str, str], set[str]] = {}
         self._deciding: dict[str, tuple[str, str]] = {}  # uid -> key of a delete in flight
         # (workload, phase, budget) on-call was told of, as its note's incident id
@@ -192,7 +193,10 @@ class PolicyEngine:
         if key is None and phase is not None and decision.workload:
             key = (decision.workload, phase)
         if key is not None and decision.action == "delete-pod":
-            self._deleted[key] = now
+            # Dated by the decision's own time (a timer's: its deadline), not when it got
+            # through: a serve started again decides an overdue pod late, and must count a
+            # replacement made since as one that ran on did.
+            self._deleted[key] = (min(now, decision.at), decision.uid)
         if self.tells_once(decision):
             self._told.add(decision.incident)
         if decision.workload and action(decision.action).supersedes:
@@ -372,8 +376,15 @@ class PolicyEngine:
             if within < 0.5:
                 return f"{1 - within:.0%} of the last {n} pods of this model took longer"
             return None
-        deleted = self._deleted.get(key)
-        if deleted is not None and t.created is not None and t.created >= deleted - 1.0:
+        deleted, victim = self._deleted.get(key, (None, None))
+        # (The pod deleted itself is no evidence: judged again after a restart, or while
+        # its deletion is still under way, it is that deletion's pod, not its replacement.)
+        if (
+            deleted is not None
+            and t.uid != victim
+            and t.created is not None
+            and (t.created >= deleted - 1.0)
+        ):
             return (
                 f"a pod of it was deleted for exceeding it {t.created - deleted:.0f}s before "
                 f"{t.name} was created, and {t.name} is as slow"
