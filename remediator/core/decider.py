@@ -107,6 +107,13 @@ class Decider:
             else:
                 history.add(model, phase, seconds)
 
+    def prune(self, grace_s: float) -> list[tuple[str, str]]:
+        """Forget deleted pods `grace_s` after they ended, as the embedded runtime does;
+        their (namespace, name)."""
+        gone: list[tuple[str, str]] = []
+        self.tracker.prune(self.now, grace_s, gone)
+        return gone
+
     # ---- time ------------------------------------------------------------------------
     def next_deadline(self) -> float | None:
         return self.engine.next_deadline()

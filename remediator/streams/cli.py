@@ -98,6 +98,15 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     "dropped and its partitions move to the others; at least the broker's "
     "group.min.session.timeout.ms (6 s by default).",
 )
+@click.option(
+    "--batch",
+    envvar="REMEDIATOR_BATCH",
+    default=500,
+    show_default=True,
+    type=click.IntRange(1, 100_000),
+    help="Records an agent takes at once (or what came within 50 ms): one table row and"
+    " one record to the guard per batch.",
+)
 @click.option("--argo-server", envvar="ARGO_SERVER", help="Argo Server URL; without it: dry run.")
 @click.option("--argo-namespace", envvar="ARGO_NAMESPACE", default="argo", show_default=True)
 @click.option(
@@ -177,7 +186,7 @@ def worker(**kw: Any) -> None:
     listen = Listen.parse(kw["listen"])
     cfg = _config(kw, store=kw["store"], table_dir=kw["table_dir"], web_host=listen.host,
                   web_port=listen.port, tick_s=kw["tick_s"],
-                  session_timeout_s=kw["session_timeout_s"])  # fmt: skip
+                  session_timeout_s=kw["session_timeout_s"], batch=kw["batch"])  # fmt: skip
     policy = load_policy_file(kw["policy"]) if kw["policy"] else PolicyFile()
     cluster: Executor
     notifier: Executor | None = None

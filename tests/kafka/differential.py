@@ -201,7 +201,8 @@ class Observed:
     """What a run let through (action, target, reason), what a guardrail held (incident,
     guardrail, retry time, decision time), the kill-loop holds (the "budget looks too
     tight" notices that replace a deletion) and the cold-start histograms (buckets, sum
-    and count per series). Redelivered after a worker's death, a verdict may be said twice: `once`."""
+    and count per series). Redelivered after a worker's death, a verdict may be said twice:
+    `once`."""
 
     decisions: list[Said] = field(default_factory=list)
     suppressions: list[Held] = field(default_factory=list)
