@@ -25,11 +25,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from remediator.contract.decision import Decision, Suppressed
-from remediator.inputs.records import Input
+from remediator.inputs.records import Input, Relisted
 from remediator.inputs.stamps import api_server_time
 from remediator.logfields import get_logger
 from remediator.output import decision_json, suppressed_json
@@ -44,6 +44,10 @@ from remediator.session import Session
 from remediator.timeline.tracker import StateChange
 
 log = get_logger("remediator.runtime")
+
+# A list a watch makes: (kind, namespace, field selector), as `Relisted` says it is complete.
+ListKey = tuple[str, str, str | None]
+_NOT_YET_S = 0.001  # while the first lists are awaited, the clock stays this short of a timer
 
 
 @dataclass
@@ -120,11 +124,13 @@ class Driver:
         self.catch_up_s = catch_up_s
         self._backlog: Backlog | None = None
         self._max_tick_s: float | None = None  # set while the timer loop runs
+        self._first_lists: set[ListKey] = set()  # awaited before any timer fires
         # Why the sources' picture may lag the cluster's (sources/kube_watch.py), or None.
         self._sources_behind = sources_behind or (lambda: None)
         # Pod deletions held: (why, since when on the monotonic clock); see `_hold`.
         self.held: tuple[str, float] | None = None
         self._told_core: str | None = None
+        self._was_current = False
         self._hold(first=True)
 
     # --- one step each: what the loops call, and what tests call on a virtual clock ------
@@ -139,6 +145,8 @@ class Driver:
                 self.cluster.observe(api_server_time(item))
         for item in inputs:
             self.session.feed(item, batch, watched, now=self._session_now())
+            if isinstance(item, Relisted) and self._first_lists:
+                self._list_in(item)
         self._settle(batch)
         self._report_skew()
         self.rearm.set()
@@ -166,6 +174,33 @@ class Driver:
         self.session.tracker.prune(self.session.now, self._forget_after_s)
         self.last_tick = self.clock.monotonic()
 
+    # --- the first lists: a start sees the whole picture before any timer fires ---------
+    def await_first_lists(self, lists: Iterable[ListKey]) -> None:
+        """No timer fires until every one of these watches' first lists is in. A start
+        that judged the pods before their Events would take a pod pulling its image (a
+        pull shows only in Events) for one stuck in container start and delete it, and one
+        that judged them before their Deployment would cap deletions at one (replicas
+        unknown): a restarted serve would decide otherwise than one that ran on. The clock
+        still moves up to the earliest timer; a timer due meanwhile fires once the lists
+        are in, stamped with its own due time."""
+        self._first_lists = set(lists)
+        if self._first_lists:
+            log.info(
+                "timers wait for the watches' first lists", extra={"lists": len(self._first_lists)}
+            )
+
+    def _list_in(self, item: Relisted) -> None:
+        self._first_lists.discard((item.kind, item.namespace, item.selector))
+        if not self._first_lists:
+            log.info("the watches' first lists are in: timers run")
+
+    def _first_lists_now(self, now: float) -> float:
+        """`now`, or, while a first list is awaited, just short of the earliest timer."""
+        due = self.session.engine.next_deadline()
+        if not self._first_lists or due is None or due > now:
+            return now
+        return max(self.session.now, due - _NOT_YET_S)
+
     # --- behind: a pause or a gap, and catching up --------------------------------------
     def fell_behind(self, why: str) -> None:
         """The picture may lag the cluster's (serve was paused, a watch was away): the
@@ -179,8 +214,10 @@ class Driver:
         self.behind = (why, self.clock.monotonic())
 
     def _session_now(self) -> float:
-        """The time the session may move to: the cluster's, or, after a pause, where it is."""
-        return self.cluster.now() if self.behind is None else self.session.now
+        """The time the session may move to: the cluster's, or, after a pause, where it is
+        (while a first list is awaited, no further than just short of a timer)."""
+        now = self.cluster.now() if self.behind is None else self.session.now
+        return self._first_lists_now(now)
 
     def _step_in(self) -> None:
         """First thing in `feed` and `tick`: a pause found or over, and the hold said."""
@@ -212,8 +249,12 @@ class Driver:
             why = self.held[0]  # still on its way: the inputs queued meanwhile
         now = self.clock.monotonic()
         if why is not None and self.held is None:
-            log.warning(
-                "behind: pod deletions held until the watch has caught up", extra={"why": why}
+            # Before the first list at start this is expected: said, but not as a warning.
+            level = logging.WARNING if self._was_current else logging.INFO
+            log.log(
+                level,
+                "behind: pod deletions held until the watch has caught up",
+                extra={"why": why},
             )
             self.held = (why, now)
         elif why is not None and self.held is not None:
@@ -224,6 +265,7 @@ class Driver:
                 extra={"was": self.held[0], "behind_s": round(now - self.held[1], 1)},
             )
             self.held = None
+        self._was_current = self._was_current or self.held is None
         self.metrics.behind.set(0 if self.held is None else 1)
         if first or why != self._told_core:
             self.session.set_behind(why)
@@ -299,11 +341,17 @@ class Driver:
         so nothing let through before a restart is let through again. A dry run restores
         the newest (what acting runs did and what it "would" itself); an acting run the
         newest an acting run saved: a dry run's would-deletions never happened, so the pod
-        it announced is acted on now, once, and they spend no blast-radius slot."""
+        it announced is acted on now, once, and they spend no blast-radius slot. The rows
+        themselves are told to the decider again, on the same terms (its kill-loop memory:
+        an acting run's, of what acting runs did)."""
         state = self.outbox.guard_state(acting=self.acting)
         if state is not None:
             self.session.restore_guard_state(state)
             self.session.set_behind(self._told_core)  # now's, never the stored one
+        rows = self.outbox.rows()
+        self.session.restore_through(
+            (r.decision, r.state == "dry") for r in rows if not (self.acting and r.state == "dry")
+        )
 
     # --- the loops ---------------------------------------------------------------------------
     async def consume(self, backlog: Backlog) -> None:

@@ -274,7 +274,12 @@ class Service:
         await asyncio.sleep(0)  # let the runtime bind the loop before watches deliver
         if self.cfg.watch and self.cfg.namespaces:
             api = api_client(self.cfg.kubeconfig)
-            for target in targets(list(self.cfg.namespaces), self.cfg.warmup_daemonset):
+            found = targets(list(self.cfg.namespaces), self.cfg.warmup_daemonset)
+            # Pods are judged on the whole picture: their Events and workloads listed too.
+            self.runtime.driver.await_first_lists(
+                (t.kind, t.namespace, t.field_selector) for t in found
+            )
+            for target in found:
                 w = KubeWatch(
                     api,
                     target,

@@ -113,6 +113,7 @@ class Worker:
     argo: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     cpus: str | None = None
+    batch: int | None = None  # records an agent takes at once (None: the worker's default)
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
 
@@ -127,6 +128,8 @@ class Worker:
                "--listen", f"127.0.0.1:{self.port}", "--tick", "0",
                "--table-dir", str(self.workdir / f"tables-{self.name}"),
                "--log-level", "INFO"]  # fmt: skip
+        if self.batch is not None:
+            cmd += ["--batch", str(self.batch)]
         if self.argo:
             cmd += ["--argo-server", self.argo]
         else:

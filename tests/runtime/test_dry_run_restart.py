@@ -20,7 +20,7 @@ from remediator.contract.decision import Decision, Suppressed
 from remediator.executors.protocol import Submit
 from remediator.executors.recorder import Recorder
 from remediator.guard import GuardState
-from remediator.inputs.decode import normalize
+from remediator.inputs.decode import decode, normalize
 from remediator.policy_file import load_policy
 from remediator.runtime.clock import VirtualClock
 from remediator.runtime.driver import Driver
@@ -28,6 +28,9 @@ from remediator.runtime.metrics import RuntimeMetrics
 from remediator.runtime.outbox import Outbox, OutboxRows
 from remediator.runtime.worker import OutboxWorker, WorkerSettings
 from remediator.session import Session
+from tests.core.differential import Advance, Feed, Step, through_driver
+from tests.policy import builders
+from tests.policy.conftest import RELAXED
 from tests.runtime.test_virtual_clock import POLICY, T0, Argo, pod, slack_ok
 
 DRY = POLICY + "guardrails: {dry_run: {enabled: true}}\n"
@@ -186,3 +189,40 @@ def test_an_older_files_state_is_an_acting_runs_unless_only_a_dry_run_wrote_it(
     outbox = Outbox(path)
     assert outbox.guard_state() == '{"version":1}'  # a dry run reads it as before
     assert (outbox.guard_state(acting=True) is not None) is acting_restores
+
+
+# --- the kill-loop memory comes back with the state file (found by the live differential) ---
+
+UID_A = "11111111-2222-3333-4444-555555555555"
+UID_B = "99999999-2222-3333-4444-555555555555"
+KILL_LOOP = RELAXED + "  blast_radius: {window_s: 1}\n"
+
+
+def _kill_loop() -> list[Step]:
+    """Pod A hangs in engine init and is deleted; its replacement B, created after the
+    deletion, is as slow: the kill-loop guard holds B and tells on-call the budget is tight."""
+    docs = [
+        builders.pod(created=0, scheduled=1, started=10),
+        builders.pod(created=0, scheduled=1, started=10, watch="DELETED"),
+        builders.pod(
+            "vllm-70b-7c9d5b6f4-fghij", UID_B, watch="ADDED", created=96, scheduled=97, started=100
+        ),  # fmt: skip
+    ]
+    a, gone, b = (Feed(item) for doc in docs for item in decode(orjson.dumps(doc)))
+    return [a, Advance(builders.T0 + 95), gone, b, Advance(builders.T0 + 400)]
+
+
+@pytest.mark.parametrize("dry", [False, True], ids=["live", "dry"])
+@pytest.mark.parametrize("restart_at", [2, 3, 4])
+async def test_a_restart_between_a_deletion_and_its_replacement_changes_nothing(
+    dry: bool, restart_at: int
+) -> None:
+    """A serve restarted after it deleted A (or would have) and before B's deadline: the
+    kill-loop memory comes back from the state file's rows with the guard state, so B is held
+    and the budget told, as without the restart (not deleted in turn: a kill loop)."""
+    policy = load_policy(KILL_LOOP + ("  dry_run: {enabled: true}\n" if dry else ""))
+    steps = _kill_loop()
+    unbroken = await through_driver(steps, policy, 0)
+    assert [a for a, _, _ in unbroken.through] == ["delete-pod", "notify"]
+    restarted = await through_driver(steps, policy, restart_at)
+    assert restarted.through == unbroken.through
