@@ -18,6 +18,15 @@ from remediator.runtime.embedded import RuntimeSettings
 from remediator.runtime.inbox import KEEP_BYTES
 from remediator.runtime.leader import LeaseSettings
 from remediator.runtime.logs import log_level_option, setup_logging
+from remediator.runtime.options import (
+    argo_namespace_option,
+    argo_server_option,
+    kubeconfig_option,
+    outbox_retention_option,
+    slack_api_url_option,
+    slack_channel_option,
+    workflow_start_timeout_option,
+)
 from remediator.runtime.service import Service, ServiceConfig
 from remediator.runtime.statefile import EXIT_CODE as STATE_FILE_EXIT
 from remediator.runtime.statefile import StateFileError
@@ -116,26 +125,15 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     help="NAMESPACE/NAME of the GPU warmup DaemonSet to watch (by name); '' for none.  "
     "[env REMEDIATOR_WARMUP_DAEMONSET]",
 )
-@click.option(
-    "--kubeconfig",
-    envvar="KUBECONFIG",
-    default=None,
-    help="Kubeconfig file. Default: in-cluster when in a pod, else ~/.kube/config.  "
-    "[env KUBECONFIG]",
+@kubeconfig_option(
+    "Kubeconfig file. Default: in-cluster when in a pod, else ~/.kube/config.  [env KUBECONFIG]",
 )
-@click.option(
-    "--argo-server",
-    envvar="ARGO_SERVER",
-    default=None,
-    help="Argo Server URL, e.g. https://argo-server.argo:2746. Required unless "
+@argo_server_option(
+    "Argo Server URL, e.g. https://argo-server.argo:2746. Required unless "
     "--dry-run.  [env ARGO_SERVER]",
 )
-@click.option(
-    "--argo-namespace",
-    envvar="ARGO_NAMESPACE",
-    default="argo",
-    show_default=True,
-    help="Where the WorkflowTemplates live and workflows run.  [env ARGO_NAMESPACE]",
+@argo_namespace_option(
+    "Where the WorkflowTemplates live and workflows run.  [env ARGO_NAMESPACE]",
 )
 @click.option(
     "--argo-ui-url",
@@ -149,21 +147,12 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     default=None,
     help="CA bundle for the Argo Server's TLS.  [env ARGO_CA_CERT]",
 )
-@click.option(
-    "--slack-channel",
-    envvar="SLACK_CHANNEL",
-    default=None,
-    help="Channel id (C0123456789) the bot posts to. A #name posts too, but after a crash "
+@slack_channel_option(
+    "Channel id (C0123456789) the bot posts to. A #name posts too, but after a crash "
     "only the id lets it find what it already posted (channels:history) instead of posting "
     "again. Unset: no Slack.  [env SLACK_CHANNEL]",
 )
-@click.option(
-    "--slack-api-url",
-    envvar="SLACK_API_URL",
-    default="https://slack.com/api/",
-    show_default=True,
-    help="Slack Web API base URL (an egress proxy, or a test server).  [env SLACK_API_URL]",
-)
+@slack_api_url_option
 @click.option(
     "--dry-run/--no-dry-run",
     envvar="REMEDIATOR_DRY_RUN",
@@ -254,22 +243,12 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     help="Seconds an HTTP connection may go without a complete request before it is "
     "closed.  [env REMEDIATOR_IDLE_TIMEOUT]",
 )
-@click.option(
-    "--outbox-retention",
-    envvar="REMEDIATOR_OUTBOX_RETENTION",
-    type=click.FloatRange(min=0, min_open=True),
-    default=7.0,
-    show_default=True,
-    help="Days a closed outbox row (ended, expired, failed and told) is kept before it is "
+@outbox_retention_option(
+    "Days a closed outbox row (ended, expired, failed and told) is kept before it is "
     "deleted.  [env REMEDIATOR_OUTBOX_RETENTION]",
 )
-@click.option(
-    "--workflow-start-timeout",
-    envvar="REMEDIATOR_WORKFLOW_START_TIMEOUT",
-    type=click.FloatRange(min=0, min_open=True),
-    default=300.0,
-    show_default=True,
-    help="Seconds a submitted workflow may stay Pending (Argo took it, nothing started it: "
+@workflow_start_timeout_option(
+    "Seconds a submitted workflow may stay Pending (Argo took it, nothing started it: "
     "no workflow-controller, a quota) before on-call is told, once, in the act's thread; "
     "it is still followed to its end.  [env REMEDIATOR_WORKFLOW_START_TIMEOUT]",
 )

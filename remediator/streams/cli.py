@@ -10,6 +10,15 @@ from typing import Any
 import click
 
 from remediator.runtime.logs import log_level_option
+from remediator.runtime.options import (
+    argo_namespace_option,
+    argo_server_option,
+    kubeconfig_option,
+    outbox_retention_option,
+    slack_api_url_option,
+    slack_channel_option,
+    workflow_start_timeout_option,
+)
 from remediator.streams.config import StreamsConfig, Topic
 
 
@@ -107,44 +116,25 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     help="Records an agent takes at once (or what came within 50 ms): one table row and"
     " one record to the guard per batch.",
 )
-@click.option("--argo-server", envvar="ARGO_SERVER", help="Argo Server URL; without it: dry run.")
-@click.option("--argo-namespace", envvar="ARGO_NAMESPACE", default="argo", show_default=True)
-@click.option(
-    "--slack-channel",
-    envvar="SLACK_CHANNEL",
-    default=None,
-    help="Channel the executor tells what it did (bot token: SLACK_BOT_TOKEN or "
+@argo_server_option("Argo Server URL; without it: dry run.")
+@argo_namespace_option()
+@slack_channel_option(
+    "Channel the executor tells what it did (bot token: SLACK_BOT_TOKEN or "
     "SLACK_BOT_TOKEN_FILE). Unset: no Slack.  [env SLACK_CHANNEL]",
 )
-@click.option(
-    "--slack-api-url",
-    envvar="SLACK_API_URL",
-    default="https://slack.com/api/",
-    show_default=True,
-    help="Slack Web API base URL (an egress proxy, or a test server).  [env SLACK_API_URL]",
-)
+@slack_api_url_option
 @click.option(
     "--dry-run-log",
     envvar="REMEDIATOR_DRY_RUN_LOG",
     help="Without --argo-server: append what would run here (JSON lines), each workflow once;"
     " without --slack-channel also each notice a note-only decision would send.",
 )
-@click.option(
-    "--outbox-retention",
-    envvar="REMEDIATOR_OUTBOX_RETENTION",
-    type=click.FloatRange(min=0, min_open=True),
-    default=7.0,
-    show_default=True,
-    help="Days a closed row of the acting table (ended, expired, failed and told) is kept "
+@outbox_retention_option(
+    "Days a closed row of the acting table (ended, expired, failed and told) is kept "
     "before it is deleted (a tombstone), as serve's outbox.",
 )
-@click.option(
-    "--workflow-start-timeout",
-    envvar="REMEDIATOR_WORKFLOW_START_TIMEOUT",
-    type=click.FloatRange(min=0, min_open=True),
-    default=300.0,
-    show_default=True,
-    help="Seconds a submitted workflow may stay Pending before on-call is told, once, in the "
+@workflow_start_timeout_option(
+    "Seconds a submitted workflow may stay Pending before on-call is told, once, in the "
     "act's thread; it is still followed to its end (as serve).",
 )
 @click.option(
@@ -158,11 +148,8 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     "ServiceAccount, else --kubeconfig); auto: on where a kube config is found, else off "
     "(logged); off: never. Only with --argo-server; needs `get pods` where it acts.",
 )
-@click.option(
-    "--kubeconfig",
-    envvar="KUBECONFIG",
-    default=None,
-    help="Kubeconfig file for --look-again. Default: in-cluster when in a pod, else "
+@kubeconfig_option(
+    "Kubeconfig file for --look-again. Default: in-cluster when in a pod, else "
     "~/.kube/config.  [env KUBECONFIG]",
 )
 @log_level_option
