@@ -14,19 +14,11 @@ from remediator.executors.argo_params import remediator_image
 from remediator.executors.secrets import MissingSecret
 from remediator.executors.validate import InvalidParameter
 from remediator.logfields import get_logger
+from remediator.runtime import options
 from remediator.runtime.embedded import RuntimeSettings
 from remediator.runtime.inbox import KEEP_BYTES
 from remediator.runtime.leader import LeaseSettings
 from remediator.runtime.logs import log_level_option, setup_logging
-from remediator.runtime.options import (
-    argo_namespace_option,
-    argo_server_option,
-    kubeconfig_option,
-    outbox_retention_option,
-    slack_api_url_option,
-    slack_channel_option,
-    workflow_start_timeout_option,
-)
 from remediator.runtime.service import Service, ServiceConfig
 from remediator.runtime.statefile import EXIT_CODE as STATE_FILE_EXIT
 from remediator.runtime.statefile import StateFileError
@@ -125,14 +117,14 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     help="NAMESPACE/NAME of the GPU warmup DaemonSet to watch (by name); '' for none.  "
     "[env REMEDIATOR_WARMUP_DAEMONSET]",
 )
-@kubeconfig_option(
+@options.kubeconfig(
     "Kubeconfig file. Default: in-cluster when in a pod, else ~/.kube/config.  [env KUBECONFIG]",
 )
-@argo_server_option(
+@options.argo_server(
     "Argo Server URL, e.g. https://argo-server.argo:2746. Required unless "
     "--dry-run.  [env ARGO_SERVER]",
 )
-@argo_namespace_option(
+@options.argo_namespace(
     "Where the WorkflowTemplates live and workflows run.  [env ARGO_NAMESPACE]",
 )
 @click.option(
@@ -147,12 +139,12 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     default=None,
     help="CA bundle for the Argo Server's TLS.  [env ARGO_CA_CERT]",
 )
-@slack_channel_option(
+@options.slack_channel(
     "Channel id (C0123456789) the bot posts to. A #name posts too, but after a crash "
     "only the id lets it find what it already posted (channels:history) instead of posting "
     "again. Unset: no Slack.  [env SLACK_CHANNEL]",
 )
-@slack_api_url_option
+@options.slack_api_url
 @click.option(
     "--dry-run/--no-dry-run",
     envvar="REMEDIATOR_DRY_RUN",
@@ -243,11 +235,11 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     help="Seconds an HTTP connection may go without a complete request before it is "
     "closed.  [env REMEDIATOR_IDLE_TIMEOUT]",
 )
-@outbox_retention_option(
+@options.outbox_retention(
     "Days a closed outbox row (ended, expired, failed and told) is kept before it is "
     "deleted.  [env REMEDIATOR_OUTBOX_RETENTION]",
 )
-@workflow_start_timeout_option(
+@options.workflow_start_timeout(
     "Seconds a submitted workflow may stay Pending (Argo took it, nothing started it: "
     "no workflow-controller, a quota) before on-call is told, once, in the act's thread; "
     "it is still followed to its end.  [env REMEDIATOR_WORKFLOW_START_TIMEOUT]",

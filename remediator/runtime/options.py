@@ -18,21 +18,21 @@ class Decorator(Protocol):
     def __call__(self, fn: F, /) -> F: ...
 
 
-def argo_server_option(help: str) -> Decorator:
+def argo_server(help: str) -> Decorator:
     return click.option("--argo-server", envvar="ARGO_SERVER", default=None, help=help)
 
 
-def argo_namespace_option(help: str | None = None) -> Decorator:
+def argo_namespace(help: str | None = None) -> Decorator:
     return click.option(
         "--argo-namespace", envvar="ARGO_NAMESPACE", default="argo", show_default=True, help=help
     )
 
 
-def slack_channel_option(help: str) -> Decorator:
+def slack_channel(help: str) -> Decorator:
     return click.option("--slack-channel", envvar="SLACK_CHANNEL", default=None, help=help)
 
 
-def slack_api_url_option(fn: F) -> F:
+def slack_api_url(fn: F) -> F:
     return click.option(
         "--slack-api-url",
         envvar="SLACK_API_URL",
@@ -42,28 +42,25 @@ def slack_api_url_option(fn: F) -> F:
     )(fn)
 
 
-def kubeconfig_option(help: str) -> Decorator:
+def kubeconfig(help: str) -> Decorator:
     return click.option("--kubeconfig", envvar="KUBECONFIG", default=None, help=help)
 
 
-def outbox_retention_option(help: str) -> Decorator:
-    """Days (a float above 0) a closed row is kept; the command turns it into seconds."""
-    return click.option(
-        "--outbox-retention",
-        envvar="REMEDIATOR_OUTBOX_RETENTION",
-        type=click.FloatRange(min=0, min_open=True),
-        default=7.0,
-        show_default=True,
-        help=help,
-    )
+def outbox_retention(help: str) -> Decorator:
+    """Days a closed row is kept; the command turns them into seconds."""
+    return _above_zero("--outbox-retention", "REMEDIATOR_OUTBOX_RETENTION", 7.0, help)
 
 
-def workflow_start_timeout_option(help: str) -> Decorator:
+def workflow_start_timeout(help: str) -> Decorator:
+    return _above_zero("--workflow-start-timeout", "REMEDIATOR_WORKFLOW_START_TIMEOUT", 300.0, help)
+
+
+def _above_zero(flag: str, envvar: str, default: float, help: str) -> Decorator:
     return click.option(
-        "--workflow-start-timeout",
-        envvar="REMEDIATOR_WORKFLOW_START_TIMEOUT",
+        flag,
+        envvar=envvar,
         type=click.FloatRange(min=0, min_open=True),
-        default=300.0,
+        default=default,
         show_default=True,
         help=help,
     )
