@@ -83,6 +83,24 @@ def _one_more_hung(cluster: LiveCluster, doc: dict[str, Any], pods: list[dict[st
     return hung
 
 
+def _the_stall(argo: ArgoStandin, hung: dict[str, Any], step: str,
+               timed_as: str) -> tuple[str, int, int, int]:  # fmt: skip
+    """The one delete, of the hung pod, whose reason names the vLLM step it stalled in and the
+    step that timed it: the reason, then the seconds stalled, the limit, the siblings'."""
+    wf = wait_for(lambda: workflows_of(argo, "delete-stuck-inference-pod"), 60, "a delete")[0]
+    assert (params(wf)["pod"], params(wf)["uid"]) == (hung["metadata"]["name"],
+                                                      hung["metadata"]["uid"])  # fmt: skip
+    reason = params(wf)["reason"]
+    found = re.search(
+        rf"engine_init stalled in vLLM step {step} \(timed as {timed_as}\) for (\d+)s, "
+        r"over its (\d+)s limit for 1 checks in a row: 2 siblings of \S+ took (\d+)s there",
+        reason,
+    )
+    assert found is not None, reason
+    stalled_s, limit_s, siblings_s = map(int, found.groups())
+    return reason, stalled_s, limit_s, siblings_s
+
+
 def test_a_pod_whose_log_stops_at_a_step_is_found_by_its_step_before_its_phase_budget(
     cluster: LiveCluster,
     serve: Callable[..., Serve],
@@ -98,22 +116,13 @@ def test_a_pod_whose_log_stops_at_a_step_is_found_by_its_step_before_its_phase_b
 
     # One more replica; its engine hangs once it has sized its KV cache: its log stops there.
     hung = _one_more_hung(cluster, doc, pods, SEL)
-    name, uid = hung["metadata"]["name"], hung["metadata"]["uid"]
+    name = hung["metadata"]["name"]
     stalled = EngineLog(cluster, s, hung, LOG[:6]).start()
     wait_for(stalled.done, 60, "the hung pod's log up to its KV cache")
 
-    wf = wait_for(lambda: workflows_of(argo, "delete-stuck-inference-pod"), 60, "a delete")[0]
-    assert params(wf)["pod"] == name and params(wf)["uid"] == uid
-    reason = params(wf)["reason"]
     # Which step stalled (the KV cache's allocation, timed by what graph capture took the
     # siblings: V1 logs nothing between), for how long, against what the siblings took.
-    found = re.search(
-        r"engine_init stalled in vLLM step kv_cache \(timed as cuda_graphs\) for (\d+)s, "
-        r"over its (\d+)s limit for 1 checks in a row: 2 siblings of \S+ took (\d+)s there",
-        reason,
-    )
-    assert found is not None, reason
-    stalled_s, limit_s, siblings_s = map(int, found.groups())
+    reason, stalled_s, limit_s, siblings_s = _the_stall(argo, hung, "kv_cache", "cuda_graphs")
     # ~2.5 s between the lines, as shipped (rounded in the reason): a limit of 5 s or just over
     assert 1 <= siblings_s <= 4 and 5 <= limit_s <= max(5, 2 * siblings_s + 1)
     assert limit_s <= stalled_s < 600  # by its step: far inside its 600 s phase budget
@@ -200,22 +209,12 @@ def test_a_pod_whose_spans_stop_at_a_step_is_found_by_its_step(
     assert all(e.done() for e in siblings), "a sibling became Ready before its spans ended"
 
     hung = _one_more_hung(cluster, doc, pods, SPANS_SEL)
-    name, uid = hung["metadata"]["name"], hung["metadata"]["uid"]
     stalled = EngineSpans(cluster, s, hung, SPANS[:5]).start()
     wait_for(stalled.done, 60, "the hung pod's spans up to its last compiled graph")
 
-    wf = wait_for(lambda: workflows_of(argo, "delete-stuck-inference-pod"), 60, "a delete")[0]
-    assert params(wf)["pod"] == name and params(wf)["uid"] == uid
-    reason = params(wf)["reason"]
     # Spans say nothing of the memory profile's end: the stretch after the last compiled graph
     # is timed by what the siblings took to the KV cache's allocation (Capture model's start).
-    found = re.search(
-        r"engine_init stalled in vLLM step memory_profiling \(timed as kv_cache\) for (\d+)s, "
-        r"over its (\d+)s limit for 1 checks in a row: 2 siblings of \S+ took (\d+)s there",
-        reason,
-    )
-    assert found is not None, reason
-    stalled_s, limit_s, siblings_s = map(int, found.groups())
+    reason, stalled_s, limit_s, siblings_s = _the_stall(argo, hung, "memory_profiling", "kv_cache")
     assert siblings_s <= 2 and limit_s == 5 and limit_s <= stalled_s < 600
     assert "over its 600s budget" not in reason
     assert len(workflows_of(argo, "delete-stuck-inference-pod")) == 1
