@@ -28,7 +28,7 @@ log = get_logger("remediator.serve")
 
 _EPILOG = """\b
 Secrets (environment only, never flags, never logged):
-  REMEDIATOR_WEBHOOK_TOKEN / _FILE  bearer token POST /events requires (required); the
+  REMEDIATOR_WEBHOOK_TOKEN / _FILE  bearer token POST /events and /v1/traces require; the
                                     file is re-read on each request (rotate it in place or
                                     by rename); missing or empty: 503 and /readyz fails
   ARGO_TOKEN / ARGO_TOKEN_FILE      Argo Server token (required unless --dry-run)
@@ -43,6 +43,10 @@ Leader election (on when POD_NAME is set, i.e. in a cluster):
 \b
 Endpoints on --listen:
   POST /events   Alertmanager webhook, CloudEvent (structured or binary), watch event
+  POST /v1/traces  OTLP/HTTP traces (application/x-protobuf or application/json, gzip):
+                 vLLM's start-up spans, attributed to pods by k8s.namespace.name,
+                 k8s.pod.name (k8s.pod.uid) resource attributes; 200 with OTLP's
+                 partial_success for spans without a pod, 400 undecodable, 415 other types
   GET  /healthz  liveness
   GET  /readyz   readiness: policy loaded; every watch synced, running and current (a
                  BOOKMARK or event within 90 s); webhooks can be stored; a token to check
@@ -280,6 +284,17 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     "than a minute make room, else the webhook gets 503 and the sender retries.  "
     "[env REMEDIATOR_INBOX_MAX_BYTES]",
 )
+@click.option(
+    "--behind-unready",
+    envvar="REMEDIATOR_BEHIND_UNREADY",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds pod deletions may be held because the picture may lag the cluster's (a "
+    "Pod watch relisting after a reconnect, short of the API server's resourceVersion or "
+    "of its BOOKMARK; serve just resumed from a pause) before /readyz fails. Held "
+    "deletions are decided again once caught up.  [env REMEDIATOR_BEHIND_UNREADY]",
+)
 @log_level_option
 def serve(
     policy: str | None,
@@ -308,6 +323,7 @@ def serve(
     outbox_retention: float,
     workflow_start_timeout: float,
     inbox_max_bytes: int,
+    behind_unready: float,
     log_level: str,
 ) -> None:
     """Run remediator as a service: watch inference pods, take webhooks, track every
@@ -349,6 +365,7 @@ def serve(
             kill_switch_file=kill_switch_file,
             outbox_retention_s=outbox_retention * 86400,
             workflow_start_timeout_s=workflow_start_timeout,
+            behind_unready_s=behind_unready,
         ),
         lease=lease,
         max_webhook_pods=max_webhook_pods,

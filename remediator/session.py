@@ -13,12 +13,13 @@ apart (`remediator.core`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 
 from remediator.contract.decision import Decision, Suppressed
-from remediator.contract.records import Candidate
+from remediator.contract.records import Candidate, GotThrough
 from remediator.core.decider import Decider
 from remediator.core.guard import Guard
 from remediator.guard import GuardState, Pipeline
@@ -98,9 +99,23 @@ class Session:
     def set_kill_switch(self, engaged: bool, note: str = "") -> None:
         self.guard.set_kill_switch(engaged, note)
 
+    def set_behind(self, why: str | None) -> None:
+        """While the picture may lag the cluster's (`why`), pod deletions are held and asked
+        again at the next look; None: caught up."""
+        self.guard.set_behind(why)
+
     def restore_guard_state(self, text: str) -> None:
         """Guard state as stored by a runtime (`GuardState.to_json`)."""
         self.guard.restore(text)
+
+    def restore_through(self, through: Iterable[tuple[Decision, bool]]) -> None:
+        """What got through before a restart, (decision, dry) as the state file's rows hold
+        it, told to the decider again as the guard's feedback was: the kill-loop memory (a
+        deletion per workload and phase, a budget told too tight) comes back with the guard
+        state, so a restarted run decides what an unbroken one does (a replacement as slow
+        as the pod deleted is held and told, not deleted in turn)."""
+        for decision, dry in through:
+            self.decider.feedback(GotThrough(decision, decision.at, dry, phase=decision.phase))
 
     def _settle(self, candidate: Candidate) -> None:
         out = self._out

@@ -18,6 +18,8 @@ import pytest
 from tests.data import vllm_logs
 from tests.policy import builders as policy
 from tests.sharing import GlobalsWatch, fresh, own_copy
+from tests.simstream import pods as simstream_pods
+from tests.simstream.plan import Planner
 from tests.standins import kube_api
 from tests.timeline import streams
 
@@ -36,6 +38,9 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "kube_api.node": lambda: kube_api.node("gpu-node-1"),
     "kube_api.lease": lambda: kube_api.lease("remediator", "leader", holderIdentity="a"),
     "vllm_logs.engine_log": lambda: vllm_logs.engine_log("llm", "p", "INFO line", 0.0, "u"),
+    "simstream.pod_object": lambda: simstream_pods.pod_object(
+        Planner(seed=7).next(0, scenario="cold"), "ready", 12
+    ),
 }
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any, cast
 from urllib.parse import quote
 
@@ -23,6 +22,8 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
+
+from remediator.sources.kube_client import server_time
 
 LIST_PAGE = 500
 TIMEOUT = (5.0, 30.0)  # (connect, read) seconds of one call
@@ -202,14 +203,3 @@ def _status_message(body: str | None) -> str:
     except orjson.JSONDecodeError:
         return body.strip()[:300]
     return str(doc.get("message") or "") if isinstance(doc, dict) else ""
-
-
-def server_time(resp: urllib3.HTTPResponse) -> float | None:
-    """The API server's clock, from the answer's Date header (whole seconds)."""
-    date = resp.headers.get("Date")
-    if not date:
-        return None
-    try:
-        return parsedate_to_datetime(date).timestamp()
-    except (TypeError, ValueError):
-        return None

@@ -1,10 +1,11 @@
 """One codec for every record that crosses a process: msgspec JSON.
 
 Decisions, suppressions, candidates, feedback, watermarks and the runtime's commands
-(`executors.protocol`: dataclasses, which msgspec encodes as they are) are written with
-`encode` and read back with `decode(data, Type)`; the boundary's tagged records also as
-one union (`decode_wire`). A record that does not match its type is a `msgspec.
-ValidationError` that says which field: a bad record is refused whole, never half read.
+(`executors.protocol`: `Submit`, `Poll`, `Tell` with any of its notes, tagged structs, so
+`decode(data, Command)` reads any of them) are written with `encode` and read back with
+`decode(data, Type)`; the boundary's tagged records also as one union (`decode_wire`).
+A record that does not match its type is a `msgspec.ValidationError` that says which
+field: a bad record is refused whole, never half read.
 """
 
 from __future__ import annotations

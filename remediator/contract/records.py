@@ -26,13 +26,16 @@ from remediator.contract.decision import Decision
 class Candidate(msgspec.Struct, frozen=True, tag="candidate"):
     """A decision the rules made at `at`, before the guardrails. `model`: the target
     pod's model (a guard over many partitions weighs its cold start by it). `phase`: the
-    phase a pod deletion was decided in (the kill-loop guard's key, with the workload)."""
+    phase a pod deletion was decided in (the kill-loop guard's key, with the workload).
+    `once`: a notice the rules tell once per cause (a budget that looks too tight), which
+    a guard over many deciders lets through once per incident for all of them."""
 
     decision: Decision
     at: float
     partition: int = 0
     model: str | None = None
     phase: str | None = None
+    once: bool = False
 
 
 class GotThrough(msgspec.Struct, frozen=True, tag="got_through"):

@@ -20,8 +20,8 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry
 
 from remediator.contract.decision import Decision
-from remediator.contract.records import Candidate, Feedback, GotThrough, RetryAt
-from remediator.inputs.records import EngineStep, Input, Relisted
+from remediator.contract.records import Candidate, Feedback, GotThrough, Learned, RetryAt
+from remediator.inputs.records import EngineSpan, EngineStep, Input, Relisted
 from remediator.metrics.export import TimelineMetrics
 from remediator.policy.engine import PolicyEngine
 from remediator.policy.history import PhaseHistory
@@ -59,6 +59,10 @@ class _Recording(PhaseHistory):
         super().add(model, phase, seconds)
         self.fresh.append((model, phase, seconds))
 
+    def heard(self, model: str, phase: str, seconds: float) -> None:
+        """Learned by another decider: kept, not passed on again."""
+        super().add(model, phase, seconds)
+
 
 class Decider:
     """`metrics`: the timeline metrics to observe into (several deciders of one process
@@ -91,6 +95,17 @@ class Decider:
             return ()
         fresh, self._learning.fresh = self._learning.fresh, []
         return tuple(fresh)
+
+    def learn(self, record: Learned) -> None:
+        """Cold starts another decider learned (a guard relays them): the history budgets
+        are judged by (adaptive budgets, "too tight" holds) is the cluster's, as in one
+        process, not only this decider's pods'."""
+        history = self.engine.history
+        for model, phase, seconds in record.samples:
+            if isinstance(history, _Recording):
+                history.heard(model, phase, seconds)
+            else:
+                history.add(model, phase, seconds)
 
     # ---- time ------------------------------------------------------------------------
     def next_deadline(self) -> float | None:
@@ -148,7 +163,7 @@ class Decider:
         if change is not None:
             self.metrics.observe(change)
             out.transition(change)
-        elif isinstance(item, EngineStep):
+        elif isinstance(item, EngineStep | EngineSpan):
             t = self.tracker.timeline_of(item)
             if t is not None:
                 self.metrics.init_steps(t)
@@ -192,7 +207,9 @@ class Decider:
 
     def _candidate(self, decision: Decision, at: float, partition: int = 0) -> Candidate:
         phase = self.engine.deciding(decision.uid) if decision.action == "delete-pod" else None
-        return Candidate(decision, at, partition, phase=phase)
+        return Candidate(
+            decision, at, partition, phase=phase, once=self.engine.tells_once(decision)
+        )
 
     def model_of(self, candidate: Candidate) -> str | None:
         """The target pod's model, for a guard that weighs its cold start elsewhere."""

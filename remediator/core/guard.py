@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from remediator.contract.decision import Decision, Suppressed
 from remediator.contract.records import Candidate, Feedback, GotThrough, RetryAt
-from remediator.guard import GuardState, build_pipeline, engage
+from remediator.guard import GuardState, build_pipeline, engage, hold
 from remediator.guard.config import GuardConfig
 from remediator.policy.config import PolicyConfig
 from remediator.policy.history import PhaseHistory, expected_cold_start
@@ -97,6 +97,11 @@ class Guard:
     # ---- state -----------------------------------------------------------------------
     def set_kill_switch(self, engaged: bool, note: str = "") -> None:
         self.state = engage(self.state, engaged, note)
+
+    def set_behind(self, why: str | None) -> None:
+        """The runtime's picture may lag the cluster's (`why`), or has caught up (None):
+        pod deletions are held meanwhile (guard/watch_current.py)."""
+        self.state = hold(self.state, why or "")
 
     def restore(self, text: str | bytes) -> None:
         """Guard state as stored by a runtime (`GuardState.to_json`)."""

@@ -6,6 +6,10 @@ dry-run `Recorder` (`recorder.py`: any command, answered without I/O). A runtime
 embedded outbox worker, a Faust agent) drives commands and stores outcomes; it never
 catches a client's exceptions: every failure comes back as `Unavailable` (try again
 later) or `Refused` (trying again cannot help).
+
+Commands and notes are tagged msgspec structs, so a `Command` (a `Tell` with any of its
+notes) crosses a process through `contract.codec` like every other record:
+`decode(encode(command), Command)` gives it back; outcomes are plain dataclasses.
 """
 
 from __future__ import annotations
@@ -14,56 +18,51 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+import msgspec
+
 from remediator.contract.decision import Decision
 
 # --- commands --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Submit:
+class Submit(msgspec.Struct, frozen=True, tag=True):
     """Start carrying out a decision (Argo: submit its WorkflowTemplate)."""
 
     decision: Decision
 
 
-@dataclass(frozen=True, slots=True)
-class Poll:
+class Poll(msgspec.Struct, frozen=True, tag=True):
     """Look once at how a submitted decision is doing."""
 
     decision: Decision
     workflow: str
 
 
-@dataclass(frozen=True, slots=True)
-class Acted:
+class Acted(msgspec.Struct, frozen=True, tag=True):
     """On-call hears what was done (or, with no workflow, what needs attention)."""
 
     decision: Decision
     submitted: Submitted | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Finished:
+class Finished(msgspec.Struct, frozen=True, tag=True):
     decision: Decision
     ended: Ended
 
 
-@dataclass(frozen=True, slots=True)
-class WouldHave:
+class WouldHave(msgspec.Struct, frozen=True, tag=True):
     """A dry run held the decision; on-call hears what a live run would have done."""
 
     decision: Decision
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class CouldNot:
+class CouldNot(msgspec.Struct, frozen=True, tag=True):
     decision: Decision
     error: str
 
 
-@dataclass(frozen=True, slots=True)
-class NotStarted:
+class NotStarted(msgspec.Struct, frozen=True, tag=True):
     """Argo took the workflow, and it has not started in `waited_s` (still Pending: no
     controller, a quota, a missing service account): someone has to look. It is still
     followed to its end."""
@@ -75,8 +74,7 @@ class NotStarted:
     url: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Spared:
+class Spared(msgspec.Struct, frozen=True, tag=True):
     """A delete not made: looked at again just before it, the pod was no longer stuck
     (Ready, moved on a phase, another instance, gone)."""
 
@@ -87,8 +85,7 @@ class Spared:
 Note = Acted | Finished | WouldHave | CouldNot | NotStarted | Spared
 
 
-@dataclass(frozen=True, slots=True)
-class Tell:
+class Tell(msgspec.Struct, frozen=True, tag=True):
     """Tell people. `thread` is the message to reply under (the act message), if any.
     `unsure_since`: a post of this note was begun then (wall time) and its answer never
     stored (a crash, a lost answer): look for it before posting it again."""

@@ -5,6 +5,7 @@ from remediator.guard.kill_switch import engage
 from remediator.guard.pipeline import ORDER, STAGES, Pipeline, build_pipeline, parse_guardrails
 from remediator.guard.stage import Stage, Verdict
 from remediator.guard.state import GuardState, StateError
+from remediator.guard.watch_current import hold
 
 __all__ = [
     "ORDER",
@@ -17,5 +18,6 @@ __all__ = [
     "Verdict",
     "build_pipeline",
     "engage",
+    "hold",
     "parse_guardrails",
 ]

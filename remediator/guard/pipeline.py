@@ -1,10 +1,11 @@
 """The guardrails in their fixed order; the first "no" wins.
 
-    kill_switch -> idempotency -> dedup -> cooldown -> min_age -> blast_radius
-                -> rate_limit -> dry_run
+    kill_switch -> idempotency -> dedup -> watch_current -> cooldown -> min_age
+                -> blast_radius -> rate_limit -> dry_run
 
 The kill switch first, so it says so plainly; then the stages that recognise a
-repeat, so a duplicate is reported as a duplicate rather than as a cap hit; the
+repeat, so a duplicate is reported as a duplicate rather than as a cap hit; then the
+hold while the runtime's picture may lag the cluster's (a "not yet" for any pod); the
 spending caps next, so a token or a slot of the blast radius is only used by a
 decision that every other stage accepted; dry run last, so "would have" means
 exactly what a live run would have done. Only a decision let through by every
@@ -34,11 +35,13 @@ from remediator.guard.min_age import MinAge
 from remediator.guard.rate_limit import RateLimit
 from remediator.guard.stage import HoldsUntil, Stage, StageClass, Verdict
 from remediator.guard.state import GuardState, Record
+from remediator.guard.watch_current import WatchCurrent
 
 STAGES: tuple[StageClass, ...] = (
     KillSwitch,
     Idempotency,
     Dedup,
+    WatchCurrent,
     Cooldown,
     MinAge,
     BlastRadius,

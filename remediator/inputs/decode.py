@@ -11,6 +11,9 @@ Understands, at any nesting a real pipeline produces:
   - remediator's own observations: {"kind": "FirstToken"...} and {"kind": "GpuMemoryVerdict"...}
   - an inference pod's log line: {"kind": "EngineLog", "namespace", "pod", "uid"?, "time"?,
     "line"}; "time" may instead lead the line as the kubelet writes it (`--timestamps`)
+  - a vLLM start-up span: {"kind": "EngineSpan", "namespace", "pod", "uid"?, "name",
+    "start_ns", "end_ns"}, and a list of them ({"kind": "EngineSpanList", "items"}), as
+    serve's /v1/traces stores OTLP bodies (inputs.otlp)
 """
 
 from __future__ import annotations

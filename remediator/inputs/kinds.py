@@ -2,10 +2,11 @@
 
 A kind says how a document of it is decoded (`names` → `decoder`), which partition key its
 records travel under on Kafka (everything of one pod in one partition), and whether the
-cluster stamped it (the API server; which of its times are the API server's own, and
-which a kubelet's, `inputs.stamps` says): alerts and our own notes never move the clock.
+cluster stamped it: `stamped` reads the newest time the API server itself stamped on a
+record (not a kubelet's: see `inputs.stamps`), None for kinds the cluster stamped nothing
+on (alerts and our own notes never move the clock).
 
-    decode (document kind → decoder) · streams.keys (key) · cluster_stamped
+    decode (document kind → decoder) · streams.keys (key) · stamps.api_server_time (stamped)
 
 The policy engine dispatches on the record type the same way, by the rules that take it
 (`policy.engine.RULES`); the tracker reads the kinds a timeline is made of. Adding an
@@ -23,10 +24,12 @@ import msgspec
 
 from remediator.inputs.alerts import node_of, pod_of
 from remediator.inputs.events import pod_event
+from remediator.inputs.otlp import engine_span
 from remediator.inputs.pods import pod_seen
 from remediator.inputs.records import (
     JSON,
     AlertSeen,
+    EngineSpan,
     EngineStep,
     FirstToken,
     GpuVerdict,
@@ -51,9 +54,15 @@ Decoder = Callable[[WatchType, JSON, str], list[Input]]
 class InputKind:
     record: type[Any]
     key: Callable[[Any], str]  # its partition key
-    cluster_stamped: bool  # its `at` is the cluster's clock
+    # The newest time the API server stamped on a record of it; None: the cluster stamped
+    # nothing on this kind (its times never move the runtime's clock).
+    stamped: Callable[[Any], float | None] | None
     names: tuple[str, ...] = ()  # the document kinds it is decoded from (`"kind": ...`)
     decoder: Decoder | None = None  # None: decoded by its payload's shape, or made by us
+
+    @property
+    def cluster_stamped(self) -> bool:
+        return self.stamped is not None
 
 
 KINDS: dict[type[Any], InputKind] = {}
@@ -110,16 +119,34 @@ def _alert_key(item: AlertSeen) -> str:
     return f"node/{node}" if node else f"alert/{item.fingerprint}"
 
 
-def _pod_key(item: PodEvent | FirstToken | EngineStep) -> str:
+def _pod_key(item: PodEvent | FirstToken | EngineStep | EngineSpan) -> str:
     return f"{item.namespace}/{item.pod}"
 
 
-register(InputKind(PodSeen, lambda p: f"{p.namespace}/{p.name}", True, ("Pod",), _pod))
-register(InputKind(PodEvent, _pod_key, True, ("Event",), _event))
-register(InputKind(WorkloadSeen, lambda w: BROADCAST, True, tuple(WORKLOAD_KINDS), _workload))
-register(InputKind(Relisted, lambda r: BROADCAST, True))  # made by the watch source
-register(InputKind(AlertSeen, _alert_key, False))  # by shape: an Alertmanager payload
-register(InputKind(FirstToken, _pod_key, False, ("FirstToken",), _one(first_token)))
-register(InputKind(EngineStep, _pod_key, False, ("EngineLog",), _one(engine_log)))
-register(InputKind(GpuVerdict, lambda v: f"node/{v.node}", False,
+def _pod_stamped(item: PodSeen) -> float | None:
+    """Creation, the binding (PodScheduled) and the last write are the API server's; the
+    container starts, Ready and Initialized are the kubelet's."""
+    return max((t for t in (item.created, item.scheduled, item.written) if t is not None),
+               default=None)  # fmt: skip
+
+
+def _created(item: PodEvent | WorkloadSeen) -> float | None:
+    return item.created  # an Event's first/last/event times are the kubelet's
+
+
+def _listed(item: Relisted) -> float | None:
+    return item.at  # the list's Date header
+
+
+register(InputKind(PodSeen, lambda p: f"{p.namespace}/{p.name}", _pod_stamped, ("Pod",), _pod))
+register(InputKind(PodEvent, _pod_key, _created, ("Event",), _event))
+register(InputKind(WorkloadSeen, lambda w: BROADCAST, _created, tuple(WORKLOAD_KINDS),
+                   _workload))  # fmt: skip
+register(InputKind(Relisted, lambda r: BROADCAST, _listed))  # made by the watch source
+register(InputKind(AlertSeen, _alert_key, None))  # by shape: an Alertmanager payload
+register(InputKind(FirstToken, _pod_key, None, ("FirstToken",), _one(first_token)))
+register(InputKind(EngineStep, _pod_key, None, ("EngineLog",), _one(engine_log)))
+# From serve's OTLP endpoint (inputs.otlp), stored as an EngineSpanList.
+register(InputKind(EngineSpan, _pod_key, None, ("EngineSpan",), _one(engine_span)))
+register(InputKind(GpuVerdict, lambda v: f"node/{v.node}", None,
                    ("GpuMemoryVerdict",), _one(gpu_verdict)))  # fmt: skip

@@ -127,6 +127,23 @@ class EngineStep(msgspec.Struct, frozen=True, gc=False):
     reprint: bool = False
 
 
+class EngineSpan(msgspec.Struct, frozen=True, gc=False):
+    """A vLLM start-up span (OpenTelemetry, received over OTLP: see inputs.otlp), attributed
+    to its pod by the span's resource (`k8s.namespace.name`, `k8s.pod.name`, `k8s.pod.uid`).
+    Only spans that mark an engine-init step become inputs (inputs.vllm_spans). Its times
+    are the engine's process clock, the node's, as the kubelet's stamps on log lines are:
+    `started` and `at` (the end, when the span was exported) in seconds."""
+
+    namespace: str
+    pod: str
+    uid: str | None
+    name: str  # vLLM's span name: "Load model", "Compile graph", "Capture model", ...
+    started: float
+    at: float
+    trace_id: str = ""  # hex, as OTLP/JSON writes it
+    span_id: str = ""
+
+
 class GpuVerdict(msgspec.Struct, frozen=True, gc=False):
     """The outcome of a GPU memory verification on one node."""
 
@@ -161,7 +178,15 @@ class Relisted(msgspec.Struct, frozen=True, gc=False):
 
 
 Input = (
-    PodSeen | PodEvent | WorkloadSeen | AlertSeen | FirstToken | EngineStep | GpuVerdict | Relisted
+    PodSeen
+    | PodEvent
+    | WorkloadSeen
+    | AlertSeen
+    | FirstToken
+    | EngineStep
+    | EngineSpan
+    | GpuVerdict
+    | Relisted
 )
 
 

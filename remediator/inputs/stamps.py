@@ -7,25 +7,21 @@ first/last/event times are the kubelet's, on its node's clock, which may be off 
 amount. The session's `now` is read from the API server's stamps alone: one node's clock
 never moves another node's budgets. Alerts (Prometheus's clock), webhooks and our own probes
 carry no API-server stamp at all.
+
+Which of a kind's times are the API server's is said where the kind is registered
+(`inputs.kinds`, `InputKind.stamped`), so a new kind says it in its one registration.
 """
 
 from __future__ import annotations
 
-from remediator.inputs.records import Input, PodEvent, PodSeen, Relisted, WorkloadSeen
+from remediator.inputs.kinds import KINDS
+from remediator.inputs.records import Input
 
 
 def api_server_time(item: Input) -> float | None:
-    """The newest time the API server itself stamped on `item`; None when it stamped none."""
-    if isinstance(item, PodSeen):
-        newest = item.created
-        for t in (item.scheduled, item.written):
-            if t is not None and (newest is None or t > newest):
-                newest = t
-        return newest
-    if isinstance(item, PodEvent):
-        return item.created
-    if isinstance(item, WorkloadSeen):
-        return item.created
-    if isinstance(item, Relisted):
-        return item.at
-    return None
+    """The newest time the API server itself stamped on `item`; None when it stamped none
+    (or nobody registered its kind)."""
+    kind = KINDS.get(type(item))
+    if kind is None or kind.stamped is None:
+        return None
+    return kind.stamped(item)

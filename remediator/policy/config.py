@@ -37,7 +37,8 @@ class AdaptiveConfig:
 
 @dataclass(frozen=True, slots=True)
 class ProgressConfig:
-    """Progress-aware engine init, from vLLM's own steps (needs `engine_logs.follow`).
+    """Progress-aware engine init, from vLLM's own steps: its log (`engine_logs.follow`, or
+    EngineLog documents on /events) or its OpenTelemetry start-up spans (/v1/traces).
 
     A pod is stalled when the step it is in has run past `factor` × the `quantile` of what
     that step took the model's siblings (never less than `floor_s`), and hung when that

@@ -17,6 +17,7 @@ from remediator.contract.actions import action
 from remediator.contract.decision import Decision
 from remediator.inputs.records import (
     AlertSeen,
+    EngineSpan,
     EngineStep,
     GpuVerdict,
     Input,
@@ -56,8 +57,9 @@ class PolicyEngine:
         self._timers: list[tuple[float, int, str, str, float]] = []
         self._seq = count()
         # Kill-loop guard, per (workload, phase): when a pod of it was last deleted for being
-        # slow there, and the pods held since because their replacement was slow the same way.
-        self._deleted: dict[tuple[str, str], float] = {}
+        # slow there (and which pod), and the pods held since because their replacement was
+        # slow the same way.
+        self._deleted: dict[tuple[str, str], tuple[float, str | None]] = {}
         self._holding: dict[tuple[str, str], set[str]] = {}
         self._deciding: dict[str, tuple[str, str]] = {}  # uid -> key of a delete in flight
         # (workload, phase, budget) on-call was told of, as its note's incident id
@@ -177,6 +179,11 @@ class PolicyEngine:
         key = self._deciding.get(uid) if uid else None
         return key[1] if key is not None else None
 
+    @staticmethod
+    def tells_once(decision: Decision) -> bool:
+        """A notice told once per cause for good (a budget too tight), not once per window."""
+        return decision.action == "notify" and decision.incident.startswith(_TOO_TIGHT)
+
     def acted(self, decision: Decision, now: float, phase: str | None = None) -> None:
         """A decision got through the guardrails: remember the deletions a kill loop needs.
         `phase`: what the deciding engine said the deletion was for (`deciding`), so an
@@ -186,8 +193,11 @@ class PolicyEngine:
         if key is None and phase is not None and decision.workload:
             key = (decision.workload, phase)
         if key is not None and decision.action == "delete-pod":
-            self._deleted[key] = now
-        if decision.action == "notify" and decision.incident.startswith(_TOO_TIGHT):
+            # Dated by the decision's own time (a timer's: its deadline), not when it got
+            # through: a serve started again decides an overdue pod late, and must count a
+            # replacement made since as one that ran on did.
+            self._deleted[key] = (min(now, decision.at), decision.uid)
+        if self.tells_once(decision):
             self._told.add(decision.incident)
         if decision.workload and action(decision.action).supersedes:
             self._done_work[decision.workload] = decision.incident
@@ -299,8 +309,9 @@ class PolicyEngine:
             return None
         return stall_of(t, self.config.stuck_pod.progress, self.history)
 
-    def _on_step(self, item: EngineStep) -> None:
-        """A step line: the pod's engine moved on (or said where it is); judge it anew."""
+    def _on_step(self, item: EngineStep | EngineSpan) -> None:
+        """A step line or span: the pod's engine moved on (or said where it is); judge it
+        anew."""
         if not self.config.stuck_pod.progress.enabled:
             return
         t = self.tracker.timeline_of(item)
@@ -365,8 +376,15 @@ class PolicyEngine:
             if within < 0.5:
                 return f"{1 - within:.0%} of the last {n} pods of this model took longer"
             return None
-        deleted = self._deleted.get(key)
-        if deleted is not None and t.created is not None and t.created >= deleted - 1.0:
+        deleted, victim = self._deleted.get(key, (None, None))
+        # (The pod deleted itself is no evidence: judged again after a restart, or while
+        # its deletion is still under way, it is that deletion's pod, not its replacement.)
+        if (
+            deleted is not None
+            and t.uid != victim
+            and t.created is not None
+            and (t.created >= deleted - 1.0)
+        ):
             return (
                 f"a pod of it was deleted for exceeding it {t.created - deleted:.0f}s before "
                 f"{t.name} was created, and {t.name} is as slow"
@@ -417,8 +435,8 @@ class PolicyEngine:
         )
 
     # ---- alerts -----------------------------------------------------------------------
-    def _on_stuck(self, item: AlertSeen | EngineStep, now: float) -> list[Outcome]:
-        if isinstance(item, EngineStep):
+    def _on_stuck(self, item: AlertSeen | EngineStep | EngineSpan, now: float) -> list[Outcome]:
+        if isinstance(item, EngineStep | EngineSpan):
             self._on_step(item)
             return []
         if item.alertname in self.config.alerts.stuck_pod:
@@ -524,7 +542,9 @@ class Rule:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("stuck_pod", (AlertSeen, EngineStep), PolicyEngine._on_stuck, tuple(UNFINISHED)),
+    Rule(
+        "stuck_pod", (AlertSeen, EngineStep, EngineSpan), PolicyEngine._on_stuck, tuple(UNFINISHED)
+    ),  # fmt: skip
     Rule("gpu_memory", (AlertSeen, GpuVerdict), PolicyEngine._on_gpu),
     Rule("image_update", (WorkloadSeen,), PolicyEngine._on_workload, ("held work",)),
 )

@@ -13,6 +13,11 @@ inputs show it, carried on by the monotonic clock), so tests step it by hand (`f
 A write the state file refuses (disk full, read-only) loses nothing: the decisions wait in
 memory and are written, with the guard state then current, at the next feed or tick (at
 least once a second); `StoreHealth` says meanwhile that the store fails.
+
+Behind: while the picture may lag the cluster's (serve was paused; a Pod watch is relisting,
+has not reached the API server's resourceVersion or missed its BOOKMARK: `sources_behind`),
+the core holds pod deletions (`Session.set_behind`, guard/watch_current.py) and asks again
+at its next look; held until the sources are current and everything they queued is fed.
 """
 
 from __future__ import annotations
@@ -20,11 +25,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from remediator.contract.decision import Decision, Suppressed
-from remediator.inputs.records import Input
+from remediator.inputs.records import Input, Relisted
 from remediator.inputs.stamps import api_server_time
 from remediator.logfields import get_logger
 from remediator.output import decision_json, suppressed_json
@@ -39,6 +44,10 @@ from remediator.session import Session
 from remediator.timeline.tracker import StateChange
 
 log = get_logger("remediator.runtime")
+
+# A list a watch makes: (kind, namespace, field selector), as `Relisted` says it is complete.
+ListKey = tuple[str, str, str | None]
+_NOT_YET_S = 0.001  # while the first lists are awaited, the clock stays this short of a timer
 
 
 @dataclass
@@ -90,6 +99,7 @@ class Driver:
         store: StoreHealth | None = None,
         pause_s: float = 5.0,
         catch_up_s: float = 5.0,
+        sources_behind: Callable[[], str | None] | None = None,
     ) -> None:
         self.session = session
         self.outbox = outbox
@@ -114,11 +124,18 @@ class Driver:
         self.catch_up_s = catch_up_s
         self._backlog: Backlog | None = None
         self._max_tick_s: float | None = None  # set while the timer loop runs
+        self._first_lists: set[ListKey] = set()  # awaited before any timer fires
+        # Why the sources' picture may lag the cluster's (sources/kube_watch.py), or None.
+        self._sources_behind = sources_behind or (lambda: None)
+        # Pod deletions held: (why, since when on the monotonic clock); see `_hold`.
+        self.held: tuple[str, float] | None = None
+        self._told_core: str | None = None
+        self._hold(first=True)
 
     # --- one step each: what the loops call, and what tests call on a virtual clock ------
     def feed(self, inputs: list[Input], watched: bool = True) -> None:
         """`watched`: from the watch; False for a webhook's inputs (see Tracker.apply)."""
-        self._check_pause()
+        self._step_in()
         batch = Batch()
         if watched:
             # Only the API server's own stamps move the clock (inputs.stamps): a kubelet's
@@ -127,6 +144,8 @@ class Driver:
                 self.cluster.observe(api_server_time(item))
         for item in inputs:
             self.session.feed(item, batch, watched, now=self._session_now())
+            if isinstance(item, Relisted) and self._first_lists:
+                self._list_in(item)
         self._settle(batch)
         self._report_skew()
         self.rearm.set()
@@ -143,7 +162,7 @@ class Driver:
         news.clear()
 
     def tick(self) -> None:
-        self._check_pause()
+        self._step_in()
         batch = Batch()
         if self.cluster.known or self.session.engine.next_deadline() is not None:
             # (Before the cluster's time is known nothing of it is tracked: a wrong local
@@ -153,6 +172,33 @@ class Driver:
         # Deleted pods leave memory (and /metrics) once their grace has passed.
         self.session.tracker.prune(self.session.now, self._forget_after_s)
         self.last_tick = self.clock.monotonic()
+
+    # --- the first lists: a start sees the whole picture before any timer fires ---------
+    def await_first_lists(self, lists: Iterable[ListKey]) -> None:
+        """No timer fires until every one of these watches' first lists is in. A start
+        that judged the pods before their Events would take a pod pulling its image (a
+        pull shows only in Events) for one stuck in container start and delete it, and one
+        that judged them before their Deployment would cap deletions at one (replicas
+        unknown): a restarted serve would decide otherwise than one that ran on. The clock
+        still moves up to the earliest timer; a timer due meanwhile fires once the lists
+        are in, stamped with its own due time."""
+        self._first_lists = set(lists)
+        if self._first_lists:
+            log.info(
+                "timers wait for the watches' first lists", extra={"lists": len(self._first_lists)}
+            )
+
+    def _list_in(self, item: Relisted) -> None:
+        self._first_lists.discard((item.kind, item.namespace, item.selector))
+        if not self._first_lists:
+            log.info("the watches' first lists are in: timers run")
+
+    def _first_lists_now(self, now: float) -> float:
+        """`now`, or, while a first list is awaited, just short of the earliest timer."""
+        due = self.session.engine.next_deadline()
+        if not self._first_lists or due is None or due > now:
+            return now
+        return max(self.session.now, due - _NOT_YET_S)
 
     # --- behind: a pause or a gap, and catching up --------------------------------------
     def fell_behind(self, why: str) -> None:
@@ -167,16 +213,57 @@ class Driver:
         self.behind = (why, self.clock.monotonic())
 
     def _session_now(self) -> float:
-        """The time the session may move to: the cluster's, or, while behind, where it is."""
+        """The time the session may move to: the cluster's, or, after a pause, where it is
+        (while a first list is awaited, no further than just short of a timer)."""
+        now = self.cluster.now() if self.behind is None else self.session.now
+        return self._first_lists_now(now)
+
+    def _step_in(self) -> None:
+        """First thing in `feed` and `tick`: a pause found or over, and the hold said."""
+        self._check_pause()
+        self._pause_over()
+        self._hold()
+
+    def _depth(self) -> int:
+        return self._backlog.depth if self._backlog is not None else 0
+
+    def _pause_over(self) -> None:
         if self.behind is None:
-            return self.cluster.now()
+            return
         why, since = self.behind
-        depth = self._backlog.depth if self._backlog is not None else 0
-        if self.clock.monotonic() - since < self.catch_up_s or depth:
-            return self.session.now
+        if self.clock.monotonic() - since < self.catch_up_s or self._depth():
+            return
         self.behind = None
         log.info("caught up: the session's clock moves on", extra={"was": why})
-        return self.cluster.now()
+
+    def _hold(self, first: bool = False) -> None:
+        """Pod deletions are held while the picture may lag: after a pause, until it is over;
+        while a source says it is behind; and after that until what the sources queued
+        meanwhile (a relist's pods) is fed. Each change is said once (log, gauge); the core
+        is told whenever the reason changes."""
+        why = self._sources_behind()
+        if why is None and self.behind is not None:
+            why = self.behind[0]
+        if why is None and self.held is not None and self._depth():
+            why = self.held[0]  # still on its way: the inputs queued meanwhile
+        now = self.clock.monotonic()
+        if why is not None and self.held is None:
+            log.warning(
+                "behind: pod deletions held until the watch has caught up", extra={"why": why}
+            )
+            self.held = (why, now)
+        elif why is not None and self.held is not None:
+            self.held = (why, self.held[1])
+        elif why is None and self.held is not None:
+            log.info(
+                "caught up: held pod deletions are decided again",
+                extra={"was": self.held[0], "behind_s": round(now - self.held[1], 1)},
+            )
+            self.held = None
+        self.metrics.behind.set(0 if self.held is None else 1)
+        if first or why != self._told_core:
+            self.session.set_behind(why)
+            self._told_core = why
 
     def _check_pause(self) -> None:
         """The timer ticks at least every `max_tick_s`; a gap much longer than that means the
@@ -229,7 +316,7 @@ class Driver:
         refuses (they stay, for the next try)."""
         try:
             self.outbox.record(  # a standby's too
-                self._unwritten, self.session.guard_state, self._unwritten_dry
+                self._unwritten, self.session.guard_state, self._unwritten_dry, self.acting
             )
         except sqlite3.Error as exc:
             self.store.failed("outbox", exc)
@@ -238,12 +325,27 @@ class Driver:
         self._unwritten, self._unwritten_dry = [], []
         return True
 
+    @property
+    def acting(self) -> bool:
+        """False for a dry run: its "would" never happened (see `restore`)."""
+        return not self.session.policy.dry_run
+
     def restore(self) -> None:
-        """Start where the state file left off: the guard state saved with the last rows
-        (acted or dry), so nothing let through before a restart is let through again."""
-        state = self.outbox.guard_state()
+        """Start where the state file left off: the guard state saved with the last rows,
+        so nothing let through before a restart is let through again. A dry run restores
+        the newest (what acting runs did and what it "would" itself); an acting run the
+        newest an acting run saved: a dry run's would-deletions never happened, so the pod
+        it announced is acted on now, once, and they spend no blast-radius slot. The rows
+        themselves are told to the decider again, on the same terms (its kill-loop memory:
+        an acting run's, of what acting runs did)."""
+        state = self.outbox.guard_state(acting=self.acting)
         if state is not None:
             self.session.restore_guard_state(state)
+            self.session.set_behind(self._told_core)  # now's, never the stored one
+        rows = self.outbox.rows()
+        self.session.restore_through(
+            (r.decision, r.state == "dry") for r in rows if not (self.acting and r.state == "dry")
+        )
 
     # --- the loops ---------------------------------------------------------------------------
     async def consume(self, backlog: Backlog) -> None:

@@ -43,7 +43,7 @@ from remediator.runtime.driver import Driver
 from remediator.runtime.inbox import Inbox, InboxWriter, StoreFailed, StoreHealth
 from remediator.runtime.leader import Leadership
 from remediator.runtime.metrics import RuntimeMetrics
-from remediator.runtime.outbox import Outbox
+from remediator.runtime.outbox import Outbox, OutboxRows
 from remediator.runtime.statefile import StateFile
 from remediator.runtime.supervisor import Restarts, Supervisor
 from remediator.runtime.worker import OutboxWorker, WorkerSettings
@@ -68,6 +68,7 @@ class RuntimeSettings:
     restarts: Restarts = Restarts()  # when a failed task is restarted, when it stops all
     outbox_retention_s: float = 7 * 86400.0  # closed outbox rows are deleted after this
     workflow_start_timeout_s: float = 300.0  # a workflow still Pending this long is told
+    behind_unready_s: float = 30.0  # pod deletions held this long (behind): /readyz fails
 
 
 class Runtime:
@@ -84,6 +85,7 @@ class Runtime:
         clock: Clock | None = None,
         sources_ready: Callable[[], tuple[bool, str]] = lambda: (True, "no watches"),
         inbox: Inbox | None = None,
+        sources_behind: Callable[[], str | None] | None = None,
     ) -> None:
         self.session = session
         self.outbox = outbox
@@ -105,7 +107,7 @@ class Runtime:
         self._tasks: list[asyncio.Task[None]] = []
         self.supervisor = Supervisor(self.clock, s.restarts, metrics.task_restarts, self._stop)
         self.worker = OutboxWorker(
-            outbox,
+            OutboxRows(outbox),
             cluster or Recorder(),
             notifier,
             self.clock,
@@ -130,13 +132,14 @@ class Runtime:
             kill_switch_file=s.kill_switch_file,
             forget_after_s=s.forget_after_s,
             store=self.store,
+            sources_behind=sources_behind,
         )
         self._leader_gauge = metrics.leader.labels(leader.identity)
         leader.subscribe(self._on_leadership)
         self._restore_guard_state()
 
     def _restore_guard_state(self) -> None:
-        if self.outbox.guard_state() is not None:
+        if self.outbox.guard_state(acting=self.driver.acting) is not None:
             self.driver.restore()
             log.info("guard state restored", extra={"open_rows": len(self.outbox.open_rows())})
 
@@ -216,6 +219,12 @@ class Runtime:
         if failing is not None:
             return False, f"cannot store inputs ({failing})"
         ready, why = self._sources_ready()
+        held = self.driver.held
+        if ready and held is not None:
+            behind_s = self.clock.monotonic() - held[1]
+            if behind_s > self.settings.behind_unready_s:
+                ready = False
+                why = f"behind for {behind_s:.0f}s ({held[0]}): pod deletions held"
         unclear = self.driver.kill_switch_unclear
         if unclear is not None:  # still ready (webhooks are taken), but said where SREs look
             why += f"; kill switch engaged: its file is unclear ({unclear})"

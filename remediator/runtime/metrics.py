@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -13,19 +14,17 @@ from remediator.runtime.outbox import STATES, Outbox
 
 
 @dataclass(frozen=True, slots=True)
-class RuntimeMetrics:
+class ActingCounters:
+    """What the acting component counts (`runtime.worker.Acting`), in serve and in every
+    Kafka worker alike."""
+
     executions: Counter
     workflows_ended: Counter
     slack_errors: Counter
-    leader: Gauge
-    kill_switch: Gauge
-    kill_switch_unclear: Gauge
-    queue_depth: Gauge
-    task_restarts: Counter
     outbox_pruned: Counter
 
     @classmethod
-    def on(cls, registry: CollectorRegistry) -> RuntimeMetrics:
+    def on(cls, registry: CollectorRegistry) -> ActingCounters:
         return cls(
             executions=Counter(
                 "remediator_executions_total",
@@ -51,6 +50,35 @@ class RuntimeMetrics:
                 ["reason"],
                 registry=registry,
             ),
+            outbox_pruned=Counter(
+                "remediator_outbox_pruned_total",
+                "Closed outbox rows (ended, expired, failed and told) deleted after the "
+                "retention period.",
+                registry=registry,
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeMetrics:
+    executions: Counter
+    workflows_ended: Counter
+    slack_errors: Counter
+    leader: Gauge
+    kill_switch: Gauge
+    kill_switch_unclear: Gauge
+    queue_depth: Gauge
+    behind: Gauge
+    task_restarts: Counter
+    outbox_pruned: Counter
+
+    @classmethod
+    def on(cls, registry: CollectorRegistry) -> RuntimeMetrics:
+        acting = ActingCounters.on(registry)
+        return cls(
+            executions=acting.executions,
+            workflows_ended=acting.workflows_ended,
+            slack_errors=acting.slack_errors,
             leader=Gauge(
                 "remediator_leader",
                 "1 while this replica leads (executes its outbox), 0 on a standby.",
@@ -73,26 +101,32 @@ class RuntimeMetrics:
                 "Inputs decoded and waiting for the core (webhooks get 503 at the limit).",
                 registry=registry,
             ),
+            behind=Gauge(
+                "remediator_behind",
+                "1 while pod deletions are held because the picture may lag the cluster's "
+                "(a Pod watch relisting, short of the API server's resourceVersion or its "
+                "BOOKMARK; serve just resumed from a pause): decided again once caught up.",
+                registry=registry,
+            ),
             task_restarts=Counter(
                 "remediator_task_restarts_total",
                 "Runtime tasks restarted after they failed, by task.",
                 ["task"],
                 registry=registry,
             ),
-            outbox_pruned=Counter(
-                "remediator_outbox_pruned_total",
-                "Closed outbox rows (ended, expired, failed and told) deleted after the "
-                "retention period.",
-                registry=registry,
-            ),
+            outbox_pruned=acting.outbox_pruned,
         )
 
 
-class OutboxCollector(Collector):
-    """Outbox rows by state, read at scrape time from the counts the outbox's triggers
-    keep (five rows, whatever the table holds)."""
+class Counted(Protocol):
+    def counts(self) -> dict[str, int]: ...
 
-    def __init__(self, outbox: Outbox) -> None:
+
+class OutboxCollector(Collector):
+    """Outbox rows by state, read at scrape time: from the counts the SQLite outbox's
+    triggers keep (five rows, whatever the table holds), or a Kafka worker's acting rows."""
+
+    def __init__(self, outbox: Outbox | Counted) -> None:
         self._outbox = outbox
 
     def collect(self) -> Iterable[Metric]:

@@ -11,6 +11,12 @@ it through are committed in one transaction, then executors take rows from here:
     dry                                 (a dry run's "would": passed every guardrail, never
                                          executed; written like an act, with the guard state)
 
+The guard state is kept twice: `state`, the newest of any run (what a dry run restores:
+it counts what a live run did and what it "would" itself), and `live_state`, the newest
+an acting run wrote (what an acting run restores). A dry run's "would" never happened, so
+switched off on the same file, its would-deletions neither hold the pod as a repeat nor
+spend a blast-radius slot or a token: the stuck pod it announced is acted on, once.
+
 A crash at any point loses nothing and doubles nothing: a pending row is submitted
 again on start, and the workflow name is deterministic, so a submit that had in
 fact gone through comes back 409 AlreadyExists, which counts as done. `notify`
@@ -28,28 +34,29 @@ stays open until it is.
 Counts by state live in `outbox_counts`, kept by triggers in the same transaction as
 the rows, so `/metrics` reads five rows, never the table. Closed rows are pruned
 after a retention period (`prune`). Calls are small statements; the caller may run
-them in a thread.
+them in a thread. `OutboxRows` is the acting component's store on it
+(`runtime.rows.RowStore`); the rows' life is `runtime/rows.py`'s to describe.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from remediator.contract.actions import action
 from remediator.contract.decision import Decision
 from remediator.guard.state import GuardState
+from remediator.runtime.rows import OPEN, STATES, Row, State, unknown_fields
 
-State = Literal["pending", "submitted", "ended", "failed", "expired", "dry"]
-STATES: tuple[State, ...] = ("pending", "submitted", "ended", "failed", "expired", "dry")
-OPEN: tuple[State, ...] = ("pending", "submitted")
+__all__ = ["OPEN", "STATES", "Outbox", "OutboxRows", "Row", "State"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -76,7 +83,8 @@ CREATE TABLE IF NOT EXISTS outbox (
 CREATE TABLE IF NOT EXISTS guard_state (
     id         INTEGER PRIMARY KEY CHECK (id = 1),
     state      TEXT NOT NULL,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    live_state TEXT
 );
 CREATE TABLE IF NOT EXISTS outbox_counts (
     state TEXT PRIMARY KEY,
@@ -94,19 +102,6 @@ _ADDED = {
     "stuck_ts": "TEXT",
 }
 
-_FIELDS = {
-    "workflow",
-    "phase",
-    "error",
-    "attempts",
-    "act_at",
-    "slack_ts",
-    "end_at",
-    "end_ts",
-    "submitted_at",
-    "stuck_at",
-    "stuck_ts",
-}
 
 # Open: to execute, to follow, or (failed) still to tell. One expression, used by the
 # partial index and the query alike, so SQLite reads the index, never the table.
@@ -146,29 +141,6 @@ def decision_from_json(text: str) -> Decision:
     doc: dict[str, Any] = json.loads(text)
     doc["params"] = tuple((str(k), str(v)) for k, v in doc.get("params") or ())
     return Decision(**doc)
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    id: int
-    decision: Decision
-    state: State
-    workflow: str | None
-    phase: str | None
-    error: str | None
-    slack_ts: str | None  # the act message, once posted
-    attempts: int
-    created_at: float  # wall time the decision was written
-    act_at: float | None = None  # when posting the act message was begun
-    end_at: float | None = None  # when posting the end message was begun
-    end_ts: str | None = None  # the end message, once posted
-    submitted_at: float | None = None  # wall time Argo took the workflow
-    stuck_at: float | None = None  # when posting the "not started" message was begun
-    stuck_ts: str | None = None  # the "not started" message, once posted
-
-    @property
-    def incident(self) -> str:
-        return self.decision.incident
 
 
 class Outbox:
@@ -220,6 +192,16 @@ class Outbox:
         script = [
             f"ALTER TABLE outbox ADD COLUMN {c} {t};" for c, t in _ADDED.items() if c not in have
         ]
+        guard_cols = {row[1] for row in self._db.execute("PRAGMA table_info(guard_state)")}
+        if "live_state" not in guard_cols:
+            # A file from before the split: its state is taken as an acting run's (it holds
+            # repeats, as it always did) unless only a dry run ever wrote rows to it.
+            script.append(
+                "ALTER TABLE guard_state ADD COLUMN live_state TEXT;"
+                " UPDATE guard_state SET live_state = state WHERE NOT ("
+                " EXISTS (SELECT 1 FROM outbox)"
+                " AND NOT EXISTS (SELECT 1 FROM outbox WHERE state != 'dry'));"
+            )
         if not counted:
             script.append(
                 "DELETE FROM outbox_counts; INSERT INTO outbox_counts (state, n)"
@@ -240,13 +222,18 @@ class Outbox:
 
     # --- writes ----------------------------------------------------------------------
     def record(
-        self, decisions: list[Decision], guard: GuardState, dry: list[Decision] | None = None
+        self,
+        decisions: list[Decision],
+        guard: GuardState | None,
+        dry: list[Decision] | None = None,
+        acting: bool = True,
     ) -> list[int]:
         """Decisions and the guard state after them, in one transaction. A decision
         already recorded for its (incident, action) is not recorded twice. `dry`: what
         got through in a dry run, written as closed `dry` rows on the same path, so a
         restarted dry run remembers its "would" as a live run remembers its acts; a live
-        decision later recorded for a dry row's (incident, action) takes the row over."""
+        decision later recorded for a dry row's (incident, action) takes the row over.
+        `acting`: False for a dry run, whose guard state an acting run never restores."""
         now = self._now()
         ids: list[int] = []
         with self._lock:
@@ -266,7 +253,8 @@ class Outbox:
                         ids.append(row)
                 for d in dry or ():
                     self._insert(d, "dry", now)
-                self._save_guard(guard, now)
+                if guard is not None:  # None: rows only (a store's contract tests)
+                    self._save_guard(guard, now, acting)
                 self._db.execute("COMMIT")
             except BaseException:
                 if self._db.in_transaction:  # a full disk: SQLite has rolled back by itself
@@ -282,24 +270,25 @@ class Outbox:
         )
         return cur.lastrowid if cur.rowcount and cur.lastrowid is not None else None
 
-    def save_guard(self, guard: GuardState) -> None:
+    def save_guard(self, guard: GuardState, acting: bool = True) -> None:
         with self._lock:
-            self._save_guard(guard, self._now())
+            self._save_guard(guard, self._now(), acting)
 
-    def _save_guard(self, guard: GuardState, now: float) -> None:
+    def _save_guard(self, guard: GuardState, now: float, acting: bool) -> None:
+        text = guard.to_json()
+        # A dry run's state is never an acting run's: `live_state` keeps the last acting one.
         self._db.execute(
-            "INSERT INTO guard_state (id, state, updated_at) VALUES (1, ?, ?)"
+            "INSERT INTO guard_state (id, state, updated_at, live_state) VALUES (1, ?, ?, ?)"
             " ON CONFLICT (id) DO UPDATE SET state = excluded.state,"
-            " updated_at = excluded.updated_at",
-            (guard.to_json(), now),
+            " updated_at = excluded.updated_at,"
+            " live_state = coalesce(excluded.live_state, guard_state.live_state)",
+            (text, now, text if acting else None),
         )
 
     def mark(self, row_id: int, state: State | None, **fields: str | float | None) -> None:
         """Move a row on; `fields` among workflow, phase, error, attempts and the message
         columns (act_at, slack_ts, end_at, end_ts)."""
-        unknown = set(fields) - _FIELDS
-        if unknown:
-            raise ValueError(f"unknown outbox fields {sorted(unknown)}")
+        unknown_fields(fields)
         if state is not None:  # None: the state stays as it is
             fields = {"state": state, **fields}
         sets = "".join(f", {k} = ?" for k in fields)
@@ -342,11 +331,14 @@ class Outbox:
         return gone
 
     # --- reads -------------------------------------------------------------------------
-    def guard_state(self) -> str | None:
-        """The guard state as last saved (`GuardState.to_json`); the session reads it."""
+    def guard_state(self, acting: bool = False) -> str | None:
+        """The guard state as last saved (`GuardState.to_json`); the session reads it.
+        `acting`: as an acting run last saved it (a dry run's "would" never happened, so
+        an acting run does not count it); else as any run did (a dry run counts both)."""
+        column = "live_state" if acting else "state"
         with self._lock:
-            found = self._db.execute("SELECT state FROM guard_state WHERE id = 1").fetchone()
-        return str(found[0]) if found else None
+            found = self._db.execute(f"SELECT {column} FROM guard_state WHERE id = 1").fetchone()
+        return str(found[0]) if found and found[0] is not None else None
 
     def open_rows(self) -> list[Row]:
         """Pending and submitted rows, and failed ones not yet told, oldest first: what a
@@ -391,3 +383,27 @@ class Outbox:
         with self._lock:
             found = self._db.execute(sql, args).fetchall()
         return [Row(rid, decision_from_json(doc), *rest) for rid, doc, *rest in found]
+
+
+class OutboxRows:
+    """The acting component's store (`runtime.rows.RowStore`) on the outbox: each call a
+    small SQLite statement, run in a thread; durable when it returns (synchronous=FULL)."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self.outbox = outbox
+
+    async def add(self, decision: Decision) -> None:
+        """A row for `decision` (serve's driver writes them with the guard state instead)."""
+        await asyncio.to_thread(self.outbox.record, [decision], None)
+
+    async def open_rows(self) -> list[Row]:
+        return await asyncio.to_thread(self.outbox.open_rows)
+
+    async def mark(self, row: Row, state: State | None, **fields: str | float | None) -> None:
+        await asyncio.to_thread(self.outbox.mark, row.id, state, **fields)
+
+    async def expire(self, written_before: float, why: str) -> list[Row]:
+        return await asyncio.to_thread(self.outbox.expire, written_before, why)
+
+    async def prune(self, closed_before: float) -> int:
+        return await asyncio.to_thread(self.outbox.prune, closed_before)

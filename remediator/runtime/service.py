@@ -100,11 +100,11 @@ class Service:
         self.registry.register(TrackerCollector(self.session.tracker, lambda: self.session.now))
         self.registry.register(OutboxCollector(self.outbox))
         self.source_metrics = SourceMetrics.on(self.registry)
+        self.watches: list[KubeWatch] = []  # before the runtime: it asks them if behind
         dry = self.session.policy.dry_run
         self.runtime = self._runtime(leader, dry)
         self.observers = Observers(self.session, prober=self._prober())
         self._observe_task: asyncio.Task[None] | None = None
-        self.watches: list[KubeWatch] = []
         self._watch_said: set[str] = set()  # watches said to be failed or silent
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
@@ -146,6 +146,7 @@ class Service:
                 clock=self.clock,
                 sources_ready=self._sources_ready,
                 inbox=self.inbox,
+                sources_behind=self._sources_behind,
             )
         except (*OPEN_ERRORS, StateError) as exc:
             raise unusable(cfg.state_db, exc) from None
@@ -214,6 +215,31 @@ class Service:
             return False, "; ".join(troubled[:5])
         return True, f"policy loaded; {len(self.watches)} watches synced"
 
+    def _sources_behind(self) -> str | None:
+        """Why the Pod watches' picture may lag the API server (sources/currency.py), or
+        None; `remediator_watch_behind` per watch. Pod deletions are held meanwhile."""
+        now = time.monotonic()
+        found: list[str] = []
+        for w in self._pod_watches():
+            why = w.behind(now)
+            self.source_metrics.watch_behind.labels(w.target.kind, w.target.namespace).set(
+                0 if why is None else 1
+            )
+            if why is not None:
+                found.append(f"watch {w.target.label} {why}")
+        return "; ".join(found[:3]) if found else None
+
+    def _pod_watches(self) -> list[KubeWatch]:
+        return [w for w in self.watches if w.target.kind == "Pod"]
+
+    async def _probe_watches(self) -> None:
+        """Every `probe_s`: the API server's current resourceVersion, for each Pod watch
+        (KubeWatch.probe, in threads: the client blocks)."""
+        every = self.cfg.watch_settings.probe_s
+        while True:
+            await asyncio.gather(*(asyncio.to_thread(w.probe) for w in self._pod_watches()))
+            await self.clock.sleep(every)
+
     def _watch_trouble(self) -> list[str]:
         """Watches that failed (waiting for the supervisor to restart them) or went silent;
         each change is logged once."""
@@ -248,7 +274,12 @@ class Service:
         await asyncio.sleep(0)  # let the runtime bind the loop before watches deliver
         if self.cfg.watch and self.cfg.namespaces:
             api = api_client(self.cfg.kubeconfig)
-            for target in targets(list(self.cfg.namespaces), self.cfg.warmup_daemonset):
+            found = targets(list(self.cfg.namespaces), self.cfg.warmup_daemonset)
+            # Pods are judged on the whole picture: their Events and workloads listed too.
+            self.runtime.driver.await_first_lists(
+                (t.kind, t.namespace, t.field_selector) for t in found
+            )
+            for target in found:
                 w = KubeWatch(
                     api,
                     target,
@@ -258,6 +289,7 @@ class Service:
                 )
                 self.runtime.supervise(f"watch-{target.label}", w.supervised)
                 self.watches.append(w)
+            self.runtime.supervise("watch-probe", self._probe_watches)
             self.observers.follower = self._follower(api)
             # A pod is looked at again, from the API server, just before it is deleted.
             engines = self.session.policy.rules.stuck_pod.engine_containers

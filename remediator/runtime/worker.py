@@ -1,4 +1,9 @@
-"""The outbox worker: open rows → executors → outcomes, on the leader only.
+"""The acting component: open rows → executors → outcomes, the same in both runtimes.
+
+`serve` runs it on the leader over the SQLite outbox (`runtime.outbox.OutboxRows`); each
+`remediator worker` runs it over the rows of the commands partitions it holds, kept in a
+Faust table (`streams.rows.TableRows`). It asks its store only what `runtime.rows.RowStore`
+says, so both runtimes act, retry, tell and follow a workflow the same way, and durably.
 
     pending ──Submit──▶ submitted ──Poll…──▶ ended      Tell(Acted) after Submit,
        │                    │                           Tell(Finished) into its thread
@@ -21,7 +26,8 @@ the answer lost), and Slack's chat.postMessage has no idempotency key, so the
 notifier is asked to look in the channel for it (`Tell.unsure_since`) before posting
 again. A row inherited from another leader (each replica has its own outbox) is looked
 for the same way: the old leader may have posted it. Only the leader posts: `is_leader`
-is asked before every post, since a Lease can lapse between two passes. An end waits
+is asked before every post, since a Lease can lapse between two passes (on Kafka: the
+worker holding the row's partition, not in the middle of a rebalance). An end waits
 for its act message while that cannot get through, so it always goes into the act's
 thread; only an act Slack refused for good leaves the end alone, and the notifier then
 writes the act's context into it.
@@ -32,7 +38,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, Protocol
+
+from prometheus_client import Counter
 
 from remediator.contract.actions import action
 from remediator.contract.decision import Decision
@@ -58,8 +66,7 @@ from remediator.executors.protocol import (
 )
 from remediator.logfields import get_logger
 from remediator.runtime.clock import Clock
-from remediator.runtime.metrics import RuntimeMetrics
-from remediator.runtime.outbox import Outbox, Row, State
+from remediator.runtime.rows import Row, RowStore, State
 
 log = get_logger("remediator.runtime")
 
@@ -85,19 +92,32 @@ class WorkerSettings:
     start_within_s: float = 300.0
 
 
-class OutboxWorker:
+class ActingMetrics(Protocol):
+    """The counters it keeps (`runtime.metrics`: `ActingMetrics.on`, or `RuntimeMetrics`)."""
+
+    @property
+    def executions(self) -> Counter: ...
+    @property
+    def workflows_ended(self) -> Counter: ...
+    @property
+    def slack_errors(self) -> Counter: ...
+    @property
+    def outbox_pruned(self) -> Counter: ...
+
+
+class Acting:
     def __init__(
         self,
-        outbox: Outbox,
+        store: RowStore,
         cluster: Executor,
         notifier: Executor | None,
         clock: Clock,
-        metrics: RuntimeMetrics,
+        metrics: ActingMetrics,
         identity: str,
         settings: WorkerSettings | None = None,
         is_leader: Callable[[], bool] = lambda: True,
     ) -> None:
-        self.outbox = outbox
+        self.store = store
         self.cluster = cluster
         self.notifier = notifier
         self.clock = clock
@@ -143,12 +163,24 @@ class OutboxWorker:
             await self._expire_stale()
         if not self.leading:
             return
-        for row in await asyncio.to_thread(self.outbox.open_rows):
-            if row.id not in self._carrying and self._due(self._next_try, row.id):
-                self._next_try.pop(row.id, None)
-                task = asyncio.create_task(self._advance(row), name=f"row-{row.id}")
-                self._carrying[row.id] = task
-                task.add_done_callback(self._forget)
+        for row in await self.store.open_rows():
+            self._start(row)
+
+    async def act_now(self, row: Row) -> None:
+        """A row just written (a command taken on Kafka): its first move at once, awaited,
+        rather than at the next pass."""
+        task = self._start(row) if self.leading else None
+        if task is not None:
+            await asyncio.wait([task])
+
+    def _start(self, row: Row) -> asyncio.Task[None] | None:
+        if row.id in self._carrying or not self._due(self._next_try, row.id):
+            return None
+        self._next_try.pop(row.id, None)
+        task = asyncio.create_task(self._advance(row), name=f"row-{row.id}")
+        self._carrying[row.id] = task
+        task.add_done_callback(self._forget)
+        return task
 
     def _due(self, schedule: dict[int, float], row_id: int) -> bool:
         return self.clock.monotonic() >= schedule.get(row_id, float("-inf"))
@@ -183,7 +215,7 @@ class OutboxWorker:
             return
         self._next_prune = self.clock.monotonic() + self.settings.prune_every_s
         before = self.clock.now() - self.settings.retention_s  # rows are stamped in wall time
-        pruned = await asyncio.to_thread(self.outbox.prune, before)
+        pruned = await self.store.prune(before)
         if pruned:
             self.metrics.outbox_pruned.inc(pruned)
             log.info("outbox rows pruned", extra={"rows": pruned, "closed_before": before})
@@ -191,7 +223,7 @@ class OutboxWorker:
     async def _expire_stale(self) -> None:
         fresh_for = self.settings.fresh_for_s
         why = f"not executed: pending longer than {fresh_for:g}s before this replica led"
-        stale = await asyncio.to_thread(self.outbox.expire, self.clock.now() - fresh_for, why)
+        stale = await self.store.expire(self.clock.now() - fresh_for, why)
         for row in stale:
             log.warning(
                 "outbox row expired, never executed late",
@@ -450,7 +482,7 @@ class OutboxWorker:
         return out
 
     async def _mark(self, row: Row, state: State | None, **fields: str | float | None) -> None:
-        await asyncio.to_thread(self.outbox.mark, row.id, state, **fields)
+        await self.store.mark(row, state, **fields)
 
     def _taken_over(self, row: Row) -> str | None:
         """The replica this one took the lead over from, for a row written before then."""
@@ -467,3 +499,6 @@ class OutboxWorker:
         if previous is None:
             return row.decision
         return replace(row.decision, reason=f"{row.decision.reason} (taken over from {previous})")
+
+
+OutboxWorker = Acting  # the name serve's runtime has known it by

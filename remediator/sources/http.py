@@ -11,6 +11,8 @@
                    400 {"error": ...}: nothing of the body was applied (bad JSON,
                    bad encoding, bad CloudEvent...): one warning line, no traceback.
                    401: no or wrong token (one warning line).
+    POST /v1/traces  OTLP/HTTP traces (protobuf or JSON): vLLM's start-up spans, the
+                   same bearer token; answered as OTLP asks (sources/otlp.py).
     GET  /healthz  200 while the process and its loop are alive (liveness).
     GET  /readyz   200 once the policy is loaded and every watch has synced, while
                    webhooks can be stored and there is a webhook token to compare with.
@@ -50,8 +52,10 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from remediator.inputs.decode import decode, normalize
+from remediator.inputs.otlp import TraceBatch
 from remediator.inputs.records import AlertSeen, Input, InputError
 from remediator.logfields import get_logger
+from remediator.sources import otlp
 from remediator.sources.metrics import SourceMetrics
 
 log = get_logger(__name__)
@@ -343,8 +347,19 @@ def make_app(
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return resp
 
+    async def check(request: web.Request) -> bool | str:
+        return await bearer.check(_given_token(request))
+
+    async def take(batch: TraceBatch, stored: bytes) -> str | None:
+        inputs: list[Input] = list(batch.spans)
+        unavailable = await intake.take(inputs, "otlp", stored)
+        if unavailable is None:
+            said.clear()
+        return unavailable
+
     app = web.Application(client_max_size=MAX_BODY)
     app.router.add_post("/events", events)
+    app.router.add_post(otlp.PATH, otlp.Traces(check, take, metrics, body_timeout_s).handle)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_handler)

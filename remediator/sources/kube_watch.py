@@ -5,14 +5,22 @@ No model deserialisation on the hot path: every call is made with
 each watch line goes, as bytes, to `remediator.inputs.decode`. One thread per
 (kind, namespace): the client is synchronous, and a blocked read must not stall the loop.
 
-Resilience: the watch resumes from the last resourceVersion it saw (BOOKMARKs
-included); a 410 Gone (in the stream or as the HTTP status) relists; any other
-failure is logged, counted and retried with capped exponential backoff. A stream
-the server ends normally is simply resumed. Nothing is dropped silently: a line
-the decoder refuses, or an event with no object (metadata) in it, is logged and
-counted as an input error. serve runs each watch under the runtime's supervisor
-(`supervised`): anything that kills the thread is restarted with a relist. `stale`
-says when it has shown no sign of life for too long (/readyz fails).
+Resilience: a stream the server ends normally is resumed from the last
+resourceVersion it saw (BOOKMARKs included); a 410 Gone (in the stream or as the HTTP
+status) relists; any other failure is logged, counted and retried with capped
+exponential backoff, and then relists: events may have been lost, and a list is the
+API server's present, so the watch is known to have caught up the moment it ends.
+Nothing is dropped silently: a line the decoder refuses, or an event with no object
+(metadata) in it, is logged and counted as an input error. serve runs each watch under
+the runtime's supervisor (`supervised`): anything that kills the thread is restarted
+with a relist. `stale` says when it has shown no sign of life for too long (/readyz
+fails).
+
+Behind (`behind`, sources/currency.py): a Pod watch that is relisting, has not reached
+the resourceVersion a probe found the API server at (`probe`: a quorum list of one
+item, every few seconds), or has sent no BOOKMARK when one was due, may hold an old
+picture; the runtime holds pod deletions meanwhile. A probe the API server does not
+answer, or a stream that does not reach it in time, is cut and relisted.
 
 A relist replays every object as ADDED, then says the list is complete (`Relisted`,
 with every UID it held and the API server's time of it): an object deleted while the
@@ -29,7 +37,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import orjson
@@ -40,6 +47,8 @@ from kubernetes.client.exceptions import ApiException
 from remediator.inputs.decode import normalize
 from remediator.inputs.records import Input, InputError, Relisted
 from remediator.logfields import get_logger
+from remediator.sources.currency import BOOKMARK_S, GRACE_S, Currency
+from remediator.sources.kube_client import server_time
 from remediator.sources.metrics import SourceMetrics
 
 log = get_logger(__name__)
@@ -76,6 +85,13 @@ class WatchSettings:
     # for this long is stale: /readyz fails. The API server sends a BOOKMARK about once a
     # minute to a watch that asks for them, and ends each request after timeout_s.
     stale_after_s: float = 90.0
+    # Behind (sources/currency.py): the API server's current resourceVersion is read this
+    # often (a quorum list of one item, Pod watches only), with this timeout; a stream that
+    # has not reached it, or said nothing, for bookmark_s + grace_s is behind and relisted.
+    probe_s: float = 5.0
+    probe_timeout_s: float = 5.0
+    bookmark_s: float = BOOKMARK_S
+    grace_s: float = GRACE_S
 
 
 def targets(namespaces: list[str], warmup: str | None) -> list[WatchTarget]:
@@ -101,17 +117,6 @@ def _list_fn(api: client.ApiClient, kind: str) -> Callable[..., Any]:
         "DaemonSet": apps.list_namespaced_daemon_set,
     }
     return fns[kind]
-
-
-def _server_time(resp: urllib3.HTTPResponse) -> float | None:
-    """The API server's clock, from the response's Date header (whole seconds)."""
-    date = resp.headers.get("Date")
-    if not date:
-        return None
-    try:
-        return parsedate_to_datetime(date).timestamp()
-    except (TypeError, ValueError):
-        return None
 
 
 def _lines(resp: urllib3.HTTPResponse) -> Iterator[bytes]:
@@ -147,6 +152,9 @@ class KubeWatch:
         self._thread = threading.Thread(target=self._run, name=f"watch-{target.label}", daemon=True)
         self._synced_gauge = metrics.watch_synced.labels(target.kind, target.namespace)
         self.alive_at = time.monotonic()  # the last sign of life: see WatchSettings
+        s = self._settings
+        self._currency = Currency(s.bookmark_s, s.grace_s)  # under _lock: two threads use it
+        self._lock = threading.Lock()
 
     def start(self) -> None:
         """Run in a thread of its own, unsupervised (tests; serve uses `supervised`)."""
@@ -165,6 +173,7 @@ class KubeWatch:
             try:
                 self._run()
             except BaseException as exc:  # handed to the loop: the supervisor judges it
+                self._lost(f"watch thread failed: {type(exc).__name__}")
                 outcome = exc
             with contextlib.suppress(RuntimeError):  # the loop closed first: nobody waits
                 loop.call_soon_threadsafe(_settle, done, outcome)
@@ -185,6 +194,57 @@ class KubeWatch:
     def _alive(self) -> None:
         self.alive_at = time.monotonic()
 
+    # --- behind: is the picture the API server's present? (sources/currency.py) ---------
+    def behind(self, now: float) -> str | None:
+        """Why what this watch delivered may lag the API server, or None (`now`: monotonic)."""
+        with self._lock:
+            return self._currency.behind(now)
+
+    def probe(self) -> None:
+        """Read the API server's current resourceVersion (a quorum list of one item); blocks.
+        Unanswered (the API server out of reach: the stream may be too, silently), or not
+        reached by the stream in time: the stream is cut and the watch relists."""
+        t = self._settings.probe_timeout_s
+        try:
+            resp = self._call(self.target.namespace, **self._kwargs(limit=1, _request_timeout=t))
+            doc = orjson.loads(resp.data)
+            rv = doc["metadata"]["resourceVersion"]
+        except ApiException as exc:  # it answered: reachable; the other rules still judge
+            log.debug("watch probe refused", extra={"watch": self.target.label, "error": str(exc)})
+            rv = None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            self._lost(f"the API server did not answer a probe: {type(exc).__name__}")
+            return
+        except (ValueError, KeyError, TypeError) as exc:  # not a list: say so, judge on
+            said = {"watch": self.target.label, "error": str(exc)}
+            log.warning("watch probe unreadable", extra=said)
+            rv = None
+        now = time.monotonic()
+        with self._lock:
+            if isinstance(rv, str):
+                self._currency.probed(rv, now)
+            why = self._currency.needs_relist(now)
+        if why is not None:
+            self._lost(why)
+
+    def _lost(self, why: str) -> None:
+        """Events may have been missed: behind until a relist ends; an open stream is cut
+        (a half-open one would otherwise keep the thread until its read timeout)."""
+        with self._lock:
+            first = self._currency.relist is None
+            self._currency.lost(why)
+        if not first or self._stop.is_set():
+            return
+        log.warning("watch behind: relisting", extra={"watch": self.target.label, "why": why})
+        resp = self._resp
+        if resp is not None:
+            with contextlib.suppress(Exception):  # best effort: the read fails or ends
+                resp.shutdown()
+
+    def _heard(self, rv: str | None) -> None:
+        with self._lock:
+            self._currency.heard(rv, time.monotonic())
+
     def stop(self) -> None:
         self._stop.set()
         resp = self._resp
@@ -199,9 +259,11 @@ class KubeWatch:
     def _run(self) -> None:
         rv: str | None = None
         delay = self._settings.backoff_initial_s
+        with self._lock:  # a fresh thread (a restart too) starts with a list
+            self._currency.lost("listing")
         while not self._stop.is_set():
             try:
-                if rv is None:
+                if rv is None or self._relist_due():
                     rv = self._list()
                     self.synced.set()
                     self._synced_gauge.set(1)
@@ -211,15 +273,25 @@ class KubeWatch:
             except Gone as exc:
                 rv = None
                 self._synced_gauge.set(0)
+                self._lost("410 Gone: relisting")
                 self._restarted("gone", str(exc))
             except ApiException as exc:
                 if exc.status == 410:
                     rv = None
+                    self._lost("410 Gone: relisting")
                     self._restarted("gone", exc.reason or "410")
                     continue
-                delay = self._back_off(delay, f"{exc.status} {exc.reason}")
+                delay = self._failed(delay, f"{exc.status} {exc.reason}")
             except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-                delay = self._back_off(delay, f"{type(exc).__name__}: {exc}")
+                delay = self._failed(delay, f"{type(exc).__name__}: {exc}")
+
+    def _relist_due(self) -> bool:
+        with self._lock:
+            return self._currency.relist is not None
+
+    def _failed(self, delay: float, cause: str) -> float:
+        self._lost(f"watch failed ({cause}): relisting")
+        return self._back_off(delay, cause)
 
     def _restarted(self, reason: str, detail: str = "") -> None:
         if self._stop.is_set():
@@ -263,7 +335,7 @@ class KubeWatch:
                 kw["_continue"] = cont
             resp = self._call(self.target.namespace, **kw)
             if at is None:
-                at = _server_time(resp)  # the first page's: every page is that snapshot
+                at = server_time(resp)  # the first page's: every page is that snapshot
             doc = orjson.loads(resp.data)
             meta = doc.get("metadata") if isinstance(doc, dict) else None
             if not isinstance(meta, dict):  # ValueError: backed off and listed again
@@ -279,6 +351,8 @@ class KubeWatch:
                 rv = str(meta.get("resourceVersion") or "")
                 self._relisted(uids, rv, at)
                 self._alive()
+                with self._lock:  # delivered to its end: caught up (the runtime drains it)
+                    self._currency.listed(rv, time.monotonic())
                 return rv
 
     def _relisted(self, uids: set[str], rv: str, at: float | None) -> None:
@@ -334,6 +408,7 @@ class KubeWatch:
         new_rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
         if etype != "BOOKMARK":
             self._apply(doc)
+        self._heard(str(new_rv) if new_rv else None)  # after the event is delivered
         return str(new_rv) if new_rv else rv
 
     def _apply(self, doc: Any) -> None:

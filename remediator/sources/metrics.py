@@ -13,8 +13,10 @@ class SourceMetrics:
     input_errors: Counter
     watch_restarts: Counter
     watch_synced: Gauge
+    watch_behind: Gauge
     alerts: Counter
     refused: Counter
+    spans: Counter
 
     @classmethod
     def on(cls, registry: CollectorRegistry) -> SourceMetrics:
@@ -44,6 +46,14 @@ class SourceMetrics:
                 ["kind", "namespace"],
                 registry=registry,
             ),
+            watch_behind=Gauge(
+                "remediator_watch_behind",
+                "1 while a Pod watch may lag the API server: relisting, short of the "
+                "resourceVersion a probe found it at, or past its BOOKMARK (pod deletions "
+                "are held meanwhile).",
+                ["kind", "namespace"],
+                registry=registry,
+            ),
             alerts=Counter(
                 "remediator_alerts_received_total",
                 "Alertmanager alerts received on /events, by alertname and status (firing, "
@@ -55,6 +65,14 @@ class SourceMetrics:
                 "remediator_webhooks_unavailable_total",
                 "Webhooks answered 503 (the sender retries): the state file refused the write, "
                 "the backlog was full, or the service was stopping.",
+                registry=registry,
+            ),
+            spans=Counter(
+                "remediator_otlp_spans_total",
+                "Spans received on /v1/traces, by outcome: kept (a vLLM start-up step of a "
+                "known pod), rejected (a start-up step without its pod or its times), ignored "
+                "(any other span).",
+                ["outcome"],
                 registry=registry,
             ),
         )

@@ -5,7 +5,9 @@ Three agents, one per topic (see `streams.core` for what each decides):
   partitions  inputs topic (N partitions, keyed by pod)  -> candidates topic (key "cluster")
   guard       candidates topic (1 partition)             -> commands topic (key incident)
                                                             + retry records back to inputs
-  executor    commands topic                             -> Argo (or the dry-run recorder)
+  executor    commands topic                             -> the acting component's rows:
+                                                            Argo (or the dry-run recorder),
+                                                            Slack (streams/executor.py)
 
 State lives in Faust Tables with changelog topics, so a worker that takes over a
 partition takes its history with it:
@@ -24,14 +26,14 @@ its own counters.
 Delivery is at least once: the producer is flushed before offsets are committed, a
 record redelivered after a crash is recognised by its offset, and the executor is
 idempotent (the workflow name is derived from the incident: a replayed command
-submits nothing new).
+submits nothing new); the acting component's rows live in a table of their own.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +41,7 @@ import faust
 from faust.types import TP, EventT, StreamT
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from remediator.contract.codec import decode, encode
+from remediator.contract.codec import encode
 from remediator.contract.decision import Decision
 from remediator.contract.records import GotThrough
 from remediator.core.decider import timeline_metrics
@@ -60,13 +62,15 @@ from remediator.streams.core import (
     parse_guard_record,
     tick_record,
 )
-from remediator.streams.executor import Carrier
+from remediator.streams.executor import Executors, install_acting, would_have
+from remediator.streams.keys import NOW_HEADER
 from remediator.streams.metrics import WorkerMetrics
 
 log = logging.getLogger("remediator.worker")
 
 CLUSTER = b"cluster"
 TICK = "\x00tick"  # the table key of a partition's last tick
+LEARNED = b"\x00learned"  # the key of cold starts relayed to the other partitions
 
 
 @dataclass
@@ -84,8 +88,20 @@ class Partitions:
             self.applied.pop(p, None)
 
 
+def arrival(headers: Any) -> float | None:
+    """The cluster's time the ingest took a record at (`keys.NOW_HEADER`), if it says."""
+    pairs = headers.items() if isinstance(headers, Mapping) else (headers or ())
+    for name, value in pairs:
+        if name == NOW_HEADER:
+            try:
+                return float(value)
+            except ValueError:
+                return None  # not ours: the record's own stamps move the clock
+    return None
+
+
 def build_app(
-    streams: StreamsConfig, policy: PolicyFile, carrier: Carrier, registry: CollectorRegistry
+    streams: StreamsConfig, policy: PolicyFile, executors: Executors, registry: CollectorRegistry
 ) -> faust.App:
     app = faust.App(
         streams.group,
@@ -144,10 +160,11 @@ def build_app(
             if key.startswith(prefix)
         )
         resend: list[Candidate | Learned] = []
-        for offset, text in rows:
+        for offset, row in rows:
             if offset >= first:
                 core.decider.metrics = observed
-            out = core.feed(text.encode())
+            text, at = (row, None) if isinstance(row, str) else (row[1], row[0])
+            out = core.feed(text.encode(), at)
             if offset >= first:
                 resend.extend(out)
         core.decider.metrics = observed
@@ -156,15 +173,16 @@ def build_app(
         log.info("partition rebuilt", extra={"partition": p, "records": len(rows)})
         return core, resend
 
-    def remember(p: int, offset: int, value: bytes) -> None:
+    def remember(p: int, offset: int, value: bytes, at: float | None) -> None:
         """One row per record, keyed by its offset: a write costs the record, not the
-        pod's whole history. Of the ticks only the last matters."""
+        pod's whole history. Of the ticks only the last matters. `at`: the cluster's
+        time the record arrived at, kept with it (the row is [at, record])."""
         if value.startswith(b'{"remediator":"tick"'):
             pods[f"{p}|{TICK}"] = [offset, value.decode()]
         else:
-            pods[f"{p}|{offset:012d}"] = value.decode()
+            pods[f"{p}|{offset:012d}"] = value.decode() if at is None else [at, value.decode()]
 
-    def take(p: int, offset: int, value: bytes) -> list[bytes]:
+    def take(p: int, offset: int, value: bytes, at: float | None = None) -> list[bytes]:
         """One input-topic record into its partition's core: what goes to the guard."""
         core = held.cores.get(p)
         out: list[Candidate | Learned] = []
@@ -176,12 +194,12 @@ def build_app(
         else:
             started = time.perf_counter()
             try:
-                out.extend(core.feed(value))
+                out.extend(core.feed(value, at))
             except InputError as exc:
                 metrics.input_errors.inc()
                 log.warning("bad input skipped", extra={"partition": p, "error": str(exc)})
                 return []
-            remember(p, offset, value)
+            remember(p, offset, value, at)
             held.applied[p] = offset
             if not value.startswith(INTERNAL):
                 cluster.observe(core.now)
@@ -200,7 +218,7 @@ def build_app(
         event: EventT[bytes]
         async for event in stream.events():
             msg = event.message
-            for value in take(msg.partition, msg.offset, msg.value or b""):
+            for value in take(msg.partition, msg.offset, msg.value or b"", arrival(msg.headers)):
                 await candidates.send(key=CLUSTER, value=value)
             yield None
 
@@ -230,17 +248,28 @@ def build_app(
 
     async def _settled(released: Released) -> None:
         result = released.result
-        if isinstance(result, Decision):
+        if result is None:
+            pass  # learned cold starts, passed on below
+        elif isinstance(result, Decision):
             log.info("decided", extra={"incident": result.incident, "action": result.action})
             await commands.send(key=result.incident.encode(), value=encode(result))
         else:
             d = result.decision
             log.info(
                 "suppressed",
-                extra={"incident": d.incident, "guardrail": result.guardrail, "why": result.reason},
-            )
+                extra={"incident": d.incident, "guardrail": result.guardrail, "why": result.reason,
+                       "retry_at": result.retry_at, "decided_at": d.at},
+            )  # fmt: skip
+            if result.simulated:  # a dry run's "would have": told as serve tells it
+                await commands.send(key=d.incident.encode(), value=would_have(result))
         feedback = released.feedback
         if feedback is None:
+            return
+        if isinstance(feedback, Learned):  # every other partition judges by it too
+            value = feedback_record(feedback)
+            for p in range(streams.inputs.partitions):
+                if p != released.origin:
+                    await inputs.send(key=LEARNED, value=value, partition=p)
             return
         d = feedback.decision
         key, value = f"{d.namespace}/{d.target}".encode(), feedback_record(feedback)
@@ -250,21 +279,8 @@ def build_app(
         else:  # look again: the decision's own partition
             await inputs.send(key=key, value=value, partition=released.origin)
 
-    # ---- executor: commands -> Argo ---------------------------------------------------
-    @app.agent(commands)
-    async def executor(stream: StreamT[bytes]) -> AsyncIterator[None]:
-        event: EventT[bytes]
-        async for event in stream.events():
-            decision = decode(event.message.value or b"", Decision)
-            outcome = await carrier.carry(decision)
-            metrics.commands.labels(decision.action, outcome.status).inc()
-            metrics.latency(time.time() - event.message.timestamp)
-            log.info(
-                "carried",
-                extra={"incident": decision.incident, "status": outcome.status,
-                       "workflow": outcome.name},
-            )  # fmt: skip
-            yield None
+    # ---- executor: commands -> the acting component (Argo, Slack) ---------------------
+    install_acting(app, commands, streams.commands.partitions, executors, registry, metrics)
 
     # ---- ticks: every partition's clock moves on with the wall clock ------------------
     if streams.tick_s > 0:

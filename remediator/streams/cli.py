@@ -106,7 +106,26 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
 @click.option(
     "--dry-run-log",
     envvar="REMEDIATOR_DRY_RUN_LOG",
-    help="Without --argo-server: append what would run here (JSON lines).",
+    help="Without --argo-server: append what would run here (JSON lines), each workflow once;"
+    " without --slack-channel also each notice a note-only decision would send.",
+)
+@click.option(
+    "--outbox-retention",
+    envvar="REMEDIATOR_OUTBOX_RETENTION",
+    type=click.FloatRange(min=0, min_open=True),
+    default=7.0,
+    show_default=True,
+    help="Days a closed row of the acting table (ended, expired, failed and told) is kept "
+    "before it is deleted (a tombstone), as serve's outbox.",
+)
+@click.option(
+    "--workflow-start-timeout",
+    envvar="REMEDIATOR_WORKFLOW_START_TIMEOUT",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="Seconds a submitted workflow may stay Pending before on-call is told, once, in the "
+    "act's thread; it is still followed to its end (as serve).",
 )
 @log_level_option
 def worker(**kw: Any) -> None:
@@ -116,11 +135,13 @@ def worker(**kw: Any) -> None:
     from prometheus_client import CollectorRegistry
 
     from remediator.executors.argo import ArgoConfig, ArgoExecutor
+    from remediator.executors.protocol import Executor
     from remediator.policy_file import PolicyFile, load_policy_file
     from remediator.runtime.logs import setup_logging
+    from remediator.runtime.worker import WorkerSettings
     from remediator.sources.http import Listen
     from remediator.streams.app import build_app
-    from remediator.streams.executor import ArgoCarrier, Carrier, DryRunRecorder
+    from remediator.streams.executor import DryRunRecorder, Executors
     from remediator.streams.topics import ensure_topics
 
     setup_logging(kw["log_level"])
@@ -128,25 +149,25 @@ def worker(**kw: Any) -> None:
     cfg = _config(kw, store=kw["store"], table_dir=kw["table_dir"], web_host=listen.host,
                   web_port=listen.port, tick_s=kw["tick_s"])  # fmt: skip
     policy = load_policy_file(kw["policy"]) if kw["policy"] else PolicyFile()
-    carrier: Carrier
-    argo: ArgoExecutor | None = None
+    cluster: Executor
+    notifier: Executor | None = None
     if kw["argo_server"]:
-        argo = ArgoExecutor(ArgoConfig(host=kw["argo_server"], namespace=kw["argo_namespace"]))
-        carrier = ArgoCarrier(argo)
-    else:
-        carrier = DryRunRecorder(kw["dry_run_log"])
+        cluster = ArgoExecutor(ArgoConfig(host=kw["argo_server"], namespace=kw["argo_namespace"]))
+    else:  # a dry run: what would run is recorded, and so is a notice with no Slack to tell
+        cluster = notifier = DryRunRecorder(kw["dry_run_log"])
     if kw["slack_channel"]:
         from remediator.executors.secrets import MissingSecret
         from remediator.executors.slack import SlackConfig, SlackNotifier
-        from remediator.streams.executor import TellingCarrier
 
         config = SlackConfig(channel=kw["slack_channel"], base_url=kw["slack_api_url"])
         try:
-            carrier = TellingCarrier(carrier, SlackNotifier(config), follow=argo)
+            notifier = SlackNotifier(config)
         except MissingSecret as exc:
             raise click.ClickException(str(exc)) from None
     asyncio.run(ensure_topics(cfg))
-    app = build_app(cfg, policy, carrier, CollectorRegistry())
+    settings = WorkerSettings(retention_s=kw["outbox_retention"] * 86400.0,
+                              start_within_s=kw["workflow_start_timeout"])  # fmt: skip
+    app = build_app(cfg, policy, Executors(cluster, notifier, settings), CollectorRegistry())
     faust.Worker(app, loglevel=kw["log_level"].lower(), override_logging=False,
                  quiet=True).execute_from_commandline()  # fmt: skip
 

@@ -52,4 +52,5 @@ class StreamsConfig:
         return (
             Topic(f"{self.group}-pods-changelog", self.inputs.partitions),
             Topic(f"{self.group}-guard-changelog", 1),
+            Topic(f"{self.group}-acting-changelog", self.commands.partitions),
         )

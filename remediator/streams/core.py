@@ -9,8 +9,10 @@ the records of `contract.records` between them, written by `contract.codec`.
          ▲                                                             │
          └── feedback (GotThrough, RetryAt) ◀── GuardCore (by time) ◀──┘──▶ commands topic
 
-A partition's clock is its stream time: the largest input time it has seen, moved
-on by tick records the ingest (or a worker) sends to every partition. After a tick
+A partition's clock is serve's (`runtime.clock.ClusterTime`, issue 18): the newest time
+the API server stamped on an input it has seen (`inputs.stamps`; a kubelet's, an alert's
+or a webhook's own time never moves it), moved on by tick records the ingest (or a
+worker) sends to every partition. After a tick
 the partition reports a watermark: every candidate it will ever emit at or before
 that time has been emitted. The guard releases candidates in time order up to the
 smallest watermark of all partitions, so the cluster-wide guardrails (rate limit,
@@ -44,6 +46,7 @@ from remediator.core.decider import Decider, TimelineMetrics
 from remediator.core.guard import ClusterHistory, Guard, Verdicts
 from remediator.inputs.decode import decode as decode_input
 from remediator.inputs.records import WorkloadSeen
+from remediator.inputs.stamps import api_server_time
 from remediator.policy_file import PolicyFile
 from remediator.streams.keys import owner, workload_owner_key
 
@@ -69,8 +72,9 @@ def tick_record(at: float) -> bytes:
     return orjson.dumps({"remediator": "tick", "at": at})
 
 
-def feedback_record(record: Feedback) -> bytes:
-    """What the guard tells a decision's partition: got through, or look again then."""
+def feedback_record(record: Feedback | Learned) -> bytes:
+    """What the guard tells the partitions: got through, look again then, or what another
+    partition learned."""
     return _FEEDBACK + encode(record) + b"}"
 
 
@@ -123,8 +127,9 @@ class PartitionCore:
     def now(self) -> float:
         return self.decider.now
 
-    def feed(self, raw: bytes) -> list[Candidate | Learned]:
-        """One record of the input topic: a raw document or an internal record."""
+    def feed(self, raw: bytes, arrived: float | None = None) -> list[Candidate | Learned]:
+        """One record of the input topic: a raw document or an internal record.
+        `arrived`: the cluster's time the ingest took it at (`keys.arrived`)."""
         sink = _Collect()
         if raw.startswith(INTERNAL):
             self._internal(raw, sink)
@@ -132,7 +137,13 @@ class PartitionCore:
             for item in decode_input(raw):
                 mine = not isinstance(item, WorkloadSeen) or self._owns(item)
                 before = len(sink.out)
-                self.decider.feed(item, sink, sink.candidate)
+                # serve's clock rule (runtime.clock.ClusterTime): only the API server's
+                # stamps move the clock (the newest the ingest saw, on any partition),
+                # never a kubelet's, an alert's or a webhook's own time.
+                stamp = api_server_time(item)
+                now = max(self.decider.now, -math.inf if stamp is None else stamp,
+                          -math.inf if arrived is None else arrived)  # fmt: skip
+                self.decider.feed(item, sink, sink.candidate, now=now)
                 if not mine:  # a broadcast workload: its own decision is another's to make
                     del sink.out[before:]
         self.ignored += sink.dropped
@@ -142,7 +153,7 @@ class PartitionCore:
             out.append(Learned(self.decider.now, self.partition, learned))
         p = self.partition
         for c in sink.out:
-            out.append(Candidate(c.decision, c.at, p, self.decider.model_of(c), c.phase))
+            out.append(Candidate(c.decision, c.at, p, self.decider.model_of(c), c.phase, c.once))
         return out
 
     def _owns(self, item: WorkloadSeen) -> bool:
@@ -156,6 +167,8 @@ class PartitionCore:
             elif isinstance(record, RetryAt):
                 # Its due time may be behind this partition's clock already: fired now.
                 self.decider.look_again(record, sink, sink.candidate)
+            elif isinstance(record, Learned) and record.partition != self.partition:
+                self.decider.learn(record)  # its own it learned when it happened
             return
         doc = orjson.loads(raw)
         at = float(doc["at"])
@@ -170,11 +183,13 @@ class PartitionCore:
 @dataclass(frozen=True, slots=True)
 class Released:
     """What the guardrails said of a candidate, the partition it came from, and the
-    feedback that goes back there (None: nothing to remember)."""
+    feedback that goes back (None: nothing to remember). A `Learned` record is released
+    with no result: it goes back to every other partition, so each judges budgets by the
+    cluster's history, as one process does."""
 
-    result: Decision | Suppressed
+    result: Decision | Suppressed | None
     origin: int
-    feedback: Feedback | None
+    feedback: Feedback | Learned | None
 
 
 @dataclass
@@ -195,6 +210,10 @@ class GuardCore:
     watermarks: dict[int, float] = field(default_factory=dict)
     clock: float = -math.inf  # the latest time the guardrails judged at; never goes back
     learned: dict[str, list[float]] = field(default_factory=dict)
+    # incident -> when: the notices told once for the cluster (`Candidate.once`). Two
+    # partitions may hold pods of one workload in one tick, before either hears of the
+    # other's notice; one process tells it once, so the guard lets one through.
+    told: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.guard = Guard(self.config.guardrails, verdicts=self.verdicts)
@@ -239,8 +258,12 @@ class GuardCore:
             if isinstance(record, Learned):
                 for key in self.history.learn(record.samples):
                     self._dirty.add(f"learned|{key}")
+                out.append(Released(None, record.partition, record))
                 continue
             assert isinstance(record, Candidate)
+            incident = record.decision.incident
+            if record.once and incident in self.told:
+                continue  # told already, by another partition: as if never said
             # A late candidate (a retry that came back after its partition ran ahead) is
             # judged now, not in the past the guard state has already moved beyond.
             if at > self.clock:
@@ -250,6 +273,9 @@ class GuardCore:
             result, feedback = self.guard.judge(self.history.weigh(record), self.clock)
             if self.guard.state is not before:
                 self._dirty.add("state")
+            if record.once and isinstance(feedback, GotThrough):
+                self.told[incident] = self.clock
+                self._dirty.add(f"told|{incident}")
             out.append(Released(result, record.partition, feedback))
         return out
 
@@ -268,6 +294,8 @@ class GuardCore:
                 rows[key] = self.watermarks[int(key.split("|", 1)[1])]
             elif key.startswith("learned|"):
                 rows[key] = self.learned[key.split("|", 1)[1]]
+            elif key.startswith("told|"):
+                rows[key] = self.told[key.split("|", 1)[1]]
         self._dirty.clear()
         return rows
 
@@ -284,7 +312,8 @@ class GuardCore:
         pending = [(float(a), int(k), int(s), str(r).encode()) for a, k, s, r in
                    rows.get("pending") or []]  # fmt: skip
         heapq.heapify(pending)
-        core = cls(config, partitions, verdicts, pending=pending, learned=learned)
+        told = {k.split("|", 1)[1]: float(v) for k, v in rows.items() if k.startswith("told|")}
+        core = cls(config, partitions, verdicts, pending=pending, learned=learned, told=told)
         if rows.get("state"):
             core.guard.restore(rows["state"])
         core.watermarks = {int(k.split("|", 1)[1]): float(v) for k, v in rows.items()
@@ -299,6 +328,7 @@ class GuardCore:
         self._dirty |= {"state", "pending", "clock"}
         self._dirty |= {f"watermark|{p}" for p in self.watermarks}
         self._dirty |= {f"learned|{k}" for k in self.learned}
+        self._dirty |= {f"told|{k}" for k in self.told}
         return json.dumps(self.changed(), sort_keys=True)
 
     @classmethod

@@ -1,168 +1,211 @@
-"""What the executor agent hands a command to: one method, `carry(decision) -> Outcome`.
+"""The executor agent: commands → the acting component's rows → Argo and Slack.
 
-Idempotent by construction: the workflow name is derived from the incident and the
-action (`argo_params.workflow_name`), so a command carried twice (redelivered after
-a crash) submits nothing new: Argo answers 409 AlreadyExists, counted as done.
-`TellingCarrier` tells on-call in Slack (the notifier behind `executors.protocol`) what
-the carrier did, once: a redelivered command, which creates nothing, tells nothing.
+A Kafka worker acts as `serve` does, with the same component (`runtime.worker.Acting`):
+each command taken from the commands topic becomes a row in the `acting` table (its
+changelog topic the truth, `streams.rows.TableRows`), and the acting component moves the
+rows of the commands partitions this worker holds: Submit, the act message, Poll until
+the workflow ends, the end reply in the act's thread, retries with backoff on the
+monotonic clock. Everything is carried through `carry(command) -> outcome`.
+
+    commands (key incident) ──▶ executor agent ── a row per (incident, action) ──▶ acting
+                                                  (a redelivered command: the row is there)
+                                 └─ Tell(WouldHave) (a dry run's "would have") ──▶ told
+    acting table ◀── every move of a row ── Acting ── Submit/Poll ──▶ Argo | DryRunRecorder
+                                                 └── Tell ──▶ Slack (or the recorder)
+
+A command's offset is committed after its row is on the broker and its first move was
+made; a worker SIGKILLed after that leaves the row to the worker that takes the partition
+over, which restores the table and carries on from the row (following a workflow to its
+end, posting what was not posted, looking in the channel first for a post that may have
+gone through). The workflow name is derived from the incident, so a Submit made twice is
+a 409, counted as done.
+
+The commands topic carries decisions and, from the guard, a dry run's `Tell(WouldHave)`
+(`would_have`), both through `contract.codec`; the note is told as serve tells it, once
+per record, not kept as a row (serve keeps none either).
 """
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import json
 import logging
+import os
+import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any
 
-from remediator.contract.decision import Decision
+import faust
+from faust.types import TP, EventT, StreamT, TopicT
+from prometheus_client import CollectorRegistry
+
+from remediator.contract.actions import action
+from remediator.contract.codec import DecodeError, decode, encode
+from remediator.contract.decision import Decision, Suppressed
 from remediator.executors import argo_params
-from remediator.executors.argo import ArgoError, ArgoExecutor, SubmitRejected
 from remediator.executors.protocol import (
     Acted,
+    Command,
     Ended,
     Executor,
-    Finished,
+    Outcome,
     Poll,
     Posted,
     Refused,
+    Submit,
     Submitted,
     Tell,
+    WouldHave,
 )
+from remediator.runtime.clock import SystemClock
+from remediator.runtime.metrics import ActingCounters, OutboxCollector
+from remediator.runtime.worker import Acting, WorkerSettings
+from remediator.streams.metrics import WorkerMetrics
+from remediator.streams.rows import TableRows
 
 log = logging.getLogger(__name__)
 
+TABLE = "acting"  # the table's name; its changelog topic is "<group>-acting-changelog"
+
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
-    status: str  # created | exists | recorded | skipped | rejected | unavailable
-    name: str | None = None  # the workflow's name, where one is run
-    detail: str = ""
-    submitted: Submitted | None = None  # what Argo answered to a submit that created one
+class Executors:
+    """Who carries what: the cluster's executor (Argo, or the dry-run recorder) and the
+    notifier (Slack, the recorder in a dry run, or none)."""
+
+    cluster: Executor
+    notifier: Executor | None = None
+    settings: WorkerSettings = WorkerSettings()
+    pass_s: float = 1.0  # how often the open rows are looked at (polls keep to poll_s)
 
 
-class Carrier(Protocol):
-    async def carry(self, decision: Decision) -> Outcome: ...
+def would_have(held: Suppressed) -> bytes:
+    """The commands-topic record of a dry run's "would have" (the guard sends it)."""
+    return encode(Tell(WouldHave(held.decision, held.reason)))
 
 
-class ArgoCarrier:
-    """Acting decisions become Workflows; `notify` runs none (Slack is the notifier's)."""
+def read_command(value: bytes) -> Decision | Tell:
+    """A decision to act on, or a note to tell: a tagged record starts with its tag."""
+    if value.startswith(b'{"type":'):
+        return decode(value, Tell)
+    return decode(value, Decision)
 
-    def __init__(self, argo: ArgoExecutor) -> None:
-        self._argo = argo
 
-    async def carry(self, decision: Decision) -> Outcome:
-        if decision.action not in argo_params.WORKFLOWS:
-            return Outcome("skipped", None, f"{decision.action} runs no workflow")
-        try:
-            submitted = await self._argo.submit(decision)
-        except SubmitRejected as exc:
-            return Outcome("rejected", argo_params.workflow_name(decision), str(exc))
-        except ArgoError as exc:
-            # Unavailable after the bounded retries: raise, so the record is not
-            # committed and is carried again (by this worker or the next).
-            log.error("argo unavailable", extra={"incident": decision.incident, "error": str(exc)})
-            raise
-        if not submitted.created:
-            return Outcome("exists", submitted.name)
-        return Outcome("created", submitted.name, submitted=submitted)
+def install_acting(
+    app: faust.App,
+    commands: TopicT,
+    partitions: int,
+    executors: Executors,
+    registry: CollectorRegistry,
+    metrics: WorkerMetrics,
+) -> Acting:
+    """The executor agent, the acting table and the acting component, on `app`."""
+    table = app.Table(TABLE, partitions=partitions, store="memory://", key_type=bytes,
+                      value_type=bytes)  # fmt: skip
+    held: set[int] = set()
+
+    async def write(partition: int, key: bytes, value: bytes | None) -> None:
+        table.send_changelog(partition, key, value)
+        await app.producer.flush()  # on the broker (acks=all) before anything goes on
+
+    clock = SystemClock()
+    rows = TableRows(table.data, write, clock.now, owned=lambda p: p in held)
+    registry.register(OutboxCollector(rows))
+    acting = Acting(rows, executors.cluster, executors.notifier, clock,
+                    ActingCounters.on(registry), f"{app.conf.id}-{os.getpid()}",
+                    executors.settings, is_leader=lambda: not app.rebalancing)  # fmt: skip
+
+    @app.on_partitions_revoked.connect  # type: ignore[arg-type]
+    async def on_revoked(sender: Any, revoked: set[TP], **_: Any) -> None:
+        if any(tp.topic == commands.get_topic_name() for tp in revoked):
+            held.clear()
+            acting.lead(False, None)  # what it was carrying stops; the rows stay
+
+    @table.on_recover
+    async def on_recovered() -> None:
+        """The table holds the rows of the partitions assigned: carry on with them."""
+        name = commands.get_topic_name()
+        held.clear()
+        held.update(tp.partition for tp in app.consumer.assignment() if tp.topic == name)
+        acting.lead(True, None)
+
+    @app.agent(commands)
+    async def executor(stream: StreamT[bytes]) -> AsyncIterator[None]:
+        event: EventT[bytes]
+        async for event in stream.events():
+            msg = event.message
+            try:
+                command = read_command(msg.value or b"")
+            except DecodeError as exc:
+                metrics.commands.labels("", "bad").inc()
+                log.error("bad command skipped", extra={"offset": msg.offset, "error": str(exc)})
+                yield None
+                continue
+            if isinstance(command, Tell):
+                metrics.commands.labels(command.note.decision.action, "told").inc()
+                acting.note(command.note)
+                yield None
+                continue
+            decision = command
+            held.add(msg.partition)  # given to us now: ours (recovery may be behind)
+            row = await rows.add(decision, msg.partition)
+            metrics.commands.labels(decision.action, "new" if row else "redelivered").inc()
+            metrics.latency(time.time() - msg.timestamp)
+            if row is not None:
+                await acting.act_now(row)
+            yield None
+
+    @app.timer(executors.pass_s)  # type: ignore[untyped-decorator]
+    async def act() -> None:
+        await acting.step()
+
+    return acting
 
 
 class DryRunRecorder:
-    """Writes what would run, one JSON line per workflow name, each name once, as Argo
-    would refuse a second submit under one name: workers sharing the file (on one host)
-    check it under a lock, so a command redelivered to another worker records nothing."""
+    """The executor of a worker without Argo: writes what would run, one JSON line per
+    workflow name (and per notice, `notify-<incident>`), each name once, as Argo would
+    refuse a second submit under one name: workers sharing the file (on one host) check
+    it under a lock, so a command redelivered to another worker records nothing.
+
+    As the cluster's executor: Submit records and answers Submitted (created only the
+    first time); Poll answers that it ended "Recorded" (nothing ran). As the notifier
+    (no Slack configured): a note-only decision's notice is recorded; every Tell is
+    answered Posted, so the rows close as they would with Slack."""
 
     def __init__(self, path: str | None) -> None:
         self._path = Path(path) if path else None
         self._seen: set[str] = set()
 
-    async def carry(self, decision: Decision) -> Outcome:
-        name = (
-            argo_params.workflow_name(decision)
-            if decision.action in argo_params.WORKFLOWS
-            else f"notify-{decision.incident}"
-        )
+    async def carry(self, command: Command) -> Outcome:
+        if isinstance(command, Submit):
+            d = command.decision
+            if d.action not in argo_params.WORKFLOWS:
+                return Refused(f"{d.action} runs no workflow", "refused")
+            name = argo_params.workflow_name(d)
+            created = self._record(name, d)
+            return Submitted(name, "", "", d.incident, created, "")
+        if isinstance(command, Poll):
+            return Ended(command.workflow, "Recorded", "dry run: recorded, never run", None, None)
+        d = command.note.decision
+        if isinstance(command.note, Acted) and not action(d.action).acts:
+            self._record(f"notify-{d.incident}", d)
+        return Posted(f"dry-run-{d.incident}-{type(command.note).__name__.lower()}")
+
+    def _record(self, name: str, d: Decision) -> bool:
+        """True if `name` was recorded now, False if it was already."""
         if name in self._seen:
-            return Outcome("exists", name)
+            return False
         self._seen.add(name)
         if self._path is None:
-            return Outcome("recorded", name)
-        line = {"workflow": name, "incident": decision.incident, "action": decision.action}
+            return True
+        line = {"workflow": name, "incident": d.incident, "action": d.action}
         with self._path.open("a+") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             f.seek(0)
             if any(json.loads(seen)["workflow"] == name for seen in f.read().splitlines()):
-                return Outcome("exists", name)
+                return False
             f.write(json.dumps(line) + "\n")
-        return Outcome("recorded", name)
-
-
-class TellingCarrier:
-    """Carries with `inner`, then tells on-call what was done: the act message of a workflow
-    created (or recorded, in a dry run), the notice of a `notify`. Nothing is told for a
-    command that created nothing (redelivered: it was told the first time). With `follow`
-    (the Argo executor), a workflow it created is polled to its end in the background and the
-    end is replied in the act message's thread, as serve does; that follow lives in this
-    process only (a worker that dies mid-follow leaves the end untold: logged, not retried).
-    Slack down: a few tries, then a logged error; the command itself is done and stays done."""
-
-    def __init__(
-        self,
-        inner: Carrier,
-        notifier: Executor,
-        follow: Executor | None = None,
-        *,
-        tries: int = 3,
-        poll_s: float = 5.0,
-        give_up_s: float = 3600.0,
-    ) -> None:
-        self.inner = inner
-        self.notifier = notifier
-        self.follow = follow
-        self.tries, self.poll_s, self.give_up_s = tries, poll_s, give_up_s
-        self._following: set[asyncio.Task[None]] = set()
-
-    async def carry(self, decision: Decision) -> Outcome:
-        outcome = await self.inner.carry(decision)
-        if outcome.status in ("created", "recorded") or (
-            outcome.status == "skipped" and decision.action == "notify"
-        ):
-            ts = await self._tell(Tell(Acted(decision, outcome.submitted)), decision)
-            if ts is not None and outcome.submitted is not None and self.follow is not None:
-                task = asyncio.create_task(self._to_the_end(decision, outcome.submitted, ts))
-                self._following.add(task)
-                task.add_done_callback(self._following.discard)
-        return outcome
-
-    async def _to_the_end(self, decision: Decision, submitted: Submitted, ts: str) -> None:
-        assert self.follow is not None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.give_up_s
-        while loop.time() < deadline:
-            seen = await self.follow.carry(Poll(decision, submitted.name))
-            if isinstance(seen, Ended):
-                await self._tell(Tell(Finished(decision, seen), thread=ts), decision)
-                return
-            if isinstance(seen, Refused):
-                break
-            await asyncio.sleep(self.poll_s)
-        where = {"incident": decision.incident, "workflow": submitted.name}
-        log.error("workflow not followed to its end", extra=where)
-
-    async def _tell(self, tell: Tell, decision: Decision) -> str | None:
-        """The message's ts once posted, else None (after `tries`, logged)."""
-        told: object = None
-        for attempt in range(self.tries):
-            told = await self.notifier.carry(tell)
-            if isinstance(told, Posted):
-                return told.ts
-            if attempt + 1 < self.tries:
-                await asyncio.sleep(2.0**attempt)
-        log.error(
-            "slack not told",
-            extra={"incident": decision.incident, "action": decision.action, "outcome": str(told)},
-        )
-        return None
+        return True

@@ -18,16 +18,24 @@ from aiokafka.errors import KafkaError
 from prometheus_client import CollectorRegistry, Counter
 
 from remediator.inputs.records import Input
+from remediator.runtime.clock import Clock, ClusterTime, SystemClock
 from remediator.sources.http import TokenSource, make_app
 from remediator.sources.metrics import SourceMetrics
 from remediator.streams.config import StreamsConfig
 from remediator.streams.core import tick_record
-from remediator.streams.keys import BROADCAST, split
+from remediator.streams.keys import BROADCAST, NOW_HEADER, arrived, split
 
 
 class Publisher:
-    def __init__(self, cfg: StreamsConfig, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        cfg: StreamsConfig,
+        registry: CollectorRegistry | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self.cfg = cfg
+        # Every record carries the cluster's time it arrived at (`keys.arrived`).
+        self.cluster = ClusterTime(clock if clock is not None else SystemClock())
         self._producer = AIOKafkaProducer(
             bootstrap_servers=cfg.bootstrap,
             acks="all",
@@ -60,21 +68,33 @@ class Publisher:
         caller that needs many bodies in flight (a bench, a relist) keeps their order."""
         records = split(body)
         acks = []
+        now = arrived(records, self.cluster)
+        headers = [] if now is None else [(NOW_HEADER, repr(now).encode())]
         for r in records:
             targets = range(self.cfg.inputs.partitions) if r.key == BROADCAST else [None]
             for p in targets:
-                acks.append(await self._send(r.key, r.value, p))
+                acks.append(await self._send(r.key, r.value, p, headers))
         return len(records), acks
 
     async def tick(self, at: float) -> None:
-        """Move every partition's clock to `at` (stream time)."""
+        """Move every partition's clock to `at` (the cluster's time)."""
         value = tick_record(at)
         waits = [await self._send("\x00tick", value, p) for p in range(self.cfg.inputs.partitions)]
         await asyncio.gather(*waits)
 
-    async def _send(self, key: str, value: bytes, partition: int | None) -> asyncio.Future[object]:
+    async def _send(
+        self,
+        key: str,
+        value: bytes,
+        partition: int | None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> asyncio.Future[object]:
         future: asyncio.Future[object] = await self._producer.send(
-            self.cfg.inputs.name, value=value, key=key.encode(), partition=partition
+            self.cfg.inputs.name,
+            value=value,
+            key=key.encode(),
+            partition=partition,
+            headers=headers or None,
         )
         return future
 

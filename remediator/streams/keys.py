@@ -28,9 +28,24 @@ import orjson
 from remediator.inputs.decode import decode
 from remediator.inputs.kinds import BROADCAST, key_of
 from remediator.inputs.records import Input, InputError, WorkloadSeen
+from remediator.inputs.stamps import api_server_time
+from remediator.runtime.clock import ClusterTime
 
 # The partition key of each input kind is registered with the kind (inputs.kinds).
-__all__ = ["BROADCAST", "Record", "key_of", "owner", "split", "split_key", "workload_owner_key"]
+__all__ = [
+    "BROADCAST",
+    "NOW_HEADER",
+    "Record",
+    "arrived",
+    "key_of",
+    "owner",
+    "split",
+    "split_key",
+    "workload_owner_key",
+]
+
+# The cluster's time when the ingest took the record (ASCII seconds since the epoch).
+NOW_HEADER = "remediator-now"
 
 
 def owner(key: str, partitions: int) -> int:
@@ -95,3 +110,17 @@ def _cut(doc: Any) -> Iterator[Record]:
 def split_key(one: bytes) -> str:
     inputs = decode(one)
     return key_of(inputs[0]) if inputs else BROADCAST
+
+
+def arrived(records: list[Record], cluster: ClusterTime) -> float | None:
+    """The cluster's time as a body's `records` arrive, by serve's rule (`ClusterTime`,
+    observed for the whole body first, as serve's driver does): the newest time the API
+    server stamped on anything the ingest took, carried on by its monotonic clock. The
+    ingest sees every input in order, as serve's driver does; a partition sees only its
+    own, so its records carry this time (`NOW_HEADER`) and each input is applied at it:
+    a pod's timer fires when one process's would, not when the next input of its own
+    partition happens to come. None: no cluster time known yet."""
+    for record in records:
+        for item in record.inputs:
+            cluster.observe(api_server_time(item))
+    return cluster.now() if cluster.known else None

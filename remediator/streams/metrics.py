@@ -31,7 +31,8 @@ class WorkerMetrics:
         )
         self.commands = Counter(
             "remediator_kafka_commands_total",
-            "Commands carried by the executor agent, by action and outcome.",
+            "Commands taken by the executor agent, by action and status (new: its row made;"
+            " redelivered: its row was there already; told: a dry run's note; bad: undecodable).",
             ["action", "status"],
             registry=registry,
         )

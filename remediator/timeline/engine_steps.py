@@ -56,9 +56,7 @@ class EngineSteps:
             if (item.logged, item.at) not in copies and len(copies) < _MAX_TIMES:
                 copies.append((item.logged, item.at))
         else:
-            times = self.seen.setdefault(item.step, [])
-            if item.at not in times and len(times) < _MAX_TIMES:
-                times.append(item.at)
+            _keep(self.seen.setdefault(item.step, []), item.at)
             if item.logged is not None:
                 zone = round((item.at - item.logged) / _QUARTER_HOUR) * _QUARTER_HOUR
                 if zone in self.zones or len(self.zones) < _MAX_TIMES:
@@ -167,6 +165,19 @@ class EngineSteps:
             return "weights"
         following = STEPS[STEPS.index(last) + 1 :]
         return next(s for s in following if s != "torch_compile")
+
+
+def _keep(times: list[float], at: float) -> None:
+    """Add a time a mark was seen; past the bound, the newest replace the oldest (a compile
+    ends with its last graph, and vLLM compiles dozens: spans mark each one)."""
+    if at in times:
+        return
+    if len(times) < _MAX_TIMES:
+        times.append(at)
+        return
+    oldest = min(times)
+    if at > oldest:
+        times[times.index(oldest)] = at
 
 
 def _pick(step: str, a: str, b: str) -> str:

@@ -11,6 +11,7 @@ import msgspec
 from remediator.inputs.kubelet import already_present, pull_seconds
 from remediator.inputs.pods import engine_run, init_times, spec_info
 from remediator.inputs.records import (
+    EngineSpan,
     EngineStep,
     FirstToken,
     Input,
@@ -18,6 +19,7 @@ from remediator.inputs.records import (
     PodSeen,
     Relisted,
 )
+from remediator.inputs.vllm_spans import marks
 from remediator.timeline.endpoint import Endpoint, port_of
 from remediator.timeline.engine_steps import EngineSteps
 from remediator.timeline.model import (
@@ -156,6 +158,10 @@ class Tracker:
         elif isinstance(item, EngineStep):
             self._engine_step(item)
             return None  # a step inside engine init: no state changes
+        elif isinstance(item, EngineSpan):
+            for mark in marks(item):  # read as the log lines it stands for
+                self._engine_step(mark)
+            return None
         else:
             return None
         last = t.last_seen
@@ -273,7 +279,7 @@ class Tracker:
                     t.engine = EngineSteps()
                 t.engine.see(item)
 
-    def timeline_of(self, item: EngineStep) -> PodTimeline | None:
+    def timeline_of(self, item: EngineStep | EngineSpan) -> PodTimeline | None:
         return self.by_uid.get(item.uid) if item.uid else self.current(item.namespace, item.pod)
 
     def forget(self, uid: str) -> None:

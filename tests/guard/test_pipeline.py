@@ -27,6 +27,7 @@ def test_order_is_fixed_and_documented() -> None:
             "kill_switch",
             "idempotency",
             "dedup",
+            "watch_current",
             "cooldown",
             "min_age",
             "blast_radius",

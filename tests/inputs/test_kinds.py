@@ -8,7 +8,15 @@ import typing
 import msgspec
 
 from remediator.inputs.kinds import BROADCAST, DECODERS, KINDS, cluster_stamped, key_of
-from remediator.inputs.records import AlertSeen, FirstToken, GpuVerdict, Input, PodEvent, PodSeen
+from remediator.inputs.records import (
+    AlertSeen,
+    EngineSpan,
+    FirstToken,
+    GpuVerdict,
+    Input,
+    PodEvent,
+    PodSeen,
+)
 
 
 def test_every_input_record_is_registered() -> None:
@@ -22,7 +30,7 @@ def test_the_cluster_stamped_kinds_are_the_api_servers_and_kubelets() -> None:
 
 def test_every_document_kind_decodes_through_its_registration() -> None:
     assert {"Pod", "Event", "Deployment", "StatefulSet", "DaemonSet", "FirstToken",
-            "GpuMemoryVerdict", "EngineLog"} == set(DECODERS)  # fmt: skip
+            "GpuMemoryVerdict", "EngineLog", "EngineSpan"} == set(DECODERS)  # fmt: skip
 
 
 class Novel(msgspec.Struct, frozen=True):
@@ -37,11 +45,26 @@ def test_an_unregistered_kind_has_a_key_and_is_not_the_clusters() -> None:
 
 def test_keys_keep_a_pod_in_one_partition() -> None:
     token = FirstToken("llm", "vllm-0", None, 1.0)
+    span = EngineSpan("llm", "vllm-0", None, "Load model", 0.5, 1.0)
     verdict = GpuVerdict("gpu-1", False, "", None, 1.0)
     alert = AlertSeen("firing", "Stuck", {"namespace": "llm", "pod": "vllm-0"}, {}, None, None,
                       "fp", "g", None)  # fmt: skip
-    assert key_of(token) == key_of(alert) == "llm/vllm-0"
+    assert key_of(token) == key_of(alert) == key_of(span) == "llm/vllm-0"
+    assert not cluster_stamped(span)  # the node's clock, as a log line's
     assert key_of(verdict) == "node/gpu-1"
     assert not cluster_stamped(token) and not cluster_stamped(alert)
     assert KINDS[PodSeen].cluster_stamped and KINDS[PodEvent].cluster_stamped
     assert BROADCAST == "*"
+
+
+def test_the_api_servers_time_is_read_by_the_kinds_registration() -> None:
+    """`inputs.stamps` dispatches on the registry: a kind that registered no `stamped`
+    (an alert, a first token) or none at all never moves the runtime's clock."""
+    from remediator.inputs.stamps import api_server_time
+
+    token = FirstToken("llm", "vllm-0", None, 1.0)
+    assert api_server_time(token) is None and KINDS[FirstToken].stamped is None
+    assert api_server_time(typing.cast(Input, Novel(5.0))) is None
+    event = PodEvent("ADDED", "u1", "llm", "vllm-0", "Pulled", "", "vllm", False,
+                     first=9.0, last=9.5, count=1, created=3.0, at=9.5)  # fmt: skip
+    assert api_server_time(event) == 3.0  # its creation, never the kubelet's first/last

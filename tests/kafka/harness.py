@@ -249,7 +249,11 @@ async def commands(cfg: StreamsConfig) -> list[Decision]:
         while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
             batch = await consumer.getmany(timeout_ms=1000)
             for records in batch.values():
-                out.extend(decision_from_json(r.value.decode()) for r in records)
+                out.extend(
+                    decision_from_json(r.value.decode())
+                    for r in records
+                    if not r.value.startswith(b'{"type":')
+                )  # a note: no decision
         return out
     finally:
         await consumer.stop()

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -287,6 +288,17 @@ class Serve:
                 except ValueError:
                     continue
 
+    def post(self, path: str, body: bytes, ctype: str = "application/json") -> int:
+        """POST to serve with its webhook token, as a sender would; the answer's status."""
+        headers = {"Authorization": f"Bearer {self.webhook_token}", "Content-Type": ctype}
+        url = f"http://127.0.0.1:{self.port}{path}"
+        req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
@@ -299,6 +311,68 @@ class Serve:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+# -- engine logs -----------------------------------------------------------------------------
+# kwok plays the kubelet but serves no container logs (pods/log is the API server's 500), so
+# serve's follower has nothing to read here. A pod's engine log reaches serve as a log
+# shipper sends it (README: EngineLog documents on /events): each line when the engine
+# would write it, stamped with the time it was written, on this machine's clock (kwok's).
+
+
+def container_started(cluster: LiveCluster, name: str, container: str = "vllm") -> float | None:
+    """When the pod's engine container started (kwok's stamp), once it has."""
+    pod = cluster.get(f"/api/v1/namespaces/{NS}/pods/{name}")
+    for status in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
+        started = (status.get("state") or {}).get("running", {}).get("startedAt")
+        if status.get("name") == container and started:
+            return datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp()
+    return None
+
+
+@dataclass
+class EngineLog:
+    """Ships one pod's engine log to serve from a thread: `lines` are (seconds after the
+    container started, the line); the log stops after the last (a hung engine's does)."""
+
+    live: LiveCluster
+    serve: Serve
+    pod: dict[str, Any]
+    lines: list[tuple[float, str]]
+    posted: list[tuple[float, str]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def start(self) -> EngineLog:
+        threading.Thread(target=self._run, name=f"log-{self.name}", daemon=True).start()
+        return self
+
+    @property
+    def name(self) -> str:
+        return str(self.pod["metadata"]["name"])
+
+    def _run(self) -> None:
+        try:
+            started = wait_for(lambda: container_started(self.live, self.name), 60,
+                               f"{self.name} started")  # fmt: skip
+            for offset, line in self.lines:
+                time.sleep(max(0.0, started + offset - time.time()))
+                self._post(time.time(), line)
+        except Exception as exc:  # reported by done(), in the test's thread
+            self.errors.append(repr(exc))
+
+    def _post(self, at: float, line: str) -> None:
+        stamp = datetime.fromtimestamp(at, tz=UTC).isoformat().replace("+00:00", "Z")
+        doc = {"kind": "EngineLog", "namespace": NS, "pod": self.name,
+               "uid": self.pod["metadata"]["uid"], "time": stamp, "line": line}  # fmt: skip
+        status = self.serve.post("/events", json.dumps(doc).encode())
+        if status != 202:
+            raise AssertionError(f"/events answered {status} for {line!r}")
+        self.posted.append((at, line))
+
+    def done(self) -> bool:
+        if self.errors:
+            raise AssertionError(f"shipping {self.name}'s log failed: {self.errors}")
+        return len(self.posted) == len(self.lines)
 
 
 # -- workflow steps --------------------------------------------------------------------------

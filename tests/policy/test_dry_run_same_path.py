@@ -37,3 +37,22 @@ def test_a_dry_run_holds_a_kill_loop_as_the_live_run_does() -> None:
     assert "too tight" in live.decisions[-1].reason
     assert would == acted
     assert "too tight" in dry.decisions[-1].reason
+
+
+def test_a_deletion_decided_late_is_remembered_at_its_own_time() -> None:
+    """A serve started again sees a stuck pod only after its deadline (found by the live
+    differential): it decides at once, stamped with the deadline. The kill-loop memory dates
+    the deletion by that stamp, as a serve that ran on did, so a replacement made since (by
+    the other serve's deletion) that is as slow is held and told, not deleted in turn."""
+    b = "vllm-70b-7c9d5b6f4-fghij"
+    late = make_run(LIVE).at(T0 + 150)  # the restarted serve's clock, before it sees anything
+    late.feed(pod(created=0, scheduled=1, started=10))  # A, past its deadline
+    late.feed(pod(b, UID_B, watch="ADDED", created=120, scheduled=121, started=125)).at(T0 + 400)
+    on_time = make_run(LIVE)
+    on_time.feed(pod(created=0, scheduled=1, started=10)).at(T0 + 119)
+    on_time.feed(pod(b, UID_B, watch="ADDED", created=120, scheduled=121, started=125))
+    on_time.at(T0 + 400)
+    expected = [("delete-pod", "vllm-70b-7c9d5b6f4-abcde"), ("notify", b)]
+    assert on_time.actions() == expected
+    assert late.actions() == expected
+    assert [d.at for d in late.decisions] == [d.at for d in on_time.decisions]

@@ -7,7 +7,8 @@ import sys
 
 from tests.replay.conftest import REPO
 
-SERVE_ONLY = ("kubernetes", "argo_workflows", "slack_sdk", "aiohttp", "remediator.runtime")
+SERVE_ONLY = ("kubernetes", "argo_workflows", "slack_sdk", "aiohttp", "remediator.runtime",
+              "google.protobuf", "opentelemetry")  # fmt: skip
 
 PROBE = """
 import sys

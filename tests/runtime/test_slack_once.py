@@ -21,7 +21,7 @@ from remediator.policy_file import load_policy
 from remediator.runtime.clock import VirtualClock
 from remediator.runtime.driver import Driver
 from remediator.runtime.metrics import RuntimeMetrics
-from remediator.runtime.outbox import Outbox
+from remediator.runtime.outbox import Outbox, OutboxRows
 from remediator.runtime.worker import OutboxWorker, WorkerSettings
 from remediator.session import Session
 from tests.runtime.test_virtual_clock import POLICY, T0, Argo, pod
@@ -57,7 +57,7 @@ class Replica:
         config = standin_config(slack, tmp_path / "slack-token", CHANNEL, TOKEN, **settings)
         self.argo = Recorder(argo)
         self.worker = OutboxWorker(
-            self.outbox,
+            OutboxRows(self.outbox),
             self.argo,
             SlackNotifier(config),  # a 429 here says Retry-After: 0
             clock,

@@ -36,7 +36,7 @@ from remediator.policy_file import load_policy
 from remediator.runtime.clock import VirtualClock
 from remediator.runtime.driver import Driver
 from remediator.runtime.metrics import RuntimeMetrics
-from remediator.runtime.outbox import Outbox
+from remediator.runtime.outbox import Outbox, OutboxRows
 from remediator.runtime.worker import OutboxWorker, WorkerSettings
 from remediator.session import Session
 
@@ -125,6 +125,7 @@ class Rig:
         slack: Callable[[Command], Outcome],
         policy: str = POLICY,
         leading: bool = True,
+        sources_behind: Callable[[], str | None] | None = None,
     ) -> None:
         self.clock = VirtualClock(T0)
         self.outbox = Outbox(":memory:", self.clock.now)
@@ -132,7 +133,7 @@ class Rig:
         self.metrics = RuntimeMetrics.on(CollectorRegistry())
         self.argo, self.slack = Recorder(argo), Recorder(slack)
         self.worker = OutboxWorker(
-            self.outbox,
+            OutboxRows(self.outbox),
             self.argo,
             self.slack,
             self.clock,
@@ -149,6 +150,7 @@ class Rig:
             leading=lambda: self.worker.leading,
             wake_worker=lambda: None,
             simulated=lambda held: self.worker.note(WouldHave(held.decision, held.reason)),
+            sources_behind=sources_behind,
         )
 
     def feed(self, doc: dict[str, Any]) -> None:

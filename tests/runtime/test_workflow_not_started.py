@@ -19,7 +19,7 @@ from remediator.executors.slack import SlackConfig, SlackNotifier
 from remediator.guard.state import GuardState
 from remediator.runtime.clock import VirtualClock
 from remediator.runtime.metrics import RuntimeMetrics
-from remediator.runtime.outbox import Outbox
+from remediator.runtime.outbox import Outbox, OutboxRows
 from remediator.runtime.worker import OutboxWorker, WorkerSettings
 from tests.executors.conftest import TOKEN as ARGO_TOKEN
 from tests.executors.conftest import delete_decision
@@ -90,17 +90,17 @@ async def test_a_restart_neither_resets_the_bound_nor_tells_twice(tmp_path: Path
     clock = VirtualClock(T0)
     argo = PendingArgo(pending=1000)
     first = _worker(tmp_path, clock, argo)
-    first.outbox.record([delete_decision(at=T0)], GuardState())
+    _outbox(first).record([delete_decision(at=T0)], GuardState())
     await _pass(first, clock, 0)  # submitted at T0
     await _pass(first, clock, 250)
-    first.outbox.close()
+    _outbox(first).close()
 
     second = _worker(tmp_path, clock, argo)  # restarted 250 s after the submit
     await _pass(second, clock, 260)
     assert _told(second) == []
     await _pass(second, clock, 310)  # 310 s after the submit, 60 s after the restart
     assert _told(second) == ["NotStarted"]
-    second.outbox.close()
+    _outbox(second).close()
 
     third = _worker(tmp_path, clock, argo)
     await _pass(third, clock, 400)
@@ -142,9 +142,9 @@ async def test_through_the_argo_client_a_workflow_left_pending_is_told_in_the_th
     )
     worker = _worker(tmp_path, clock, executor, notifier, start_within_s=60.0)
     decision = delete_decision(at=T0)
-    worker.outbox.record([decision], GuardState())
+    _outbox(worker).record([decision], GuardState())
     await _pass(worker, clock, 0)
-    (row,) = worker.outbox.rows()
+    (row,) = _outbox(worker).rows()
     assert row.workflow is not None
     argo.script(row.workflow, "")  # never picked up: no phase, ever
     for t in range(5, 120, 5):
@@ -158,7 +158,7 @@ async def test_through_the_argo_client_a_workflow_left_pending_is_told_in_the_th
         await _pass(worker, clock, t)
     end = slack.posted()[-1]
     assert end.body["thread_ts"] == act.ts and "Succeeded" in end.body["text"]
-    assert [r.state for r in worker.outbox.rows()] == ["ended"]
+    assert [r.state for r in _outbox(worker).rows()] == ["ended"]
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -173,7 +173,7 @@ def _worker(
 ) -> OutboxWorker:
     cluster = argo if isinstance(argo, ArgoExecutor) else Recorder(argo)  # type: ignore[arg-type]
     worker = OutboxWorker(
-        Outbox(tmp_path / "state.db", clock.now),
+        OutboxRows(Outbox(tmp_path / "state.db", clock.now)),
         cluster,
         notifier or Recorder(slack_ok()),
         clock,
@@ -198,3 +198,8 @@ def _told(worker: OutboxWorker) -> list[str]:
         for c in carried
         if isinstance(c, Tell) and type(c.note).__name__ not in ("Acted", "Finished")
     ]
+
+
+def _outbox(worker: OutboxWorker) -> Outbox:
+    assert isinstance(worker.store, OutboxRows)
+    return worker.store.outbox

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.sharing import own_copy
 from tests.simstream.forms import rfc3339
 from tests.simstream.plan import PodPlan
 
 JSON = dict[str, Any]
+# The module-level parts below go into every pod as copies: a pod built here shares no list
+# or dict with the next one, so a test may change what it built (tests/sharing.py).
 # Lifecycle stages, in order, each one watch event.
 STAGES = ("pending", "unschedulable", "scheduled", "creating", "running", "ready")
 CONTAINER = "vllm"
@@ -74,7 +77,7 @@ def _kubelet_update(p: PodPlan, stage: str) -> int:
 
 def _manager(name: str, op: str, when: str, sub: str | None, fields: JSON) -> JSON:
     entry: JSON = {"manager": name, "operation": op, "apiVersion": "v1", "time": when,
-                   "fieldsType": "FieldsV1", "fieldsV1": fields}  # fmt: skip
+                   "fieldsType": "FieldsV1", "fieldsV1": own_copy(fields)}  # fmt: skip
     if sub:
         entry["subresource"] = sub
     return entry
@@ -85,7 +88,7 @@ def _spec(p: PodPlan, stage: str) -> JSON:
         "volumes": [
             {"name": "model-cache", "persistentVolumeClaim": {"claimName": "hf-model-cache"}},
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
-            {"name": "kube-api-access-" + p.uid[:5], "projected": _PROJECTED},
+            {"name": "kube-api-access-" + p.uid[:5], "projected": own_copy(_PROJECTED)},
         ],
         "containers": [_container(p)],
         "restartPolicy": "Always",
@@ -96,7 +99,7 @@ def _spec(p: PodPlan, stage: str) -> JSON:
         "serviceAccount": "vllm",
         "securityContext": {},
         "schedulerName": "default-scheduler",
-        "tolerations": _TOLERATIONS,
+        "tolerations": own_copy(_TOLERATIONS),
         "priorityClassName": "inference-high",
         "priority": 100000,
         "enableServiceLinks": False,

@@ -281,3 +281,81 @@ async def test_after_a_non_object_event_a_stuck_pod_is_still_acted_on(
         rows = await until(service.outbox.rows, timeout=20)
         assert [r.decision.target for r in service.outbox.rows()] == ["vllm-llama-70b-0"], rows
         assert service.runtime.ready()[0]
+
+
+# --- behind: is the picture the API server's present? (sources/currency.py) ----------------
+def test_a_watch_is_behind_until_listed_and_relists_after_a_failure(watching) -> None:  # type: ignore[no-untyped-def]
+    """An error may have lost events: the watch relists (not resumes), and says it is
+    behind until the new list has been delivered."""
+    from tests.standins.kube_api import Fault
+
+    api, got, w, _ = watching
+    assert w.behind(time.monotonic()) is None
+    api.faults.append(Fault("GET", "/pods", 500, times=1000, after=0))
+    wait(lambda: api.close_watches() or w.behind(time.monotonic()))
+    why = w.behind(time.monotonic())
+    assert why is not None and why.startswith("watch failed (500"), why
+    api.faults.clear()
+    wait(lambda: w.behind(time.monotonic()) is None)
+    assert got.pods().count(("vllm-0", "ADDED")) == 2  # relisted
+
+
+def test_a_silent_stream_is_cut_and_relisted_when_probed(tmp_path: Path) -> None:
+    """No BOOKMARK when one was due (a half-open connection looks the same): the probe finds
+    the watch behind, cuts the stream and the watch relists."""
+    with KubeApiServer() as api:
+        api.bookmark_interval_s = 3600  # the stream says nothing
+        api.store.create(pod("llm", "vllm-0"))
+        got, registry = Got(), CollectorRegistry()
+        client = api_client(str(api.write_kubeconfig(tmp_path / "kubeconfig")))
+        settings = WatchSettings(timeout_s=30, backoff_initial_s=0.02, bookmark_s=0.2, grace_s=0.1)
+        w = KubeWatch(client, WatchTarget("Pod", "llm"), got, SourceMetrics.on(registry), settings)
+        w.start()
+        try:
+            assert w.synced.wait(10)
+            wait(lambda: w.behind(time.monotonic()) is not None)
+            assert "no event or BOOKMARK for" in str(w.behind(time.monotonic()))
+            w.probe()  # cuts the stream: the watch relists at once
+            wait(lambda: got.pods().count(("vllm-0", "ADDED")) == 2)
+            lists = [r for r in api.sent("GET", "/pods") if not r.query.get("watch")]
+            assert [r.query.get("limit") for r in lists].count(["1"]) == 1  # the probe
+        finally:
+            w.stop()
+            w.join(5)
+
+
+async def test_pod_deletions_held_past_the_bound_fail_readyz_until_caught_up(
+    config: ServiceConfig, kube: KubeApiServer, logs_at_debug: LogRecorder, tmp_path: Path
+) -> None:
+    """The Pod watch is cut and cannot relist (the API server answers 500) while a pod's
+    budget lapses: its deletion is held (not decided on the old picture), /readyz fails after
+    the bound and says why, the gauge says so; once the list comes through, caught up."""
+    from tests.runtime.conftest import POLICY
+    from tests.standins.kube_api import Fault
+
+    policy = tmp_path / "slower.yaml"
+    policy.write_text(POLICY.replace("engine_init: 1,", "engine_init: 3,"))
+    runtime = replace(config.runtime, behind_unready_s=0.3)
+    async with running(replace(config, runtime=runtime, policy=str(policy))) as service:
+        await until(lambda: service.runtime.ready()[0])
+        kube.store.create(stuck_pod("vllm-llama-70b-0"))
+        await until(lambda: list(service.session.tracker))
+        kube.faults.append(Fault("GET", "/pods", 500, times=10**6))
+        await until(lambda: kube.close_watches() or service.runtime.driver.held)
+        held = "behind: pod deletions held until the watch has caught up"
+        await until(lambda: logs_at_debug.named(held))
+        suppressed = await until(
+            lambda: [x for x in logs_at_debug.named("suppressed") if x["pod"] == "vllm-llama-70b-0"]
+        )
+        assert [x["guardrail"] for x in suppressed] == ["watch_current"]  # type: ignore[union-attr]
+        ready, why = service.runtime.ready()
+        assert not ready and "pod deletions held" in why, why
+        assert "watch Pod/llm watch failed (500" in why, why
+        assert service.registry.get_sample_value("remediator_behind") == 1.0
+        labels = {"kind": "Pod", "namespace": "llm"}
+        assert service.registry.get_sample_value("remediator_watch_behind", labels) == 1.0
+        assert service.outbox.rows() == []
+        kube.faults.clear()
+        await until(lambda: service.runtime.ready()[0])
+        assert service.runtime.driver.held is None
+    assert logs_at_debug.named("caught up: held pod deletions are decided again")

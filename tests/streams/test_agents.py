@@ -1,5 +1,11 @@
-"""The executor agent, fed through Faust's own test context (no broker): a command is
-carried once under its deterministic workflow name, a redelivered one records nothing."""
+"""The Kafka worker's acting: the acting component over the table store (the changelog
+kept as a dict, no broker: tests/kafka/test_acting.py runs it on a real one), carried by
+the worker's executors: the dry-run recorder, the real ArgoExecutor against the Argo
+stand-in and the real slack_sdk against the Slack stand-in (neither server can run here).
+
+A command is carried once under its deterministic workflow name however often it comes; a
+workflow created is told, followed to its end and its end replied in the act message's
+thread; a redelivered command tells nothing."""
 
 from __future__ import annotations
 
@@ -9,66 +15,145 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from remediator.contract.decision import Decision
+from remediator.contract.codec import DecodeError, encode
+from remediator.contract.decision import Decision, Suppressed
+from remediator.executors.argo import ArgoExecutor, Backoff
+from remediator.executors.protocol import Executor, Tell, WouldHave
 from remediator.executors.slack import SlackConfig, SlackNotifier
-from remediator.policy_file import PolicyFile
-from remediator.runtime.outbox import decision_to_json
-from remediator.streams.app import build_app
-from remediator.streams.config import StreamsConfig
-from remediator.streams.executor import DryRunRecorder, TellingCarrier
+from remediator.runtime.clock import VirtualClock
+from remediator.runtime.metrics import ActingCounters
+from remediator.runtime.worker import Acting, WorkerSettings
+from remediator.streams.executor import DryRunRecorder, read_command, would_have
+from remediator.streams.rows import TableRows
+from tests.executors.conftest import config_for, delete_decision
+from tests.runtime.test_acting_contract import Changelog
+from tests.standins.argo_server import ArgoStandin
+from tests.standins.fixtures import slack_fixture
 from tests.standins.slack_server import SlackStandin
 
 SLACK_TOKEN = "xoxb-kafka-test"
+CHANNEL = "C0KAFKA"
+T0 = 1_750_000_000.0
+
+slack = slack_fixture(SLACK_TOKEN, frozenset({CHANNEL}), token_env=True)
 
 
-def agent(app, name: str):
-    (found,) = [a for key, a in app.agents.items() if key.endswith(f".{name}")]
-    return found
+class Worker:
+    """One worker's rows (partition 0) and its acting component, on a virtual clock."""
+
+    def __init__(self, cluster: Executor, notifier: Executor | None) -> None:
+        self.clock, self.changelog = VirtualClock(T0), Changelog()
+        self.registry = CollectorRegistry()
+        self.rows = TableRows({}, self.changelog.write, self.clock.now)
+        self.acting = Acting(self.rows, cluster, notifier, self.clock,
+                             ActingCounters.on(self.registry), "w", WorkerSettings(poll_s=1.0),
+                             )  # fmt: skip
+        self.acting.lead(True, None)
+
+    async def take(self, d: Decision) -> None:
+        """What the executor agent does with a command."""
+        row = await self.rows.add(d, 0)
+        if row is not None:
+            await self.acting.act_now(row)
+
+    async def passes(self, n: int) -> None:
+        for _ in range(n):
+            await self.clock.advance(1.0)
+            await self.acting.step()
+            await self.acting.idle()
 
 
-async def test_the_executor_agent_carries_each_command_once(tmp_path: Path) -> None:
+async def test_the_dry_run_records_each_command_once(tmp_path: Path) -> None:
     log = tmp_path / "dry-run.jsonl"
-    registry = CollectorRegistry()
-    app = build_app(
-        StreamsConfig(tick_s=0, table_dir=str(tmp_path)), PolicyFile(), DryRunRecorder(str(log)),
-        registry,
-    )  # fmt: skip
+    recorder = DryRunRecorder(str(log))
+    worker = Worker(recorder, recorder)  # no Slack: the recorder takes the notices too
     delete = Decision("delete-pod", "llm", "vllm-0", "stuck", "stuck-abc", 100.0, uid="u1")
     notify = Decision("notify", "llm", "vllm-0", "stuck", "stuck-abc", 100.0, uid="u1")
-    async with agent(app, "executor").test_context() as executor:
-        for d in (delete, notify, delete):  # the last one: redelivered after a crash
-            await executor.put(decision_to_json(d).encode(), key=d.incident.encode())
+    for d in (delete, notify, delete):  # the last one: redelivered after a crash
+        await worker.take(d)
+    await worker.passes(3)
     lines = [json.loads(x) for x in log.read_text().splitlines()]
     assert [x["action"] for x in lines] == ["delete-pod", "notify"]
     assert lines[0]["workflow"].startswith("delete-pod-stuck-abc-")
-    recorded = registry.get_sample_value(
-        "remediator_kafka_commands_total", {"action": "delete-pod", "status": "recorded"}
+    assert lines[1]["workflow"] == "notify-stuck-abc"
+    assert await worker.rows.open_rows() == []
+    ended = worker.registry.get_sample_value(
+        "remediator_workflows_ended_total", {"action": "delete-pod", "phase": "Recorded"}
     )
-    again = registry.get_sample_value(
-        "remediator_kafka_commands_total", {"action": "delete-pod", "status": "exists"}
-    )
-    assert (recorded, again) == (1.0, 1.0)
+    assert ended == 1.0
 
 
-async def test_the_executor_agent_tells_slack_once_per_command_it_carried(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+async def test_a_second_recorder_on_the_file_records_nothing_again(tmp_path: Path) -> None:
+    """Two workers share the file as they share Argo: a command redelivered to the other
+    worker is a 409 there (created=False), and no second line."""
+    log = str(tmp_path / "dry-run.jsonl")
+    first, second = Worker(DryRunRecorder(log), None), Worker(DryRunRecorder(log), None)
+    await first.take(delete_decision())
+    await second.take(delete_decision())
+    assert len(Path(log).read_text().splitlines()) == 1
+    duplicate = second.registry.get_sample_value(
+        "remediator_executions_total", {"action": "delete-pod", "result": "duplicate"}
+    )
+    assert duplicate == 1.0
+
+
+async def test_a_created_workflow_is_told_then_followed_to_its_end_in_the_thread(
+    argo: ArgoStandin, token_file: Path, slack: SlackStandin
 ) -> None:
-    """Slack stand-in (no real Slack can run here), real slack_sdk client: each command the
-    agent carried is told once, a notify as its notice; the redelivered one tells nothing."""
-    monkeypatch.setenv("SLACK_BOT_TOKEN", SLACK_TOKEN)
-    with SlackStandin(token=SLACK_TOKEN, channels=frozenset({"C0KAFKA"})) as slack:
-        notifier = SlackNotifier(SlackConfig(channel="C0KAFKA", base_url=slack.url))
-        carrier = TellingCarrier(DryRunRecorder(str(tmp_path / "dry-run.jsonl")), notifier)
-        app = build_app(StreamsConfig(tick_s=0, table_dir=str(tmp_path)), PolicyFile(), carrier,
-                        CollectorRegistry())  # fmt: skip
-        delete = Decision("delete-pod", "llm", "vllm-0", "stuck <!channel>", "stuck-abc", 1.0,
-                          uid="u1")  # fmt: skip
-        notify = Decision("notify", "llm", "vllm-1", "no GPU", "sched-def", 1.0, uid="u2")
-        async with agent(app, "executor").test_context() as executor:
-            for d in (delete, notify, delete):  # the last one: redelivered after a crash
-                await executor.put(decision_to_json(d).encode(), key=d.incident.encode())
-        texts = [p.body["text"] for p in slack.posted()]
-    assert len(texts) == 2, texts
-    assert "delete-pod" in texts[0] and "llm/vllm-0" in texts[0]
-    assert "<!channel>" not in texts[0] and "&lt;!channel&gt;" in str(slack.posted()[0].body)
-    assert "llm/vllm-1" in texts[1]
+    executor = ArgoExecutor(config_for(argo, token_file), backoff=Backoff(initial_s=0.01))
+    notifier = SlackNotifier(SlackConfig(channel=CHANNEL, base_url=slack.url))
+    worker = Worker(executor, notifier)
+    decision = delete_decision()
+    await worker.take(decision)
+    await worker.take(decision)  # redelivered after a crash: its row is there
+    await worker.passes(8)  # the stand-in moves a workflow on a phase per GET
+    act, end = slack.posted()
+    assert "delete-pod" in act.body["text"] and "thread_ts" not in act.body
+    assert end.body["thread_ts"] == act.ts and "Succeeded" in end.body["text"]
+    assert await worker.rows.open_rows() == []
+
+
+async def test_a_failed_workflow_is_told_as_failed(
+    argo: ArgoStandin, token_file: Path, slack: SlackStandin
+) -> None:
+    executor = ArgoExecutor(config_for(argo, token_file), backoff=Backoff(initial_s=0.01))
+    notifier = SlackNotifier(SlackConfig(channel=CHANNEL, base_url=slack.url))
+    worker = Worker(executor, notifier)
+    await worker.take(delete_decision())
+    (row,) = await worker.rows.open_rows()
+    assert row.workflow is not None
+    argo.script(row.workflow, "Running", "Failed", message="pod not found")
+    await worker.passes(8)
+    act, end = slack.posted()
+    assert "Failed" in end.body["text"] and end.body["thread_ts"] == act.ts
+
+
+def test_a_dry_runs_would_have_crosses_the_commands_topic_as_a_tell() -> None:
+    """The guard sends a dry run's "would have" to the commands topic, through the codec;
+    the executor agent reads it apart from a decision, and refuses a bad record whole."""
+    decision = delete_decision()
+    held = Suppressed(decision, "dry_run", "dry run: would delete", None, True)
+    told = read_command(would_have(held))
+    assert told == Tell(WouldHave(decision, "dry run: would delete"))
+    assert read_command(encode(decision)) == decision
+    with pytest.raises(DecodeError):
+        read_command(would_have(held).replace(b'"WouldHave"', b'"Exploded"'))
+    with pytest.raises(DecodeError):
+        read_command(b'{"action": "explode-pod"}')
+
+
+async def test_a_workers_rows_are_counted_by_state_as_serves_outbox(tmp_path: Path) -> None:
+    from remediator.runtime.metrics import OutboxCollector
+
+    recorder = DryRunRecorder(None)
+    worker = Worker(recorder, recorder)
+    worker.registry.register(OutboxCollector(worker.rows))
+    await worker.take(delete_decision())
+    await worker.take(delete_decision(incident="other"))
+
+    def rows(state: str) -> float | None:
+        return worker.registry.get_sample_value("remediator_outbox_rows", {"state": state})
+
+    assert (rows("submitted"), rows("ended")) == (2.0, 0.0)
+    await worker.passes(2)
+    assert (rows("submitted"), rows("ended")) == (0.0, 2.0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 import orjson
 import pytest
@@ -19,6 +20,7 @@ from remediator.contract.decision import Decision
 from remediator.contract.records import GotThrough
 from remediator.inputs.records import InputError
 from remediator.policy_file import PolicyFile, load_policy, load_policy_file
+from remediator.runtime.clock import ClusterTime, VirtualClock
 from remediator.streams.core import (
     Candidate,
     GuardCore,
@@ -29,11 +31,15 @@ from remediator.streams.core import (
     parse_guard_record,
     tick_record,
 )
-from remediator.streams.keys import BROADCAST, split
+from remediator.streams.keys import BROADCAST, arrived, split
+from tests.kafka.differential import feedback_targets
 from tests.kafka.harness import chunks, embedded, key
 from tests.policy.builders import T0, pod
 from tests.policy.conftest import RELAXED
 from tests.policy.test_dry_run_same_path import UID_B
+from tests.runtime.test_cluster_time import HEALTHY, HOUR, SKEWED, on_node
+from tests.runtime.test_cluster_time import POLICY as CLOCK_POLICY
+from tests.runtime.test_virtual_clock import T0 as CT0
 
 N = 8
 # A static engine-init budget above the stream's (~236 s): below it the engine holds
@@ -79,10 +85,9 @@ class Cluster:
                     if isinstance(released.result, Decision):
                         self.decided.append(released.result)
                     fb = released.feedback
-                    if isinstance(fb, GotThrough):  # every partition holds pods of it
-                        queue.extend((q, feedback_record(fb)) for q in range(N))
-                    elif fb is not None:  # look again: the decision's own partition
-                        queue.append((released.origin, feedback_record(fb)))
+                    for q in feedback_targets(fb, released.origin, N):
+                        assert fb is not None
+                        queue.append((q, feedback_record(fb)))
 
 
 @pytest.fixture(scope="module")
@@ -180,6 +185,25 @@ def test_an_engine_step_goes_with_its_pod() -> None:
     assert key_of(step) == "llm/vllm-0"
 
 
+def test_otlp_spans_of_several_pods_are_cut_by_pod() -> None:
+    """What /v1/traces stores (an EngineSpanList) travels per pod, each part its records."""
+    from remediator.inputs.otlp import PROTOBUF, decode_traces
+    from tests.inputs.otlp_requests import Process, S, SpanSpec, pod_attrs, protobuf
+
+    spans = [SpanSpec("Load model", S, 40 * S), SpanSpec("Compile graph", 48 * S, 60 * S)]
+    body = protobuf(
+        [Process(pod_attrs("llm", "a"), spans), Process(pod_attrs("llm", "b"), spans[:1])]
+    )
+    batch = decode_traces(body, PROTOBUF)
+    records = split(orjson.dumps(batch.stored()))
+    assert sorted((r.key, len(r.inputs)) for r in records) == [
+        ("llm/a", 1),
+        ("llm/a", 1),
+        ("llm/b", 1),
+    ]  # one record per span, as a List's items
+    assert sorted((i for r in records for i in r.inputs), key=batch.spans.index) == batch.spans
+
+
 def test_a_deletion_in_one_partition_holds_the_kill_loop_in_another() -> None:
     """Issue 19: what got through goes back to every partition (`GotThrough`, with the
     phase it was decided in), so the kill-loop guard works on Kafka as in one process:
@@ -220,3 +244,92 @@ def test_a_deletion_in_one_partition_holds_the_kill_loop_in_another() -> None:
         ("notify", b),
     ]
     assert "too tight" in decided[1].reason
+
+
+@pytest.mark.parametrize("skew", [HOUR, -HOUR])
+def test_a_partitions_clock_moves_on_api_server_stamps_only(skew: float) -> None:
+    """Issue 19: a partition keeps serve's clock rule (issue 18): only the API server's
+    stamps move it, so one node's kubelet an hour ahead ages no pod, its own or another
+    node's, by an hour. Five pods on a good node, five on a skewed one, all started at T0
+    on the API server's clock, 300 s engine-init budget."""
+    core = PartitionCore(load_policy(CLOCK_POLICY), 0, 1)
+    out: list[Candidate | Learned] = []
+    for name in HEALTHY:
+        out += core.feed(orjson.dumps(on_node(name, "gpu-good", CT0)))
+    for name in SKEWED:
+        out += core.feed(orjson.dumps(on_node(name, "gpu-skewed", CT0, skew)))
+    assert core.now <= CT0 + 1
+    out += core.feed(tick_record(CT0 + 20))
+    assert [c for c in out if isinstance(c, Candidate)] == [] and core.now == CT0 + 20
+    out += core.feed(tick_record(CT0 + 302))
+    found = [c.decision for c in out if isinstance(c, Candidate)]
+    assert sorted(d.target for d in found) == sorted(HEALTHY + SKEWED)
+    assert {d.at for d in found} <= {CT0 + 300, CT0 + 301}
+
+
+SLOW_MODEL = """
+stuck_pod: {budgets: {engine_init: 60}, checks: 1, adaptive: {enabled: false}}
+guardrails: {min_age: {factor: 0}}
+"""
+
+
+def test_what_one_partition_learned_judges_the_pods_of_another() -> None:
+    """Issue 19: the history a budget is judged by is the cluster's, as in one process. Pod
+    A (partition 0) took 190 s in engine init; B, of the same model in partition 1, is 90 s
+    into a 60 s budget: the budget, not B, looks wrong (every recent pod of the model took
+    longer), so on-call is told and B is held, not deleted."""
+    policy = load_policy(SLOW_MODEL)
+    cluster = Cluster(policy)
+    cluster.run(0, orjson.dumps(pod(watch="ADDED", created=0, scheduled=1, started=10,
+                                    ready=200)))  # fmt: skip
+    cluster.tick(T0 + 210)
+    b = "vllm-70b-7c9d5b6f4-fghij"
+    cluster.run(1, orjson.dumps(pod(b, UID_B, watch="ADDED", created=205, scheduled=206,
+                                    started=210)))  # fmt: skip
+    for at in (240, 270, 300):
+        cluster.tick(T0 + at)
+    assert [(d.action, d.target) for d in cluster.decided] == [("notify", b)]
+    assert "100% of the last 1 pods of this model took longer" in cluster.decided[0].reason
+
+
+def test_a_too_tight_budget_is_told_once_for_the_cluster() -> None:
+    """Issue 19: the "budget looks too tight" notice is told once per budget, as one process
+    tells it, though two partitions hold pods of the workload in the same tick (neither
+    has heard of the other's notice yet): the guard drops the second, silently."""
+    cluster = Cluster(load_policy(SLOW_MODEL))
+    cluster.run(0, orjson.dumps(pod(watch="ADDED", created=0, scheduled=1, started=10,
+                                    ready=200)))  # fmt: skip
+    cluster.tick(T0 + 210)
+    x, y = "vllm-70b-7c9d5b6f4-xxxxx", "vllm-70b-7c9d5b6f4-yyyyy"
+    for p, name, uid in ((0, x, "x" + UID_B[1:]), (1, y, UID_B)):
+        cluster.run(p, orjson.dumps(pod(name, uid, watch="ADDED", created=205, scheduled=206,
+                                        started=210)))  # fmt: skip
+    for at in (240, 270, 300, 330):
+        cluster.tick(T0 + at)
+    assert [d.action for d in cluster.decided] == ["notify"]
+    assert cluster.guard.take(Watermark(0, T0 + 330)) == []  # and nothing said of the other
+
+
+def test_a_pods_timer_fires_at_the_clusters_time_not_its_partitions() -> None:
+    """Issue 19: each record carries the cluster's time the ingest took it at (the newest
+    API-server stamp it saw, on any partition), and a partition applies it then, as serve
+    does. Pod X (partition 0) is 300 s into engine init when pod Y (partition 1) is
+    stamped 10 s later: one process deletes X at its budget's end, before X's deletion
+    by someone else (stamped before) arrives; so does X's partition, whose own inputs
+    never said the time had come."""
+    cluster = ClusterTime(VirtualClock(0.0))  # the ingest's, standing still: stamps only
+    cores = [PartitionCore(load_policy(CLOCK_POLICY), p, 2) for p in range(2)]
+    out: list[Candidate | Learned] = []
+
+    def ingest(p: int, doc: dict[str, Any]) -> None:
+        records = split(orjson.dumps(doc))
+        at = arrived(records, cluster)
+        for record in records:
+            out.extend(cores[p].feed(record.value, at))
+
+    x = on_node("x", "gpu-good", CT0)
+    ingest(0, x)
+    ingest(1, on_node("y", "gpu-good", CT0 + 310))
+    ingest(0, {"type": "DELETED", "object": x})
+    found = [c.decision for c in out if isinstance(c, Candidate)]
+    assert [(d.action, d.target, d.at) for d in found] == [("delete-pod", "x", CT0 + 300)]

@@ -52,7 +52,7 @@ from remediator.policy_file import PolicyFile
 from remediator.runtime.clock import VirtualClock
 from remediator.runtime.driver import Driver
 from remediator.runtime.metrics import RuntimeMetrics
-from remediator.runtime.outbox import Outbox
+from remediator.runtime.outbox import Outbox, OutboxRows
 from remediator.runtime.worker import OutboxWorker, WorkerSettings
 from remediator.session import Session
 from remediator.sim.fleet.kube import BASE_TIME, rfc3339
@@ -165,8 +165,9 @@ class RuntimePolicy:
         self.session = Session(config)
         self.metrics = RuntimeMetrics.on(CollectorRegistry())
         self.argo, self.slack = SimArgo(self.clock), SimSlack(self.clock, show)
-        self.worker = OutboxWorker(self.outbox, self.argo, self.slack, self.clock, self.metrics,
-                                   "sim", WorkerSettings(poll_s=workflow_poll_s))  # fmt: skip
+        self.worker = OutboxWorker(OutboxRows(self.outbox), self.argo, self.slack, self.clock,
+                                   self.metrics, "sim",
+                                   WorkerSettings(poll_s=workflow_poll_s))  # fmt: skip
         self.worker.lead(True, None)
         self.driver = Driver(self.session, self.outbox, self.clock, self.metrics,
                              leading=lambda: self.worker.leading, wake_worker=self._wake,

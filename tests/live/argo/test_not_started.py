@@ -19,7 +19,7 @@ from remediator.executors.slack import SlackNotifier
 from remediator.guard.state import GuardState
 from remediator.runtime.clock import VirtualClock
 from remediator.runtime.metrics import RuntimeMetrics
-from remediator.runtime.outbox import Outbox
+from remediator.runtime.outbox import Outbox, OutboxRows
 from remediator.runtime.worker import OutboxWorker, WorkerSettings
 from tests.live.conftest import CHANNEL
 from tests.live.harness import LiveCluster
@@ -66,7 +66,7 @@ def worker_for(
     settings = WorkerSettings(poll_s=5.0, start_within_s=60.0)
     outbox = Outbox(tmp_path / "state.db", clock.now)
     metrics = RuntimeMetrics.on(CollectorRegistry())
-    worker = OutboxWorker(outbox, argo, slack, clock, metrics, "live", settings)
+    worker = OutboxWorker(OutboxRows(outbox), argo, slack, clock, metrics, "live", settings)
     worker.lead(True, None)
     return worker
 
@@ -90,13 +90,13 @@ async def test_a_workflow_the_real_server_takes_and_nothing_starts_is_told_once(
         uid="0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
         workload="llm-inference/Deployment/vllm-pending",
     )
-    worker.outbox.record([decision], GuardState())
+    _outbox(worker).record([decision], GuardState())
     for t in range(0, 125, 5):  # a pass every 5 s of virtual time; each poll a real GET
         await clock.advance(T0 + t - clock.now())
         await worker.step()
         await worker.idle()
 
-    (row,) = worker.outbox.rows()
+    (row,) = _outbox(worker).rows()
     assert row.state == "submitted" and row.workflow
     real = cluster.api("GET", f"{WORKFLOWS}/{row.workflow}")
     assert not (real.get("status") or {}).get("phase")  # the real server's Pending: no phase
@@ -105,4 +105,9 @@ async def test_a_workflow_the_real_server_takes_and_nothing_starts_is_told_once(
     assert "Workflow not started" in stuck.body["text"]
     assert row.stuck_ts == stuck.ts
     await worker.close()
-    worker.outbox.close()
+    _outbox(worker).close()
+
+
+def _outbox(worker: OutboxWorker) -> Outbox:
+    assert isinstance(worker.store, OutboxRows)
+    return worker.store.outbox

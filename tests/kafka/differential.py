@@ -1,0 +1,403 @@
+"""The Kafka differential (issue 19's done-criterion): one stream through one `Session`, through
+the Kafka runtime's cores in-process, and through `remediator worker`s on a real broker, and
+what each let through, held and measured, put side by side.
+
+A stream is raw documents (what the ingest takes) cut into chunks, each followed by a tick to
+every partition at the chunk's end; the reference `Session` is driven as serve's driver
+drives it (`Stamped`: only the API server's stamps move its clock, then `advance` at each
+tick). Chunks are at most 30 s of stream time, the shortest a retry or a kill-loop's
+feedback can take to matter (a "not yet" asks again no sooner than 30 s on): what the
+guard released at a tick is back in its partitions before the next chunk.
+
+The streams: the recorded ones in tests/data, and the fleet simulator's tuned and untuned
+scenarios with 5% engine-init hangs, recorded as the API server's JSON while the live core
+remediates the fleet (the untuned one with the seed rule's budgets: kill-loop situations).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from remediator.contract.decision import Decision, Suppressed
+from remediator.contract.records import GotThrough, Learned
+from remediator.core.decider import Decider
+from remediator.inputs.decode import InputError, decode
+from remediator.inputs.records import Input
+from remediator.inputs.stamps import api_server_time
+from remediator.policy.outcome import Ignored
+from remediator.policy_file import PolicyFile, load_policy
+from remediator.runtime.clock import ClusterTime, VirtualClock
+from remediator.session import Session
+from remediator.sim.fleet.controllers import CorePolicy
+from remediator.sim.fleet.scenario import DeploymentSpec, Faults, ScaleLoad, Scenario
+from remediator.sim.fleet.simulation import Simulation
+from remediator.timeline.tracker import StateChange
+from tests.kafka.harness import Chunk
+
+ROOT = Path(__file__).resolve().parents[2]
+STEP_S = 30.0
+TAIL_S = 900.0  # after the last input: the last budgets lapse, the last retries come back
+
+# Tight enough that the recordings' slow pods are acted on (the default waits them out).
+TIGHT = """
+stuck_pod: {budgets: {engine_init: 20, container_start: 20, image_pull: 20}, checks: 1}
+guardrails: {min_age: {factor: 0}}
+"""
+SEED_RULE = (ROOT / "remediator" / "sim" / "policies" / "seed-rule.yaml").read_text()
+# The ingest's and the reference's local clock: it stands still, so the cluster's time is
+# the newest API-server stamp (delivery is instant here), the same in every run.
+FROZEN = VirtualClock(0.0)
+COLD_START = ("remediator_cold_start_phase_seconds", "remediator_engine_init_step_seconds")
+
+
+@dataclass(frozen=True)
+class Stream:
+    name: str
+    policy: str  # the policy file's text (workers read it from a file)
+    chunks: tuple[Chunk, ...]
+
+    @property
+    def config(self) -> PolicyFile:
+        return load_policy(self.policy)
+
+    @property
+    def inputs(self) -> int:
+        return sum(len(c.lines) for c in self.chunks)
+
+
+# ---- the streams ------------------------------------------------------------------------
+
+
+def _when(line: bytes) -> float | None:
+    """The time a line happened at on the API server's clock (None: it carries none)."""
+    try:
+        items = decode(line)
+    except InputError:
+        return None
+    stamps = [t for t in map(api_server_time, items) if t is not None]
+    return max(stamps) if stamps else None
+
+
+def cut(timed: Iterable[tuple[bytes | None, float | None]], tail_s: float) -> tuple[Chunk, ...]:
+    """Lines (None: only a time, the clock moved) into chunks of at most STEP_S."""
+    out: list[Chunk] = []
+    current: list[bytes] = []
+    edge: float | None = None
+    for line, at in timed:
+        if at is not None:
+            if edge is None:
+                edge = at + STEP_S
+            while at > edge:
+                out.append(Chunk(current, edge))
+                current, edge = [], edge + STEP_S
+        if line is not None:
+            current.append(line)
+    assert edge is not None, "a stream with no time in it"
+    out.append(Chunk(current, edge))
+    for _ in range(math.ceil(tail_s / STEP_S)):
+        edge += STEP_S
+        out.append(Chunk([], edge))
+    return tuple(out)
+
+
+def recorded(path: Path) -> Stream:
+    lines = [line for line in path.read_bytes().splitlines() if line.strip()]
+    name = str(path.relative_to(ROOT / "tests" / "data"))
+    return Stream(name, TIGHT, cut(((line, _when(line)) for line in lines), TAIL_S))
+
+
+def recorded_streams() -> list[Stream]:
+    return [recorded(p) for p in sorted((ROOT / "tests" / "data").rglob("*.jsonl"))]
+
+
+class _Wire(CorePolicy):
+    """The live core on the fleet, keeping the JSON lines it was fed and its clock's moves."""
+
+    def __init__(self, config: PolicyFile, wire: io.BytesIO) -> None:
+        super().__init__("live", config)
+        self.wire, self.read = wire, 0
+        self.timed: list[tuple[bytes | None, float | None]] = []
+
+    def _lines(self) -> None:
+        fresh = self.wire.getvalue()[self.read :]
+        self.read += len(fresh)
+        self.timed.extend((line, None) for line in fresh.splitlines() if line)
+
+    def feed(self, item: Input) -> None:
+        self._lines()
+        super().feed(item)
+
+    def advance(self, now: float) -> None:
+        self._lines()
+        self.timed.append((None, now))
+        super().advance(now)
+
+
+def fleet_scenario(profile: str, duration_s: float) -> Scenario:
+    return Scenario(
+        name=f"{profile}-kafka-diff", profile=profile, duration_s=duration_s, seeds=(5,),
+        node_count=4, gpus_per_node=8,
+        deployments=(DeploymentSpec("vllm-llama-70b", "meta-llama/Llama-3.1-70B-Instruct", 4),
+                     DeploymentSpec("vllm-qwen-72b", "Qwen/Qwen2.5-72B-Instruct", 3)),
+        scale=ScaleLoad(900, 2, 6), rollout_every_s=None,
+        faults=Faults(engine_init_hang=0.05),
+    )  # fmt: skip
+
+
+FLEETS = {  # name: (profile, policy, stream seconds)
+    "fleet tuned": ("tuned", "", 1800.0),
+    "fleet untuned": ("untuned", "", 1800.0),
+    "fleet untuned, seed rule (kill loops)": ("untuned", SEED_RULE, 1800.0),
+}
+
+
+@cache
+def fleet(name: str) -> Stream:
+    profile, policy, duration_s = FLEETS[name]
+    live = _Wire(load_policy(policy), io.BytesIO())
+    sim = Simulation(fleet_scenario(profile, duration_s), 5, live, record=live.wire)
+    sim.run()
+    live._lines()
+    return Stream(name, policy, cut(live.timed, TAIL_S))
+
+
+# ---- what a run let through, held and measured ------------------------------------------
+
+
+Said = tuple[str, str, str]  # action, namespace/target, reason
+Held = tuple[str, str, float | None, float]  # incident, guardrail, retry_at, at
+
+
+def said(d: Decision) -> Said:
+    return (d.action, f"{d.namespace}/{d.target}", d.reason)
+
+
+def held(s: Suppressed) -> Held:
+    return (s.decision.incident, s.guardrail, s.retry_at, s.decision.at)
+
+
+@dataclass
+class Observed:
+    """What a run let through (action, target, reason), what a guardrail held (incident,
+    guardrail, retry time, decision time), the kill-loop holds (the "budget looks too
+    tight" notices that replace a deletion) and the cold-start histograms (sum and count
+    per series). Redelivered after a worker's death, a verdict may be said twice: `once`."""
+
+    decisions: list[Said] = field(default_factory=list)
+    suppressions: list[Held] = field(default_factory=list)
+    histograms: dict[tuple[str, tuple[tuple[str, str], ...]], float] = field(default_factory=dict)
+
+    @property
+    def holds(self) -> list[Said]:
+        return sorted(d for d in self.decisions if d[0] == "notify" and "too tight" in d[2])
+
+    def once(self) -> Observed:
+        return Observed(sorted(set(self.decisions)), sorted(set(self.suppressions)),
+                        self.histograms)  # fmt: skip
+
+    def sorted(self) -> Observed:
+        return Observed(sorted(self.decisions), sorted(self.suppressions), self.histograms)
+
+    def counts(self) -> str:
+        return (f"{len(self.decisions)} decisions, {len(self.suppressions)} suppressions, "
+                f"{len(self.holds)} kill-loop holds, "
+                f"{int(sum(v for k, v in self.histograms.items() if k[0].endswith('_count')))} "
+                "cold-start observations")  # fmt: skip
+
+
+def histograms(exposition: Iterable[str]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Sum and count of every cold-start series, summed over the expositions given."""
+    out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for text in exposition:
+        for family in text_string_to_metric_families(text):
+            if family.name not in COLD_START:
+                continue
+            for s in family.samples:
+                if s.name.endswith(("_sum", "_count")):
+                    k = (s.name, tuple(sorted(s.labels.items())))
+                    out[k] = round(out.get(k, 0.0) + s.value, 6)
+    return {k: v for k, v in out.items() if v}
+
+
+class _Sink:
+    def __init__(self, seen: Observed) -> None:
+        self.seen = seen
+
+    def transition(self, change: StateChange) -> None:
+        pass
+
+    def decision(self, decision: Decision) -> None:
+        self.seen.decisions.append(said(decision))
+
+    def suppressed(self, suppressed: Suppressed) -> None:
+        self.seen.suppressions.append(held(suppressed))
+
+    def ignored(self, ignored: Ignored) -> None:
+        pass
+
+
+def through_session(stream: Stream) -> Observed:
+    """One `Session`, driven as serve's driver drives it: each input at the newest time the
+    API server stamped (on a clock that stands still between inputs: delivery is instant
+    here), the clock moved to each tick's time."""
+    from prometheus_client import generate_latest
+
+    registry = CollectorRegistry()
+    session, seen = Session(stream.config, registry), Observed()
+    sink, cluster = _Sink(seen), ClusterTime(FROZEN)
+    for chunk in stream.chunks:
+        for line in chunk.lines:
+            try:
+                items = decode(line)
+            except InputError:
+                continue  # the worker skips it too (logged, counted)
+            for item in items:  # the whole body first, as serve's driver
+                cluster.observe(api_server_time(item))
+            for item in items:
+                now = max(cluster.now(), session.now) if cluster.known else session.now
+                session.feed(item, sink, now=now)
+        session.advance(chunk.until, sink)
+    seen.histograms = histograms([generate_latest(registry).decode()])
+    return seen
+
+
+def feedback_targets(feedback: object, origin: int, partitions: int) -> Iterator[int]:
+    """Where the guard sends a verdict's feedback: what got through to every partition
+    (each may hold pods of its workload), a "not yet" to its own, what one learned to
+    every other."""
+    if isinstance(feedback, GotThrough):
+        yield from range(partitions)
+    elif isinstance(feedback, Learned):
+        yield from (p for p in range(partitions) if p != origin)
+    elif feedback is not None:
+        yield origin
+
+
+def through_cores(stream: Stream, partitions: int = 8) -> Observed:
+    """The Kafka runtime's cores without Kafka: partition cores and the guard, each record
+    handed over as a broker would (partitioned by aiokafka's own partitioner), the
+    partitions' cold starts observed into one registry as one worker's are."""
+    from aiokafka.partitioner import DefaultPartitioner
+    from prometheus_client import generate_latest
+
+    from remediator.contract.codec import encode
+    from remediator.core.decider import timeline_metrics
+    from remediator.streams.core import (
+        GuardCore,
+        PartitionCore,
+        Watermark,
+        feedback_record,
+        parse_guard_record,
+        tick_record,
+    )
+    from remediator.streams.keys import BROADCAST, arrived, split
+
+    registry, config, seen = CollectorRegistry(), stream.config, Observed()
+    metrics = timeline_metrics(registry)
+    cores = [PartitionCore(config, p, partitions, metrics=metrics) for p in range(partitions)]
+    guard, partitioner, everyone = GuardCore(config, partitions), DefaultPartitioner(), []
+    everyone = list(range(partitions))
+
+    def run(p: int, raw: bytes, at: float | None = None) -> None:
+        queue: list[tuple[int, bytes, float | None]] = [(p, raw, at)]
+        while queue:
+            p, raw, at = queue.pop(0)
+            try:
+                records = list(cores[p].feed(raw, at))
+            except InputError:
+                continue
+            if raw.startswith(b'{"remediator":"tick"'):
+                records.append(Watermark(p, cores[p].now))
+            for record in records:
+                for released in guard.take(parse_guard_record(encode(record))):
+                    if isinstance(released.result, Decision):
+                        seen.decisions.append(said(released.result))
+                    elif released.result is not None:
+                        seen.suppressions.append(held(released.result))
+                    fb = released.feedback
+                    for q in feedback_targets(fb, released.origin, partitions):
+                        assert fb is not None
+                        queue.append((q, feedback_record(fb), None))
+
+    cluster = ClusterTime(FROZEN)  # the ingest's
+    for chunk in stream.chunks:
+        for line in chunk.lines:
+            try:
+                cut = split(line)
+            except InputError:
+                continue
+            at = arrived(cut, cluster)
+            for record in cut:
+                if record.key == BROADCAST:
+                    for p in everyone:
+                        run(p, record.value, at)
+                else:
+                    run(partitioner(record.key.encode(), everyone, everyone), record.value, at)
+        for p in everyone:
+            run(p, tick_record(chunk.until))
+    seen.histograms = histograms([generate_latest(registry).decode()])
+    return seen
+
+
+class _Any:
+    """A sink that only notes that something was said."""
+
+    def __init__(self) -> None:
+        self.said = False
+
+    def transition(self, change: StateChange) -> None:
+        pass
+
+    def decision(self, decision: Decision) -> None:
+        self.said = True
+
+    def suppressed(self, suppressed: Suppressed) -> None:
+        self.said = True
+
+    def ignored(self, ignored: Ignored) -> None:
+        pass
+
+
+def compact(stream: Stream) -> Stream:
+    """The same stream with a tick only where one can matter: a timer is due by the chunk's
+    end, or something was decided or held in it (its feedback goes back at the tick); and
+    one right after an input that finished a cold start, at its time (what a partition
+    learned reaches the others at a tick: docs/kafka.md, "History arrives a tick late";
+    live, a tick is a second). A chunk whose tick cannot matter is merged into the next.
+    One `Session` (as in `through_session`) tells which; every run, the reference too,
+    is given the result."""
+    session, cluster = Session(stream.config), ClusterTime(FROZEN)
+    session.decider = Decider(stream.config, keep_learned=True)  # to see what it learns
+    out: list[Chunk] = []
+    lines: list[bytes] = []
+    for chunk in stream.chunks:
+        sink = _Any()
+        for line in chunk.lines:
+            lines.append(line)
+            try:
+                items = decode(line)
+            except InputError:
+                continue
+            for item in items:
+                cluster.observe(api_server_time(item))
+            for item in items:
+                now = max(cluster.now(), session.now) if cluster.known else session.now
+                session.feed(item, sink, now=now)
+            if session.decider.learned():
+                out.append(Chunk(lines, session.now))
+                session.advance(session.now, sink)
+                lines = []
+        due = session.engine.next_deadline()
+        if sink.said or (due is not None and due <= chunk.until) or chunk is stream.chunks[-1]:
+            session.advance(chunk.until, sink)
+            out.append(Chunk(lines, chunk.until))
+            lines = []
+    return Stream(stream.name, stream.policy, tuple(out))

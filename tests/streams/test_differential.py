@@ -1,0 +1,49 @@
+"""Issue 19's differential without Kafka: each stream of tests/kafka/differential.py through
+one `Session` and through the Kafka runtime's cores (eight partitions and the guard, the
+records handed over in-process as a broker would), compared as the real-broker test
+(tests/kafka/test_differential.py) compares the workers. Fast, so it runs in the unit part
+and says which stream differs before a broker is started."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.kafka.differential import (
+    FLEETS,
+    Stream,
+    compact,
+    fleet,
+    recorded_streams,
+    through_cores,
+    through_session,
+)
+
+RECORDED = {s.name: s for s in recorded_streams()}
+
+
+def stream_named(name: str) -> Stream:
+    return compact(fleet(name) if name in FLEETS else RECORDED[name])
+
+
+@pytest.mark.parametrize("name", [*RECORDED, *FLEETS])
+@pytest.mark.parametrize("partitions", [1, 8])
+def test_the_kafka_cores_do_what_one_session_does(name: str, partitions: int) -> None:
+    stream = stream_named(name)
+    reference = through_session(stream).sorted()
+    got = through_cores(stream, partitions).sorted()
+    assert reference.histograms, "the stream must show cold starts"
+    assert got.decisions == reference.decisions
+    assert got.holds == reference.holds
+    assert got.suppressions == reference.suppressions
+    assert got.histograms == reference.histograms
+
+
+def test_the_streams_act_hold_and_loop() -> None:
+    """The comparisons above are not between empty lists: the streams act, a guardrail
+    holds, and the untuned fleet's kill loops are held."""
+    seen = [through_session(stream_named(n)) for n in [*RECORDED, *FLEETS]]
+    assert sum(len(s.decisions) for s in seen) >= 10
+    assert sum(len(s.suppressions) for s in seen) >= 10
+    loops = through_session(stream_named("fleet untuned, seed rule (kill loops)"))
+    assert any("was deleted for exceeding it" in d[2] or "took longer" in d[2]
+               for d in loops.holds)  # fmt: skip
