@@ -23,11 +23,13 @@ scenarios need, and the share cap (max_percent) no further than half a workload 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from remediator.guard.blast_radius import BlastRadiusConfig
 from remediator.guard.cooldown import CooldownConfig
@@ -177,7 +179,10 @@ def previous_defaults() -> PolicyFile:
     c = PolicyFile()
     c = _stuck(c, checks=3, expected_cold_start_s=600.0,
                budgets={**c.rules.stuck_pod.budgets, "engine_init": 60.0})  # fmt: skip
-    c = _stuck(c, adaptive=AdaptiveConfig(True, 1.5, 5, 1, 50), progress=ProgressConfig())
+    progress = ProgressConfig(
+        enabled=False, factor=3.0, quantile=0.95, floor_s=120.0, min_samples=5
+    )
+    c = _stuck(c, adaptive=AdaptiveConfig(True, 1.5, 5, 1, 50), progress=progress)
     c = replace(c, rules=replace(c.rules, engine_logs=EngineLogsConfig(follow=False, max_pods=8)))
     c = _guard(c, "min_age", MinAgeConfig(factor=1.0))
     c = _guard(c, "cooldown", CooldownConfig(seconds=30.0))
@@ -222,6 +227,17 @@ class Evaluation:
     faults: list[str]  # why it is not admissible
 
 
+# Knobs added after evaluations were stored, and the value that ran before they existed.
+ADDED_OFF: dict[str, float] = {}
+
+
+def _summary(doc: dict[str, Any]) -> Summary:
+    fields = {k: v for k, v in doc.items() if k != "kind"}
+    for name in Summary.__dataclass_fields__:
+        fields.setdefault(name, 0.0)  # a field added since: hedges' GPU-minutes, none then
+    return Summary(**fields)
+
+
 def no_spare(base: Scenario) -> Scenario:
     """The fleet with GPUs for its peak and no more: at the peak of a scale-up, with a
     rollout's surge (maxSurge 25%) on top, every GPU is taken."""
@@ -234,7 +250,9 @@ def no_spare(base: Scenario) -> Scenario:
 
 
 class Sweep:
-    def __init__(self, bases: list[Scenario], out: Callable[[str], None] = print) -> None:
+    def __init__(
+        self, bases: list[Scenario], out: Callable[[str], None] = print, store: Path | None = None
+    ) -> None:
         self.scenarios = [
             replace(base.with_faults(engine_init_hang=rate), name=f"{base.name} {rate:.0%}")
             for base in bases
@@ -245,6 +263,12 @@ class Sweep:
         self.baseline = {b.name: self._p99_free(b) for b in bases}
         self.seed_rule = {sc.name: self._p99_seed(sc) for sc in self.scenarios}
         self._cache: dict[str, Evaluation] = {}
+        # Evaluations kept on disk between runs (`--store`): a later search, a knob added,
+        # reuses what an earlier one ran with the same code, seeds and hours.
+        self._store = store
+        self._stored: dict[str, Any] = {}
+        if store is not None and store.exists():
+            self._stored = json.loads(store.read_text(encoding="utf-8"))
         self.tried: dict[str, list[tuple[float, Evaluation]]] = {}  # the last search's, by knob
 
     def _p99_seed(self, sc: Scenario) -> float:
@@ -255,10 +279,23 @@ class Sweep:
         spec = PolicySpec("none", lambda: NoRemediation())
         return summarize(run_policy(base.with_faults(engine_init_hang=0.0), spec)).ready["p99"]
 
+    def _key(self, config: PolicyFile) -> str:
+        values = knob_values(config)
+        # A knob at its off value is left out: what ran before the knob existed ran so.
+        kept = {k: v for k, v in values.items() if not (k in ADDED_OFF and v == ADDED_OFF[k])}
+        return f"{self.seeds}|{self.hours}|{kept!r}"
+
     def evaluate(self, config: PolicyFile) -> Evaluation:
-        key = repr(knob_values(config))
+        key = self._key(config)
         if key in self._cache:
             return self._cache[key]
+        if key in self._stored:
+            doc = self._stored[key]
+            summaries = {name: _summary(s) for name, s in doc["summaries"].items()}
+            ev = Evaluation(config, summaries, doc["score"], doc["admissible"], doc["late_s"],
+                            doc["faults"])  # fmt: skip
+            self._cache[key] = ev
+            return ev
         summaries, ratios, faults = {}, [], []
         for sc in self.scenarios:
             spec = PolicySpec("candidate", lambda: CorePolicy("candidate", config))
@@ -283,6 +320,12 @@ class Sweep:
             faults.append("the hung pod beside a Ready sibling not deleted in time")
         ev = Evaluation(config, summaries, geomean, ok and sibling_ok, late, faults)
         self._cache[key] = ev
+        if self._store is not None:
+            self._stored[key] = {
+                "summaries": {name: s.to_json() for name, s in summaries.items()},
+                "score": geomean, "admissible": ev.admissible, "late_s": late, "faults": faults,
+            }  # fmt: skip
+            self._store.write_text(json.dumps(self._stored), encoding="utf-8")
         self.out(f"  {knob_values(config)} -> score {ev.score:.2f} admissible {ev.admissible}")
         return ev
 
@@ -420,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
                              "or from the code's defaults now")  # fmt: skip
     parser.add_argument("--seeds", default="1,2", help="seeds per scenario (default 1,2)")
     parser.add_argument("--hours", type=float, default=4.0, help="virtual hours per run")
+    parser.add_argument("--store", metavar="FILE", help="keep evaluations here between runs")
     args = parser.parse_args(argv)
     seeds = tuple(int(s) for s in args.seeds.split(","))
     given = [
@@ -427,7 +471,8 @@ def main(argv: list[str] | None = None) -> int:
         for n in ("tuned", "untuned")
     ]
     bases = [fleet for base in given for fleet in (base, no_spare(base))]
-    sweep = Sweep(bases, out=lambda line: print(line, file=sys.stderr))
+    store = Path(args.store) if args.store else None
+    sweep = Sweep(bases, out=lambda line: print(line, file=sys.stderr), store=store)
     first = previous_defaults() if args.start == "previous" else PolicyFile()
     start = sweep.evaluate(first)
     best = sweep.search(begin(first), first, rounds=args.rounds)
