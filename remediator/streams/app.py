@@ -33,17 +33,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import faust
+from faust.streams import Stream
 from faust.types import TP, EventT, StreamT
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from remediator.contract.codec import encode
 from remediator.contract.decision import Decision
-from remediator.contract.records import GotThrough
+from remediator.contract.records import Feedback, GotThrough
 from remediator.core.decider import timeline_metrics
 from remediator.core.guard import Verdicts
 from remediator.inputs.records import InputError
@@ -54,23 +56,27 @@ from remediator.streams.core import (
     INTERNAL,
     Candidate,
     GuardCore,
+    GuardRecord,
     Learned,
     PartitionCore,
     Released,
     Watermark,
-    feedback_record,
-    parse_guard_record,
+    feedback_batch,
+    guard_batch,
+    parse_guard_records,
     tick_record,
 )
 from remediator.streams.executor import Executors, install_acting, would_have
 from remediator.streams.keys import NOW_HEADER
 from remediator.streams.metrics import WorkerMetrics
+from remediator.streams.pods import TICK, PartitionRows
 
 log = logging.getLogger("remediator.worker")
 
 CLUSTER = b"cluster"
-TICK = "\x00tick"  # the table key of a partition's last tick
-LEARNED = b"\x00learned"  # the key of cold starts relayed to the other partitions
+GUARD_BATCH = 200  # records in one candidates-topic record, at most
+FEEDBACK = b"\x00feedback"  # the key of feedback records (the partition is explicit)
+LEARNED = b"\x00learned"  # (an older worker's key of relayed cold starts)
 
 
 @dataclass
@@ -80,11 +86,13 @@ class Partitions:
     config: PolicyFile
     count: int
     cores: dict[int, PartitionCore] = field(default_factory=dict)
+    rows: dict[int, PartitionRows] = field(default_factory=dict)  # its rows in the table
     applied: dict[int, int] = field(default_factory=dict)  # highest offset in the core
 
     def drop(self, partitions: set[int]) -> None:
         for p in partitions:
             self.cores.pop(p, None)
+            self.rows.pop(p, None)
             self.applied.pop(p, None)
 
 
@@ -98,6 +106,30 @@ def arrival(headers: Any) -> float | None:
             except ValueError:
                 return None  # not ours: the record's own stamps move the clock
     return None
+
+
+def _samples(out: Iterable[Candidate | Learned]) -> Iterator[tuple[str, str, float]]:
+    for record in out:
+        if isinstance(record, Learned):
+            yield from record.samples
+
+
+@contextmanager
+def _event(stream: StreamT[bytes], event: EventT[bytes]) -> Iterator[None]:
+    """Table writes outside the stream's own iteration (after a batch) need Faust's
+    current event: its partition is the changelog partition the row goes to."""
+    faust_stream = cast(Stream[bytes], stream)
+    faust_stream._set_current_event(event)
+    try:
+        yield
+    finally:
+        faust_stream._set_current_event(None)
+
+
+def _batches(stream: StreamT[bytes], cfg: StreamsConfig) -> AsyncIterator[Sequence[EventT[bytes]]]:
+    """Up to `cfg.batch` events at a time, or what came within `cfg.batch_within_s`
+    (Faust's `take_events`: it acks a batch's events once the next batch is asked for)."""
+    return cast(Stream[bytes], stream).take_events(cfg.batch, cfg.batch_within_s)
 
 
 def build_app(
@@ -117,6 +149,8 @@ def build_app(
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
         broker_commit_interval=0.5,
+        # A batch's sends leave together: a few produce requests per batch, not one each.
+        producer_linger=streams.linger_s,
         # A worker that dies (SIGKILL, node loss) is noticed after this: keep it short.
         broker_session_timeout=streams.session_timeout_s,
         broker_heartbeat_interval=min(3.0, streams.session_timeout_s / 3),
@@ -153,73 +187,89 @@ def build_app(
         they may not have left the dead worker."""
         # What the worker before had observed is in its /metrics: not counted twice here.
         core = PartitionCore(policy, p, streams.inputs.partitions, metrics=timeline_metrics())
-        prefix = f"{p}|"
-        rows = sorted(
-            (value[0], value[1]) if key.endswith(TICK) else (int(key[len(prefix) :]), value)
-            for key, value in pods.items()
-            if key.startswith(prefix)
-        )
+        rows = held.rows[p] = PartitionRows(pods, p)
+        entries = rows.replay()
         resend: list[Candidate | Learned] = []
-        for offset, row in rows:
-            if offset >= first:
+        for entry in entries:
+            if entry.samples:  # of a pod pruned since: learned again, in its place
+                core.decider.learn(Learned(entry.offset, p, entry.samples))
+                continue
+            if entry.offset >= first:
                 core.decider.metrics = observed
-            text, at = (row, None) if isinstance(row, str) else (row[1], row[0])
-            out = core.feed(text.encode(), at)
-            if offset >= first:
+            out = core.feed(entry.raw.encode(), entry.at)
+            rows.taught(entry.key, entry.offset, _samples(out))
+            if entry.offset >= first:
                 resend.extend(out)
         core.decider.metrics = observed
-        held.applied[p] = rows[-1][0] if rows else -1
+        held.applied[p] = max((e.offset for e in entries), default=-1)
         metrics.rebuilds.inc()
-        log.info("partition rebuilt", extra={"partition": p, "records": len(rows)})
+        log.info("partition rebuilt", extra={"partition": p, "records": len(entries)})
         return core, resend
 
-    def remember(p: int, offset: int, value: bytes, at: float | None) -> None:
-        """One row per record, keyed by its offset: a write costs the record, not the
-        pod's whole history. Of the ticks only the last matters. `at`: the cluster's
-        time the record arrived at, kept with it (the row is [at, record])."""
-        if value.startswith(b'{"remediator":"tick"'):
-            pods[f"{p}|{TICK}"] = [offset, value.decode()]
-        else:
-            pods[f"{p}|{offset:012d}"] = value.decode() if at is None else [at, value.decode()]
+    def write_rows(stream: StreamT[bytes], last: dict[int, EventT[bytes]]) -> None:
+        """Each partition's batch as one row; then the rows of pods its core forgot go."""
+        for p, event in last.items():
+            rows, core = held.rows.get(p), held.cores.get(p)
+            if rows is None or core is None:
+                continue
+            with _event(stream, event):  # the changelog partition is the event's
+                rows.flush()
+                gone = core.take_gone()
+                if gone:
+                    rows.prune(gone, event.message.offset)
+                    metrics.pruned.inc(len(gone))
 
-    def take(p: int, offset: int, value: bytes, at: float | None = None) -> list[bytes]:
+    def take(
+        p: int, offset: int, value: bytes, key: bytes | None, at: float | None = None
+    ) -> list[GuardRecord]:
         """One input-topic record into its partition's core: what goes to the guard."""
         core = held.cores.get(p)
-        out: list[Candidate | Learned] = []
+        out: list[GuardRecord] = []
         if core is None:
-            core, out = rebuild(p, offset)
+            core, resend = rebuild(p, offset)
+            out.extend(resend)
             held.cores[p] = core
         if offset <= held.applied.get(p, -1):
             pass  # already in the table (redelivered after a crash): resent above
         else:
-            started = time.perf_counter()
             try:
-                out.extend(core.feed(value, at))
+                fed = core.feed(value, at)
             except InputError as exc:
                 metrics.input_errors.inc()
                 log.warning("bad input skipped", extra={"partition": p, "error": str(exc)})
-                return []
-            remember(p, offset, value, at)
+                return out  # (what a rebuild resends still goes)
+            out.extend(fed)
+            text, name = value.decode(), (key or b"").decode()
+            held.rows[p].add(offset, text, name, at)
+            held.rows[p].taught(name, offset, _samples(fed))
             held.applied[p] = offset
             if not value.startswith(INTERNAL):
                 cluster.observe(core.now)
-            metrics.stage("partition", time.perf_counter() - started)
         metrics.inputs.inc()
         metrics.candidates.inc(len(out))
-        sent = [encode(record) for record in out]
         if value.startswith(INTERNAL) and b'"tick"' in value[:40]:
-            sent.append(encode(Watermark(p, core.now)))
-        return sent
+            out.append(Watermark(p, core.now))
+        return out
 
     @app.agent(inputs)
     async def partitions(stream: StreamT[bytes]) -> AsyncIterator[None]:
-        # One event at a time: Faust's take_events left a last batch uncommitted (lag on
-        # the real-broker tests), so batching waits for a consumer that commits it.
-        event: EventT[bytes]
-        async for event in stream.events():
-            msg = event.message
-            for value in take(msg.partition, msg.offset, msg.value or b"", arrival(msg.headers)):
-                await candidates.send(key=CLUSTER, value=value)
+        # In batches: the batch's rows are written and what it sends the guard goes out
+        # (one record) before the next; Faust acks the batch's events when the next is
+        # asked for, and commits them with the producer flushed.
+        batch: Sequence[EventT[bytes]]
+        async for batch in _batches(stream, streams):
+            started = time.perf_counter()
+            out: list[GuardRecord] = []
+            last: dict[int, EventT[bytes]] = {}
+            for event in batch:
+                msg = event.message
+                last[msg.partition] = event
+                value = msg.value or b""
+                out.extend(take(msg.partition, msg.offset, value, msg.key, arrival(msg.headers)))
+            write_rows(stream, last)
+            metrics.stage("partition", time.perf_counter() - started)
+            for at in range(0, len(out), GUARD_BATCH):  # a rebuild may resend many
+                await candidates.send(key=CLUSTER, value=guard_batch(out[at : at + GUARD_BATCH]))
             yield None
 
     # ---- guard: candidates -> commands ------------------------------------------------
@@ -233,51 +283,58 @@ def build_app(
 
     @app.agent(candidates)
     async def guard(stream: StreamT[bytes]) -> AsyncIterator[None]:
-        event: EventT[bytes]
-        async for event in stream.events():
+        batch: Sequence[EventT[bytes]]
+        async for batch in _batches(stream, streams):
             core = guard_core()
             started = time.perf_counter()
-            record = parse_guard_record(event.message.value or b"{}")
-            for released in core.take(record):
-                await _settled(released)
-            # Only the rows that changed: the guard state when it did, the one watermark.
-            for row, value in core.changed().items():
-                guard_table[row] = value
+            released: list[Released] = []
+            for event in batch:
+                for record in parse_guard_records(event.message.value or b"[]"):
+                    released.extend(core.take(record))
+            # Once per batch, only the rows that changed: the guard state when it did,
+            # the pending candidates, the watermarks that moved.
+            with _event(stream, batch[-1]):
+                for row, value in core.changed().items():
+                    guard_table[row] = value
             metrics.stage("guard", time.perf_counter() - started)
+            await _settled(released)
             yield None
 
-    async def _settled(released: Released) -> None:
-        result = released.result
-        if result is None:
-            pass  # learned cold starts, passed on below
-        elif isinstance(result, Decision):
-            log.info("decided", extra={"incident": result.incident, "action": result.action})
-            await commands.send(key=result.incident.encode(), value=encode(result))
-        else:
-            d = result.decision
-            log.info(
-                "suppressed",
-                extra={"incident": d.incident, "guardrail": result.guardrail, "why": result.reason,
-                       "retry_at": result.retry_at, "decided_at": d.at},
-            )  # fmt: skip
-            if result.simulated:  # a dry run's "would have": told as serve tells it
-                await commands.send(key=d.incident.encode(), value=would_have(result))
-        feedback = released.feedback
-        if feedback is None:
-            return
-        if isinstance(feedback, Learned):  # every other partition judges by it too
-            value = feedback_record(feedback)
-            for p in range(streams.inputs.partitions):
-                if p != released.origin:
-                    await inputs.send(key=LEARNED, value=value, partition=p)
-            return
-        d = feedback.decision
-        key, value = f"{d.namespace}/{d.target}".encode(), feedback_record(feedback)
-        if isinstance(feedback, GotThrough):  # every partition may hold pods of its workload
-            for p in range(streams.inputs.partitions):
-                await inputs.send(key=key, value=value, partition=p)
-        else:  # look again: the decision's own partition
-            await inputs.send(key=key, value=value, partition=released.origin)
+    async def _settled(released: list[Released]) -> None:
+        # Feedback per partition, in order, one input-topic record each: what got through
+        # to every partition (any may hold pods of its workload), a "not yet" to its own,
+        # learned cold starts to every other one (each judges by the cluster's history).
+        feedback: dict[int, list[Feedback | Learned]] = {}
+        for one in released:
+            result = one.result
+            if result is None:
+                pass  # learned cold starts, passed on below
+            elif isinstance(result, Decision):
+                log.info("decided", extra={"incident": result.incident, "action": result.action})
+                await commands.send(key=result.incident.encode(), value=encode(result))
+            else:
+                d = result.decision
+                log.info(
+                    "suppressed",
+                    extra={"incident": d.incident, "guardrail": result.guardrail,
+                           "why": result.reason, "retry_at": result.retry_at,
+                           "decided_at": d.at},
+                )  # fmt: skip
+                if result.simulated:  # a dry run's "would have": told as serve tells it
+                    await commands.send(key=d.incident.encode(), value=would_have(result))
+            record = one.feedback
+            if record is None:
+                continue
+            if isinstance(record, Learned):
+                to = [p for p in range(streams.inputs.partitions) if p != one.origin]
+            elif isinstance(record, GotThrough):
+                to = list(range(streams.inputs.partitions))
+            else:
+                to = [one.origin]
+            for p in to:
+                feedback.setdefault(p, []).append(record)
+        for p, records in sorted(feedback.items()):
+            await inputs.send(key=FEEDBACK, value=feedback_batch(records), partition=p)
 
     # ---- executor: commands -> the acting component (Argo, Slack) ---------------------
     install_acting(app, commands, streams.commands.partitions, executors, registry, metrics)

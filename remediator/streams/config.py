@@ -25,11 +25,16 @@ class StreamsConfig:
     web_port: int = 6066
     session_timeout_s: float = 10.0  # the broker's group.min.session.timeout.ms is 6 s
     tick_s: float = 1.0  # a worker moves its partitions' clocks on this often (0: inputs only)
+    batch: int = 500  # records an agent takes at once ...
+    batch_within_s: float = 0.05  # ... or what came within this long (idle, it wakes as often)
+    linger_s: float = 0.005  # the producer waits this long to fill a request
 
     def __post_init__(self) -> None:
         for topic in (self.inputs, self.candidates, self.commands):
             if topic.partitions < 1:
                 raise ValueError(f"topic {topic.name}: partitions must be at least 1")
+        if self.batch < 1:
+            raise ValueError("batch must be at least 1")
         if self.candidates.partitions != 1:
             raise ValueError(
                 "the candidates topic must have exactly 1 partition: the cluster-wide"

@@ -9,10 +9,11 @@ the records of `contract.records` between them, written by `contract.codec`.
          ▲                                                             │
          └── feedback (GotThrough, RetryAt) ◀── GuardCore (by time) ◀──┘──▶ commands topic
 
-A partition's clock is serve's (`runtime.clock.ClusterTime`, issue 18): the newest time
-the API server stamped on an input it has seen (`inputs.stamps`; a kubelet's, an alert's
-or a webhook's own time never moves it), moved on by tick records the ingest (or a
-worker) sends to every partition. After a tick
+A partition's clock is serve's (`runtime.clock.ClusterTime`, issue 18): each record
+carries the cluster's time the ingest took it at (the newest API-server stamp it saw on
+any partition, `keys.arrived`) and is applied then; a kubelet's, an alert's or a
+webhook's own time never moves it. Tick records the ingest (or a worker) sends to every
+partition move it between inputs. After a tick
 the partition reports a watermark: every candidate it will ever emit at or before
 that time has been emitted. The guard releases candidates in time order up to the
 smallest watermark of all partitions, so the cluster-wide guardrails (rate limit,
@@ -27,12 +28,13 @@ from __future__ import annotations
 import heapq
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from remediator.contract.codec import decode, decode_wire, encode
+from remediator.contract.codec import Wire, decode, decode_wire, encode
 from remediator.contract.decision import Decision, Suppressed
 from remediator.contract.records import (
     Candidate,
@@ -51,21 +53,31 @@ from remediator.policy_file import PolicyFile
 from remediator.streams.keys import owner, workload_owner_key
 
 __all__ = [
+    "FORGET_AFTER_S",
     "INTERNAL",
     "Candidate",
     "GuardCore",
+    "GuardRecord",
     "Learned",
     "PartitionCore",
     "Released",
     "Watermark",
+    "feedback_batch",
     "feedback_record",
+    "guard_batch",
     "parse_guard_record",
+    "parse_guard_records",
     "tick_record",
 ]
+
+# A deleted pod's timeline is kept this long (stream time), then forgotten, and its
+# records leave the table: the embedded runtime's `forget_after_s`.
+FORGET_AFTER_S = 600.0
 
 # Internal records share the input topic with raw documents; they start with this.
 INTERNAL = b'{"remediator":'
 _FEEDBACK = b'{"remediator":"feedback","record":'
+_FEEDBACKS = b'{"remediator":"feedback","records":'
 
 
 def tick_record(at: float) -> bytes:
@@ -78,6 +90,12 @@ def feedback_record(record: Feedback | Learned) -> bytes:
     return _FEEDBACK + encode(record) + b"}"
 
 
+def feedback_batch(records: Sequence[Feedback | Learned]) -> bytes:
+    """Several feedback records for one partition in one input-topic record, in order:
+    what a guard batch tells that partition."""
+    return _FEEDBACKS + encode(list(records)) + b"}"
+
+
 GuardRecord = Candidate | Learned | Watermark
 
 
@@ -86,6 +104,23 @@ def parse_guard_record(raw: bytes) -> GuardRecord:
     if not isinstance(record, Candidate | Learned | Watermark):
         raise ValueError(f"not a record of the candidates topic: {type(record).__name__}")
     return record
+
+
+def guard_batch(records: Sequence[GuardRecord]) -> bytes:
+    """What a partition's batch of inputs sends the guard, as one candidates-topic record
+    (a JSON array, in order): one record per batch, not one per candidate."""
+    return encode(list(records))
+
+
+def parse_guard_records(raw: bytes) -> list[GuardRecord]:
+    """A candidates-topic record: a batch (`guard_batch`) or a single record."""
+    if not raw.startswith(b"["):
+        return [parse_guard_record(raw)]
+    records = decode(raw, list[Wire])
+    for record in records:
+        if not isinstance(record, Candidate | Learned | Watermark):
+            raise ValueError(f"not a record of the candidates topic: {type(record).__name__}")
+    return records  # type: ignore[return-value]
 
 
 class _Collect:
@@ -117,11 +152,20 @@ class PartitionCore:
         partitions: int,
         registry: Any = None,
         metrics: TimelineMetrics | None = None,
+        forget_after_s: float = FORGET_AFTER_S,
     ) -> None:
         self.partition = partition
         self.partitions = partitions
         self.decider = Decider(config, registry, metrics=metrics, keep_learned=True)
         self.ignored = 0
+        self.forget_after_s = forget_after_s
+        # The partition keys (namespace/name) of deleted pods forgotten since the last
+        # `take_gone`: their records may leave the table.
+        self.gone: list[str] = []
+
+    def take_gone(self) -> list[str]:
+        gone, self.gone = self.gone, []
+        return gone
 
     @property
     def now(self) -> float:
@@ -160,15 +204,12 @@ class PartitionCore:
         return owner(workload_owner_key(item), self.partitions) == self.partition
 
     def _internal(self, raw: bytes, sink: _Collect) -> None:
+        if raw.startswith(_FEEDBACKS):
+            for record in decode(raw[len(_FEEDBACKS) : -1], list[Feedback | Learned]):
+                self._feedback(record, sink)
+            return
         if raw.startswith(_FEEDBACK):
-            record = decode_wire(raw[len(_FEEDBACK) : -1])
-            if isinstance(record, GotThrough):
-                self.decider.feedback(record)
-            elif isinstance(record, RetryAt):
-                # Its due time may be behind this partition's clock already: fired now.
-                self.decider.look_again(record, sink, sink.candidate)
-            elif isinstance(record, Learned) and record.partition != self.partition:
-                self.decider.learn(record)  # its own it learned when it happened
+            self._feedback(decode_wire(raw[len(_FEEDBACK) : -1]), sink)
             return
         doc = orjson.loads(raw)
         at = float(doc["at"])
@@ -178,6 +219,20 @@ class PartitionCore:
             self.decider.look_again(retry, sink, sink.candidate)
             return
         self.decider.advance(at, sink, sink.candidate)
+        # As the embedded runtime does on its ticks: deleted pods leave memory after a grace.
+        tracker = self.decider.tracker
+        for namespace, name in self.decider.prune(self.forget_after_s):
+            if tracker.current(namespace, name) is None:  # else the name lives on: kept
+                self.gone.append(f"{namespace}/{name}")
+
+    def _feedback(self, record: object, sink: _Collect) -> None:
+        if isinstance(record, GotThrough):
+            self.decider.feedback(record)
+        elif isinstance(record, RetryAt):
+            # Its due time may be behind this partition's clock already: fired now.
+            self.decider.look_again(record, sink, sink.candidate)
+        elif isinstance(record, Learned) and record.partition != self.partition:
+            self.decider.learn(record)  # its own it learned when it happened
 
 
 @dataclass(frozen=True, slots=True)

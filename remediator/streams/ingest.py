@@ -78,9 +78,12 @@ class Publisher:
 
     async def tick(self, at: float) -> None:
         """Move every partition's clock to `at` (the cluster's time)."""
+        await asyncio.gather(*await self.enqueue_tick(at))
+
+    async def enqueue_tick(self, at: float) -> list[asyncio.Future[object]]:
+        """A tick to every partition, in order after what was enqueued; its acks come later."""
         value = tick_record(at)
-        waits = [await self._send("\x00tick", value, p) for p in range(self.cfg.inputs.partitions)]
-        await asyncio.gather(*waits)
+        return [await self._send("\x00tick", value, p) for p in range(self.cfg.inputs.partitions)]
 
     async def _send(
         self,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-_STAGE_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25)
+_STAGE_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
@@ -24,6 +24,11 @@ class WorkerMetrics:
             "Input partitions rebuilt from their table (start, takeover).",
             registry=registry,
         )
+        self.pruned = Counter(
+            "remediator_kafka_pruned_pods_total",
+            "Deleted pods whose records left the pods table (their grace passed).",
+            registry=registry,
+        )
         self.candidates = Counter(
             "remediator_kafka_candidates_total",
             "Decisions sent to the guard (before the guardrails).",
@@ -38,7 +43,7 @@ class WorkerMetrics:
         )
         self._stage = Histogram(
             "remediator_kafka_stage_seconds",
-            "Time in the core per record, by agent.",
+            "Time in the core per batch of records, by agent.",
             ["agent"],
             buckets=_STAGE_BUCKETS,
             registry=registry,

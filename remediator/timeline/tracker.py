@@ -292,12 +292,13 @@ class Tracker:
         if self._by_name.get((t.namespace, t.name)) == uid:
             del self._by_name[(t.namespace, t.name)]
 
-    def prune(self, now: float, grace_s: float) -> int:
+    def prune(self, now: float, grace_s: float, gone: list[tuple[str, str]] | None = None) -> int:
         """Forget deleted timelines, and orphans (events whose pod never came), `grace_s`
         after they ended, so a service's memory is bounded by the pods alive, not by every
         pod it ever saw. Their uids are remembered as gone for as long again, so a late
         event does not bring one back. Their histograms were observed as they happened;
-        the per-pod gauges are read off the tracker, so they go with the timeline."""
+        the per-pod gauges are read off the tracker, so they go with the timeline.
+        `gone`: (namespace, name) of each timeline forgotten is appended to it."""
         pruned = 0
         while self._ended and self._ended[0][0] <= now - grace_s:
             _, uid = self._ended.popleft()
@@ -305,6 +306,8 @@ class Tracker:
             if t is None or not (t.deleted or uid.startswith("?")):
                 continue  # gone already, or an orphan its pod adopted
             self.forget(uid)
+            if gone is not None:
+                gone.append((t.namespace, t.name))
             self._gone[uid] = now
             self._gone_order.append((now, uid))
             pruned += 1
@@ -358,6 +361,7 @@ class Tracker:
             t.pod_seen = True
             info = spec_info(spec, p.labels, self.engines)
             t.model, t.tp_size, t.gpu_util = _intern(info.model), info.tp_size, info.gpu_util
+            t.gpus = info.gpus
             t.labels, t.owner = self._share(p.labels), _intern(p.owner)
             t.has_init = t.has_init or bool(spec.initContainers)
             t.set_main_container(_intern(info.container))

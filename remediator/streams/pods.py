@@ -1,0 +1,148 @@
+"""One input partition's rows in the `pods` table: what its core is rebuilt from.
+
+Pure: the table is any `MutableMapping` (a Faust Table in the worker, a dict in tests);
+the worker makes the writes under the batch's event (Faust's changelog partition).
+
+    "<p>|<first offset>"  a batch's records: [[offset, record, key, arrived], ...]
+                          (`arrived`: the cluster's time the ingest took it at, or null)
+    "<p>|\\x00tick"        the partition's last tick: [offset, record]
+    "<p>|L<offset>"       cold starts learned from pods since pruned: [[offset, model,
+                          phase, seconds], ...], learned at the record at `offset`
+    "<p>|<offset>"        (an older worker's row: one record, or [arrived, record])
+
+A deleted pod is forgotten by its partition's core `FORGET_AFTER_S` after it ended, as
+the embedded runtime forgets it; its records then leave the table (`prune`: the rows
+that held them are written again without them, or deleted), so the table is bounded by
+the pods alive, not by every pod ever seen. What the pod taught the core that outlives
+it is kept: the cold starts it finished (the adaptive budgets learn from them) go to an
+`L` row and are learned again, in their place, when the core is rebuilt. The guard's
+feedback (the kill-loop memory) is kept under its own key and never pruned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+TICK = "\x00tick"  # the table key suffix of a partition's last tick
+_TICK_PREFIX = '{"remediator":"tick"'
+
+Sample = tuple[str, str, float]  # (model, phase, seconds)
+# The most record bytes in one row: well under Kafka's default message size (1 MB), which a
+# batch of 500 pod documents can pass.
+ROW_BYTES = 256 * 1024
+
+
+def _parts(batch: list[list[Any]]) -> Iterator[list[list[Any]]]:
+    part: list[list[Any]] = []
+    size = 0
+    for entry in batch:
+        if part and size + len(entry[1]) > ROW_BYTES:
+            yield part
+            part, size = [], 0
+        part.append(entry)
+        size += len(entry[1])
+    if part:
+        yield part
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A record to feed again (`raw`), or cold starts to learn again (`samples`)."""
+
+    offset: int
+    raw: str = ""
+    key: str = ""
+    at: float | None = None  # the cluster's time the ingest took it at
+    samples: tuple[Sample, ...] = ()
+
+
+@dataclass
+class PartitionRows:
+    table: MutableMapping[str, Any]
+    partition: int
+    # partition key -> the rows holding its records; -> what its records taught the core
+    where: dict[str, set[str]] = field(default_factory=dict)
+    learned: dict[str, list[list[Any]]] = field(default_factory=dict)
+    _batch: list[list[Any]] = field(default_factory=list)
+    _tick: list[Any] | None = None
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.partition}|"
+
+    # ---- reading ------------------------------------------------------------------------
+    def replay(self) -> list[Entry]:
+        """Everything to rebuild the core from, in offset order (and the index of rows)."""
+        prefix = self.prefix
+        entries: list[Entry] = []
+        for name, value in list(self.table.items()):
+            if not name.startswith(prefix):
+                continue
+            rest = name[len(prefix) :]
+            if rest == TICK:
+                entries.append(Entry(int(value[0]), str(value[1])))
+            elif rest.startswith("L"):
+                entries.extend(Entry(int(o), samples=((m, ph, float(s)),)) for o, m, ph, s in value)
+            elif isinstance(value, list) and value and isinstance(value[0], list):
+                for offset, raw, key, at in value:
+                    entries.append(Entry(int(offset), raw, key, at))
+                    if key:
+                        self.where.setdefault(key, set()).add(name)
+            elif isinstance(value, list):  # an older worker's [arrived, record]
+                entries.append(Entry(int(rest), str(value[1]), at=value[0]))
+            else:
+                entries.append(Entry(int(rest), str(value)))
+        entries.sort(key=lambda e: (e.offset, not e.samples))
+        return entries
+
+    # ---- writing ------------------------------------------------------------------------
+    def add(self, offset: int, raw: str, key: str, at: float | None = None) -> None:
+        """A record the core took (`at`: when it arrived); written with the batch."""
+        if raw.startswith(_TICK_PREFIX):
+            self._tick = [offset, raw]  # of the ticks only the last matters
+        else:
+            self._batch.append([offset, raw, key, at])
+
+    def taught(self, key: str, offset: int, samples: Iterable[Sample]) -> None:
+        """What the record at `offset` (under `key`) taught the core: cold starts."""
+        if key:
+            self.learned.setdefault(key, []).extend([offset, *s] for s in samples)
+
+    def flush(self) -> int:
+        """Write the batch: a row for its records (one per ROW_BYTES of them: a changelog
+        record must stay under the broker's message size), the tick row; rows written."""
+        written = 0
+        for part in _parts(self._batch):
+            name = f"{self.prefix}{part[0][0]:012d}"
+            self.table[name] = part
+            for _, _, key, _ in part:
+                if key:
+                    self.where.setdefault(key, set()).add(name)
+            written += 1
+        self._batch = []
+        if self._tick is not None:
+            self.table[f"{self.prefix}{TICK}"] = self._tick
+            self._tick = None
+            written += 1
+        return written
+
+    def prune(self, keys: Iterable[str], offset: int) -> int:
+        """The records of `keys` (pods the core forgot) leave the table; what they taught
+        it goes to an `L` row at `offset` (the record being taken). Rows written."""
+        written = 0
+        kept: list[list[Any]] = []
+        for key in keys:
+            for name in sorted(self.where.pop(key, ())):
+                rest = [e for e in self.table[name] if e[2] != key]
+                if rest:
+                    self.table[name] = rest
+                else:
+                    del self.table[name]
+                written += 1
+            kept.extend(self.learned.pop(key, ()))
+        if kept:
+            self.table[f"{self.prefix}L{offset:012d}"] = sorted(kept)
+            written += 1
+        return written

@@ -1,0 +1,93 @@
+"""A deleted pod's rows leave the worker's pods table (its changelog, on a real broker)
+once the pod's grace has passed, and a worker rebuilt from what is left knows it is gone.
+
+Real broker, real worker process; the changelog topic is read as Faust restores it (the
+last value of each key; a tombstone deletes the key)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from remediator.streams.config import StreamsConfig
+from remediator.streams.core import FORGET_AFTER_S
+from remediator.streams.ingest import Publisher
+from remediator.streams.topics import ensure_topics
+from tests.kafka.harness import Lag, Worker, config
+from tests.policy.builders import T0
+from tests.streams.test_pods import ALIVE, GONE, life
+
+
+async def table(cfg: StreamsConfig) -> dict[str, Any]:
+    """The pods table as its changelog restores it."""
+    topic = f"{cfg.group}-pods-changelog"
+    consumer = AIOKafkaConsumer(bootstrap_servers=cfg.bootstrap, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(cfg.inputs.partitions)]
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        out: dict[str, Any] = {}
+        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+            for records in (await consumer.getmany(timeout_ms=1000)).values():
+                for r in records:
+                    name = orjson.loads(r.key)
+                    if r.value is None:
+                        out.pop(name, None)
+                    else:
+                        out[name] = orjson.loads(r.value)
+        return out
+    finally:
+        await consumer.stop()
+
+
+def pods_in(rows: dict[str, Any]) -> set[str]:
+    """The pods whose records the table holds (not the guard's feedback, kept apart)."""
+    keys = {e[2] for name, value in rows.items() if "|0" in name for e in value}
+    return {k for k in keys if not k.startswith("\x00")}
+
+
+def sample(worker: Worker, name: str) -> float:
+    status, body = worker.get("/metrics")
+    assert status == 200
+    (value,) = [line.split()[1] for line in body.decode().splitlines() if line.startswith(name)]
+    return float(value)
+
+
+async def test_a_deleted_pods_rows_leave_the_table(bootstrap: str, tmp_path: Path) -> None:
+    cfg = config(bootstrap, "prune")
+    await ensure_topics(cfg)
+    worker = Worker(cfg, tmp_path, "a", batch=5)
+    pub = Publisher(cfg)
+    await pub.start()
+    try:
+        worker.start()
+        worker.wait_ready()
+        async with Lag(cfg) as lag:
+            for doc in life(GONE, "uid-gone", 0.0, deleted=True):
+                await pub.publish(orjson.dumps(doc))
+            for doc in life(ALIVE, "uid-live", 100.0, deleted=False):
+                await pub.publish(orjson.dumps(doc))
+            await pub.tick(T0 + 300.0)
+            await lag.wait_idle([worker])
+            assert pods_in(await table(cfg)) == {f"llm/{GONE}", f"llm/{ALIVE}"}
+            await pub.tick(T0 + 160.0 + FORGET_AFTER_S + 200.0)  # its grace has passed
+            await lag.wait_idle([worker])
+            assert sample(worker, "remediator_kafka_pruned_pods_total") == 1
+            rows = await table(cfg)
+            assert pods_in(rows) == {f"llm/{ALIVE}"}, rows.keys()
+            assert any("|L" in name for name in rows), "the cold start it finished is kept"
+            worker.kill()
+            worker.start()  # rebuilt from the pruned table: the pod is not brought back
+            worker.wait_ready()
+            await pub.tick(T0 + 2 * FORGET_AFTER_S + 1000.0)
+            await lag.wait_idle([worker])
+            assert sample(worker, "remediator_kafka_partition_rebuilds_total") == 8
+            assert sample(worker, "remediator_kafka_pruned_pods_total") == 0
+            assert pods_in(await table(cfg)) == {f"llm/{ALIVE}"}
+    finally:
+        await pub.stop()
+        worker.stop()

@@ -1,0 +1,126 @@
+"""The pods table of one partition (`streams.pods`), over a dict as the table: a deleted
+pod's records leave it once its core forgot the pod, and a core rebuilt from what is
+left knows what the live one knows (the cold starts the pod finished included)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from prometheus_client import CollectorRegistry
+
+from remediator.policy_file import PolicyFile
+from remediator.streams.core import FORGET_AFTER_S, Learned, PartitionCore, tick_record
+from remediator.streams.pods import ROW_BYTES, PartitionRows
+from tests.policy.builders import T0, event, pod
+
+P, N = 3, 8
+GONE, ALIVE = "vllm-70b-7c9d5b6f4-gone1", "vllm-70b-7c9d5b6f4-live1"
+
+
+def life(name: str, uid: str, start: float, deleted: bool) -> list[dict[str, Any]]:
+    """A pod created, scheduled, pulled, started and Ready (a finished cold start)."""
+    docs = [
+        pod(name, uid, watch="ADDED", created=start),
+        pod(name, uid, created=start, scheduled=start + 1),
+        event("Pulling", "Pulling image", start + 2, pod_name=name, uid=uid),
+        event("Pulled", "Successfully pulled image in 40s", start + 42, pod_name=name, uid=uid),
+        pod(name, uid, created=start, scheduled=start + 1, started=start + 43),
+        pod(name, uid, created=start, scheduled=start + 1, started=start + 43, ready=start + 160),
+    ]
+    if deleted:
+        docs.append(pod(name, uid, watch="DELETED", created=start, scheduled=start + 1,
+                        started=start + 43, ready=start + 160))  # fmt: skip
+    return docs
+
+
+class Partition:
+    """What the worker does with one partition's records, batch by batch."""
+
+    def __init__(self, table: dict[str, Any]) -> None:
+        self.core = PartitionCore(PolicyFile(), P, N, CollectorRegistry())
+        self.rows = PartitionRows(table, P)
+        self.offset = 0
+
+    def take(self, raw: bytes, key: str) -> None:
+        out = self.core.feed(raw)
+        self.rows.add(self.offset, raw.decode(), key)
+        samples = [s for r in out if isinstance(r, Learned) for s in r.samples]
+        self.rows.taught(key, self.offset, samples)
+        self.offset += 1
+
+    def end_batch(self) -> list[str]:
+        self.rows.flush()
+        gone = self.core.take_gone()
+        if gone:
+            self.rows.prune(gone, self.offset - 1)
+        return gone
+
+    def history(self) -> dict[tuple[str, str], list[float]]:
+        learned = self.core.decider.engine.history
+        return {k: list(v) for k, v in learned._samples.items()}
+
+
+def rebuilt(table: dict[str, Any]) -> Partition:
+    again = Partition(table)
+    for entry in again.rows.replay():
+        if entry.samples:
+            again.core.decider.learn(Learned(entry.offset, P, entry.samples))
+        else:
+            again.core.feed(entry.raw.encode(), entry.at)
+    return again
+
+
+def keys_in(table: dict[str, Any]) -> set[str]:
+    return {e[2] for name, rows in table.items() if "|0" in name for e in rows}
+
+
+def test_a_deleted_pods_rows_go_once_its_grace_passed_and_what_it_taught_stays() -> None:
+    table: dict[str, Any] = {}
+    live = Partition(table)
+    for doc in life(GONE, "uid-gone", 0.0, deleted=True):
+        live.take(orjson.dumps(doc), f"llm/{GONE}")
+    assert live.end_batch() == []
+    for doc in life(ALIVE, "uid-live", 100.0, deleted=False):
+        live.take(orjson.dumps(doc), f"llm/{ALIVE}")
+    live.take(tick_record(T0 + 300.0), "\x00tick")
+    assert live.end_batch() == [], "within its grace the deleted pod stays"
+    assert keys_in(table) == {f"llm/{GONE}", f"llm/{ALIVE}"}
+    learned_before = live.history()
+    assert learned_before, "the stream must finish cold starts"
+
+    live.take(tick_record(T0 + 160.0 + FORGET_AFTER_S + 200.0), "\x00tick")
+    assert live.end_batch() == [f"llm/{GONE}"]
+    assert keys_in(table) == {f"llm/{ALIVE}"}, "the deleted pod's records must leave the table"
+    assert any("|L" in name for name in table), "what it taught is kept"
+
+    again = rebuilt(table)
+    assert again.history() == live.history() == learned_before
+    assert again.core.decider.tracker.current("llm", GONE) is None
+    assert again.core.decider.tracker.current("llm", ALIVE) is not None
+
+
+def test_a_name_that_lives_on_keeps_its_rows() -> None:
+    """A StatefulSet's pod recreated under its name: the old life is forgotten, the name's
+    records stay (the new life's are among them) until the new life is forgotten too."""
+    table: dict[str, Any] = {}
+    live = Partition(table)
+    for doc in life(GONE, "uid-first", 0.0, deleted=True):
+        live.take(orjson.dumps(doc), f"llm/{GONE}")
+    for doc in life(GONE, "uid-second", 200.0, deleted=False):
+        live.take(orjson.dumps(doc), f"llm/{GONE}")
+    live.take(tick_record(T0 + 160.0 + FORGET_AFTER_S + 200.0), "\x00tick")
+    assert live.end_batch() == []
+    assert keys_in(table) == {f"llm/{GONE}"}
+
+
+def test_a_big_batch_is_cut_into_rows_under_the_message_size() -> None:
+    table: dict[str, Any] = {}
+    rows = PartitionRows(table, P)
+    doc = orjson.dumps(pod(ALIVE, "uid-live", watch="ADDED")).decode()
+    count = 3 * ROW_BYTES // len(doc)
+    for offset in range(count):
+        rows.add(offset, doc, f"llm/{ALIVE}")
+    assert rows.flush() >= 3
+    assert all(len(orjson.dumps(v)) < 2 * ROW_BYTES for v in table.values())
+    assert [e.offset for e in rows.replay()] == list(range(count))
