@@ -106,13 +106,14 @@ def fleet_goals(name: str, quick: bool, config: PolicyFile) -> list[str]:
         free = rows[0.0]["default"].ready["p99"]
         print(f"hang-free P99 time to Ready (default, no hangs): {free:.0f}s")
         print("  hangs  seed P99  default P99  default/free  seed/free  default<=seed  "
-              "false kills  kill loops  held")  # fmt: skip
+              "false kills  kill loops  held  hedges  hedge GPU-min")  # fmt: skip
         for rate, by in rows.items():
             d, seed = by["default"], by["seed-rule"]
             dp, sp = d.ready["p99"], seed.ready["p99"]
+            share = 100 * d.hedge_gpu_minutes / d.gpu_minutes if d.gpu_minutes else 0.0
             print(f"  {rate:5.0%}  {sp:7.0f}s  {dp:10.0f}s  {dp / free:12.2f}  {sp / free:9.2f}  "
                   f"{str(dp <= sp):>13s}  {d.false_kill_pct:10.2f}%  {d.kill_loops:10d}  "
-                  f"{d.held:4d}")  # fmt: skip
+                  f"{d.held:4d}  {d.hedges:6d}  {share:12.1f}%")  # fmt: skip
             label = f"{name} {variant} {rate:.0%}"
             if dp > sp:
                 missed.append(f"{label}: default P99 {dp:.0f}s > seed rule's {sp:.0f}s")
@@ -121,6 +122,8 @@ def fleet_goals(name: str, quick: bool, config: PolicyFile) -> list[str]:
                 missed.append(f"{label}: false kills {d.false_kill_pct:.2f}%")
             if d.kill_loops:
                 missed.append(f"{label}: {d.kill_loops} kill loops")
+            if share > 5.0:
+                missed.append(f"{label}: hedges took {share:.1f}% of cold-start GPU-minutes")
         ratio = rows[0.05]["default"].ready["p99"] / free
         goal = RATIO_GOAL[variant]
         print(f"goal: 5% hangs, default P99 <= {goal:g} x hang-free: {ratio:.2f} "

@@ -49,14 +49,14 @@ class ProgressConfig:
     `min_samples` siblings' times, or a pod whose log is not read (or no longer is: the
     follow hit its byte bound or broke), keeps the phase budget.
 
-    On, at a 15 s floor and twice the siblings' P95, by simulation
+    On, at a 30 s floor and three times the siblings' P95, by simulation
     (docs/simulation-defaults.md): hangs in torch.compile and CUDA graph capture are found
-    tens of seconds before the phase budget, and no healthy pod was deleted."""
+    before the phase budget, and no healthy pod was deleted."""
 
     enabled: bool = True
-    factor: float = 2.0
+    factor: float = 3.0
     quantile: float = 0.95
-    floor_s: float = 15.0
+    floor_s: float = 30.0
     min_samples: int = 5
 
 
@@ -150,7 +150,7 @@ class EngineLogsConfig:
     default: progress-aware detection reads them; RBAC `pods/log` get)."""
 
     follow: bool = True
-    max_pods: int = 64  # logs followed at once (a scale-up wave's; by simulation)
+    max_pods: int = 8  # logs followed at once (more gained nothing in simulation)
     max_bytes: int = 1 << 20  # per pod (the server stops sending there: limitBytes)
 
 

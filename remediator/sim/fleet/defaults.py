@@ -50,6 +50,7 @@ from remediator.sim.fleet.scenario import Scenario, load_scenario
 
 HANG_RATES = (0.0, 0.01, 0.05, 0.20)
 MAX_FALSE_KILL_PCT = 0.5
+MAX_HEDGE_SHARE = 0.05  # hedges' GPU-minutes, of cold starts' (issue 20)
 NOISE = 0.03  # score differences below this are within seed-to-seed noise: keep the default
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "sim"
 
@@ -77,6 +78,10 @@ def _logs(c: PolicyFile, **kw: object) -> PolicyFile:
 def _progress_on(c: PolicyFile, v: float) -> PolicyFile:
     """Progress-aware detection reads the pods' logs: the follower comes with it."""
     return _logs(_progress(c, enabled=bool(v)), follow=bool(v))
+
+
+def _hedge(c: PolicyFile, v: float) -> PolicyFile:
+    return _stuck(c, hedge=replace(c.rules.stuck_pod.hedge, enabled=bool(v)))
 
 
 def _rate(c: PolicyFile, **kw: object) -> PolicyFile:
@@ -135,6 +140,8 @@ KNOBS: tuple[Knob, ...] = (
     ("adaptive.factor", (1.25, 1.5, 2.0), lambda c, v: _adaptive(c, factor=v)),
     ("adaptive.window", (50,), lambda c, v: _adaptive(c, window=int(v))),
     ("expected_cold_start_s", (600,), lambda c, v: _stuck(c, expected_cold_start_s=v)),
+    # hedged starts (issue 20), last: every knob above was searched with them off
+    ("hedge.enabled", (0, 1), _hedge),
 )  # fmt: skip
 
 
@@ -149,7 +156,28 @@ WHY: dict[str, str] = {
     "engine_logs.max_pods": "A scale-up wave's pods in engine init at once; each follow "
     "costs a thread and ~6 ms of CPU per pod (bench_signals).",
     "blast_radius.max_percent": "Searched no higher than half a workload per window.",
+    "hedge.enabled": "Off: no gain over noise. A hedge starts at the stall and the pod is "
+    "deleted (its replacement started) only the checks' 20 s later, so a hedge is 20 s ahead "
+    "at best; and a third of the hangs (NCCL init) log no step line, are never seen to stall "
+    "and go by the phase budget: they set the P99. The hedges cost about 1% of cold-start "
+    "GPU-minutes (hedge_budget allows 5%).",
 }
+
+
+GOALS_NOTE = (
+    "Issue 20 asks, with 5% hangs, for a P99 time to Ready within 1.25x the hang-free P99 "
+    "where the fleet has spare GPUs and 1.6x where it has none. The defaults are at about "
+    "2.3x (tuned) and 1.7x (untuned), below the seed rule's in every scenario, with no "
+    "false kill and no kill loop. What sets the P99: with 5% of cold starts hung, the P99 "
+    "replica is a hung one, served only by a replacement cold start after the hang is found; "
+    "a third of the hangs (NCCL init) stop before vLLM's first step line, so progress-aware "
+    "detection never sees them stall and the phase budget (60 s and its checks) finds them; "
+    "and a hedge, which starts at a stall, cannot start for them either. The hangs it does "
+    "see (torch.compile, CUDA graph capture) are deleted sooner, and hedging them gains the "
+    "checks' 20 s at most (the `hedge.enabled` row). Reaching the goals needs a line that "
+    "says engine init began (vLLM's `Initializing a V1 LLM engine` is not a step mark today), "
+    "so the stretch to the weights line can be judged like any other step."
+)
 
 
 def begin(first: PolicyFile) -> PolicyFile:
@@ -183,6 +211,7 @@ def previous_defaults() -> PolicyFile:
         enabled=False, factor=3.0, quantile=0.95, floor_s=120.0, min_samples=5
     )
     c = _stuck(c, adaptive=AdaptiveConfig(True, 1.5, 5, 1, 50), progress=progress)
+    c = _hedge(c, 0)
     c = replace(c, rules=replace(c.rules, engine_logs=EngineLogsConfig(follow=False, max_pods=8)))
     c = _guard(c, "min_age", MinAgeConfig(factor=1.0))
     c = _guard(c, "cooldown", CooldownConfig(seconds=30.0))
@@ -214,6 +243,7 @@ def knob_values(c: PolicyFile) -> dict[str, float]:
         "progress.factor": s.progress.factor,
         "progress.min_samples": s.progress.min_samples,
         "engine_logs.max_pods": c.rules.engine_logs.max_pods,
+        "hedge.enabled": float(s.hedge.enabled and s.progress.enabled),
     }
 
 
@@ -228,7 +258,7 @@ class Evaluation:
 
 
 # Knobs added after evaluations were stored, and the value that ran before they existed.
-ADDED_OFF: dict[str, float] = {}
+ADDED_OFF: dict[str, float] = {"hedge.enabled": 0.0}
 
 
 def _summary(doc: dict[str, Any]) -> Summary:
@@ -307,6 +337,8 @@ class Sweep:
                 faults.append(f"{s.false_kill_pct:.2f}% false kills in {sc.name}")
             if s.kill_loops:
                 faults.append(f"kill loops in {sc.name}")
+            if s.hedge_gpu_minutes > MAX_HEDGE_SHARE * s.gpu_minutes:
+                faults.append(f"hedges took over {MAX_HEDGE_SHARE:.0%} of GPU-minutes in {sc.name}")
             if s.ready["p99"] > self.seed_rule[sc.name] + 0.5:
                 faults.append(f"P99 above the seed rule's in {sc.name}")
         ok = not faults
@@ -415,6 +447,7 @@ def report(sweep: Sweep, start: Evaluation, best: Evaluation, final: Evaluation)
         lines.append("| " + " | ".join(f"{vals[k]:g}" for k in old) +
                      f" | {ev.score:.2f} | {ev.admissible} | {worst:.2f}% | {loops} "
                      f"| {late} |")  # fmt: skip
+    lines += ["", "## What the goals come to", "", GOALS_NOTE]
     lines += ["", "## The defaults now, scenario by scenario", "", _detail(sweep, final)]
     lines += ["", "## The defaults before, scenario by scenario", "", _detail(sweep, start)]
     return "\n".join(lines) + "\n"
@@ -434,8 +467,9 @@ def _why(sweep: Sweep, knob: str) -> str:
 def _detail(sweep: Sweep, ev: Evaluation) -> str:
     rows = [
         "| scenario | replicas | ready P50 | P99 | ÷ hang-free | seed rule's P99 | <= seed "
-        "| max | false kills | kill loops | deletions | held | GPU-min cold | hedges |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| max | false kills | kill loops | deletions | held | GPU-min cold | hedges "
+        "| hedge GPU-min |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in ev.summaries.items():
         r = s.ready
@@ -445,7 +479,8 @@ def _detail(sweep: Sweep, ev: Evaluation) -> str:
             f"| {name} | {s.replicas} | {_f(r['p50'])} | {_f(r['p99'])} | "
             f"{r['p99'] / free:.2f} | {_f(seed)} | {r['p99'] <= seed + 0.5} | {_f(r['max'])} | "
             f"{s.false_kills} ({s.false_kill_pct:.2f}%) | {s.kill_loops} | {s.deletions} | "
-            f"{s.held} | {s.gpu_minutes:.0f} | {s.hedges} |"
+            f"{s.held} | {s.gpu_minutes:.0f} | {s.hedges} | {s.hedge_gpu_minutes:.0f} "
+            f"({100 * s.hedge_gpu_minutes / max(s.gpu_minutes, 1e-9):.1f}%) |"
         )
     return "\n".join(rows)
 
