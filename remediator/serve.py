@@ -199,22 +199,17 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     show_default=True,
     help="Seconds a leader's claim lasts without renewal.  [env REMEDIATOR_LEASE_DURATION]",
 )
-@click.option(
+@options.above_zero(
     "--renew-deadline",
-    envvar="REMEDIATOR_RENEW_DEADLINE",
-    type=click.FloatRange(min=0, min_open=True),
-    default=10.0,
-    show_default=True,
-    help="A leader that could not renew for this long stops acting.  "
-    "[env REMEDIATOR_RENEW_DEADLINE]",
+    "REMEDIATOR_RENEW_DEADLINE",
+    10.0,
+    "A leader that could not renew for this long stops acting.  [env REMEDIATOR_RENEW_DEADLINE]",
 )
-@click.option(
+@options.above_zero(
     "--retry-period",
-    envvar="REMEDIATOR_RETRY_PERIOD",
-    type=click.FloatRange(min=0, min_open=True),
-    default=2.0,
-    show_default=True,
-    help="Seconds between Lease attempts.  [env REMEDIATOR_RETRY_PERIOD]",
+    "REMEDIATOR_RETRY_PERIOD",
+    2.0,
+    "Seconds between Lease attempts.  [env REMEDIATOR_RETRY_PERIOD]",
 )
 @click.option(
     "--max-webhook-pods",
@@ -226,13 +221,11 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     "are forgotten first (remediator_unwatched_pods_dropped_total).  "
     "[env REMEDIATOR_MAX_WEBHOOK_PODS]",
 )
-@click.option(
+@options.above_zero(
     "--idle-timeout",
-    envvar="REMEDIATOR_IDLE_TIMEOUT",
-    type=click.FloatRange(min=0, min_open=True),
-    default=75.0,
-    show_default=True,
-    help="Seconds an HTTP connection may go without a complete request before it is "
+    "REMEDIATOR_IDLE_TIMEOUT",
+    75.0,
+    "Seconds an HTTP connection may go without a complete request before it is "
     "closed.  [env REMEDIATOR_IDLE_TIMEOUT]",
 )
 @options.outbox_retention(
@@ -255,13 +248,11 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     "than a minute make room, else the webhook gets 503 and the sender retries.  "
     "[env REMEDIATOR_INBOX_MAX_BYTES]",
 )
-@click.option(
+@options.above_zero(
     "--behind-unready",
-    envvar="REMEDIATOR_BEHIND_UNREADY",
-    type=click.FloatRange(min=0, min_open=True),
-    default=30.0,
-    show_default=True,
-    help="Seconds pod deletions may be held because the picture may lag the cluster's (a "
+    "REMEDIATOR_BEHIND_UNREADY",
+    30.0,
+    "Seconds pod deletions may be held because the picture may lag the cluster's (a "
     "Pod watch relisting after a reconnect, short of the API server's resourceVersion or "
     "of its BOOKMARK; serve just resumed from a pause) before /readyz fails. Held "
     "deletions are decided again once caught up.  [env REMEDIATOR_BEHIND_UNREADY]",

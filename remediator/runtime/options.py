@@ -48,14 +48,15 @@ def kubeconfig(help: str) -> Decorator:
 
 def outbox_retention(help: str) -> Decorator:
     """Days a closed row is kept; the command turns them into seconds."""
-    return _above_zero("--outbox-retention", "REMEDIATOR_OUTBOX_RETENTION", 7.0, help)
+    return above_zero("--outbox-retention", "REMEDIATOR_OUTBOX_RETENTION", 7.0, help)
 
 
 def workflow_start_timeout(help: str) -> Decorator:
-    return _above_zero("--workflow-start-timeout", "REMEDIATOR_WORKFLOW_START_TIMEOUT", 300.0, help)
+    return above_zero("--workflow-start-timeout", "REMEDIATOR_WORKFLOW_START_TIMEOUT", 300.0, help)
 
 
-def _above_zero(flag: str, envvar: str, default: float, help: str) -> Decorator:
+def above_zero(flag: str, envvar: str, default: float, help: str) -> Decorator:
+    """A number above 0 (seconds, days) with its default shown."""
     return click.option(
         flag,
         envvar=envvar,
