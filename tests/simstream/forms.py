@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from remediator.sim.fleet.kube import go_duration
+
 # Kubelet `Pulled` message forms, oldest first. "ms" is a sub-second pull (a warm layer
 # cache), which Go prints in milliseconds; "present" is a warm node.
 PULL_FORMS = ("old", "in", "waiting", "size", "ms", "present")
@@ -25,28 +27,6 @@ def micro_time(us: int) -> str:
     """metav1.MicroTime (Event eventTime, series.lastObservedTime): microseconds, `Z`."""
     whole, frac = divmod(us, 1_000_000)
     return f"{rfc3339(whole)[:-1]}.{frac:06d}Z"
-
-
-def go_duration(ns: int) -> str:
-    """time.Duration.String(): `717ms`, `49.657983991s`, `3m2.5s`, `1h0m3s`."""
-    if ns == 0:
-        return "0s"
-    if ns < _NS:
-        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
-            if ns >= size:
-                return _decimal(ns, size) + unit
-    hours, rest = divmod(ns, 3600 * _NS)
-    minutes, rest = divmod(rest, 60 * _NS)
-    secs = _decimal(rest, _NS) + "s"
-    if hours:
-        return f"{hours}h{minutes}m{secs}"
-    return f"{minutes}m{secs}" if minutes else secs
-
-
-def _decimal(n: int, size: int) -> str:
-    whole, frac = divmod(n, size)
-    digits = str(frac).rjust(len(str(size)) - 1, "0").rstrip("0")
-    return f"{whole}.{digits}" if digits else str(whole)
 
 
 def truncate_ms(ns: int) -> int:

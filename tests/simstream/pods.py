@@ -8,6 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from remediator.sim.fleet.kube import (
+    FIELDS_KUBELET,
+    FIELDS_SCHED,
+    FIELDS_SPEC,
+    PROJECTED,
+    TOLERATIONS,
+)
 from tests.sharing import own_copy
 from tests.simstream.forms import rfc3339
 from tests.simstream.plan import PodPlan
@@ -28,13 +35,13 @@ def pod_object(p: PodPlan, stage: str, resource_version: int) -> JSON:
 
 def _metadata(p: PodPlan, stage: str, rv: int) -> JSON:
     created = rfc3339(p.created)
-    managers = [_manager("kube-controller-manager", "Update", created, None, _FIELDS_SPEC)]
+    managers = [_manager("kube-controller-manager", "Update", created, None, FIELDS_SPEC)]
     if stage == "unschedulable":
-        managers.append(_manager("kube-scheduler", "Update", created, "status", _FIELDS_SCHED))
+        managers.append(_manager("kube-scheduler", "Update", created, "status", FIELDS_SCHED))
     if stage in ("creating", "running", "ready"):
         assert p.scheduled is not None
         when = rfc3339(_kubelet_update(p, stage))
-        managers.append(_manager("kubelet", "Update", when, "status", _FIELDS_KUBELET))
+        managers.append(_manager("kubelet", "Update", when, "status", FIELDS_KUBELET))
     return {
         "name": p.name,
         "generateName": p.replicaset + "-",
@@ -88,7 +95,7 @@ def _spec(p: PodPlan, stage: str) -> JSON:
         "volumes": [
             {"name": "model-cache", "persistentVolumeClaim": {"claimName": "hf-model-cache"}},
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
-            {"name": "kube-api-access-" + p.uid[:5], "projected": own_copy(_PROJECTED)},
+            {"name": "kube-api-access-" + p.uid[:5], "projected": own_copy(PROJECTED)},
         ],
         "containers": [_container(p)],
         "restartPolicy": "Always",
@@ -99,7 +106,7 @@ def _spec(p: PodPlan, stage: str) -> JSON:
         "serviceAccount": "vllm",
         "securityContext": {},
         "schedulerName": "default-scheduler",
-        "tolerations": own_copy(_TOLERATIONS),
+        "tolerations": own_copy(TOLERATIONS),
         "priorityClassName": "inference-high",
         "priority": 100000,
         "enableServiceLinks": False,
@@ -248,51 +255,3 @@ def _host_ip(p: PodPlan) -> str:
 
 def _pod_ip(p: PodPlan) -> str:
     return f"10.244.{p.index % 250}.{(p.index // 250) % 250 + 2}"
-
-
-_PROJECTED: JSON = {
-    "sources": [
-        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
-        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {
-            "apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
-    ],
-    "defaultMode": 420,
-}  # fmt: skip
-_TOLERATIONS = [
-    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
-     "tolerationSeconds": 300},
-    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
-     "tolerationSeconds": 300},
-]  # fmt: skip
-_FIELDS_SPEC: JSON = {
-    "f:metadata": {"f:generateName": {}, "f:labels": {".": {}, "f:app": {}, "f:model": {},
-                   "f:app.kubernetes.io/name": {}, "f:app.kubernetes.io/component": {},
-                   "f:pod-template-hash": {}},
-                   "f:annotations": {".": {}, "f:prometheus.io/scrape": {},
-                                     "f:prometheus.io/port": {}},
-                   "f:ownerReferences": {".": {}, 'k:{"uid":"..."}': {}}},
-    "f:spec": {"f:containers": {'k:{"name":"vllm"}': {
-        ".": {}, "f:args": {}, "f:command": {}, "f:env": {".": {}, 'k:{"name":"HF_HOME"}': {
-            ".": {}, "f:name": {}, "f:value": {}}}, "f:image": {}, "f:imagePullPolicy": {},
-        "f:livenessProbe": {".": {}, "f:httpGet": {".": {}, "f:path": {}, "f:port": {}}},
-        "f:name": {}, "f:ports": {".": {}}, "f:readinessProbe": {".": {}},
-        "f:resources": {".": {}, "f:limits": {".": {}, "f:cpu": {}, "f:memory": {},
-                                              "f:nvidia.com/gpu": {}}},
-        "f:startupProbe": {".": {}}, "f:volumeMounts": {".": {}}}},
-        "f:dnsPolicy": {}, "f:nodeSelector": {}, "f:tolerations": {}, "f:volumes": {
-            ".": {}, 'k:{"name":"model-cache"}': {".": {}, "f:name": {},
-                                                 "f:persistentVolumeClaim": {}}}},
-}  # fmt: skip
-_FIELDS_SCHED: JSON = {"f:status": {"f:conditions": {".": {}, 'k:{"type":"PodScheduled"}': {
-    ".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:message": {},
-    "f:reason": {}, "f:status": {}, "f:type": {}}}}}  # fmt: skip
-_FIELDS_KUBELET: JSON = {"f:status": {
-    "f:conditions": {'k:{"type":"ContainersReady"}': {".": {}, "f:lastProbeTime": {},
-                     "f:lastTransitionTime": {}, "f:status": {}, "f:type": {}},
-                     'k:{"type":"Initialized"}': {".": {}, "f:status": {}},
-                     'k:{"type":"PodReadyToStartContainers"}': {".": {}, "f:status": {}},
-                     'k:{"type":"Ready"}': {".": {}, "f:lastTransitionTime": {}, "f:status": {}}},
-    "f:containerStatuses": {}, "f:hostIP": {}, "f:hostIPs": {}, "f:phase": {}, "f:podIP": {},
-    "f:podIPs": {".": {}}, "f:startTime": {}}}  # fmt: skip

@@ -83,14 +83,14 @@ def pod_object(p: Pod, stage: str) -> JSON:
 
 def _metadata(p: Pod, stage: str) -> JSON:
     created = rfc3339(BASE_TIME + math.floor(p.created))
-    managers = [_manager("kube-controller-manager", "Update", created, None, _FIELDS_SPEC)]
+    managers = [_manager("kube-controller-manager", "Update", created, None, FIELDS_SPEC)]
     if stage == "unschedulable":
-        managers.append(_manager("kube-scheduler", "Update", created, "status", _FIELDS_SCHED))
+        managers.append(_manager("kube-scheduler", "Update", created, "status", FIELDS_SCHED))
     if stage in ("running", "ready"):
         started, ready = _whole(p.started), _whole(p.ready)
         assert started is not None
         when = rfc3339(started if stage == "running" or ready is None else ready)
-        managers.append(_manager("kubelet", "Update", when, "status", _FIELDS_KUBELET))
+        managers.append(_manager("kubelet", "Update", when, "status", FIELDS_KUBELET))
     spec = p.dep.spec
     replicaset = f"{spec.name}-{p.rs_hash}"
     return {
@@ -127,7 +127,7 @@ def _spec(p: Pod, stage: str) -> JSON:
         "volumes": [
             {"name": "model-cache", "persistentVolumeClaim": {"claimName": "hf-model-cache"}},
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}},
-            {"name": "kube-api-access-" + p.uid[:5], "projected": _PROJECTED},
+            {"name": "kube-api-access-" + p.uid[:5], "projected": PROJECTED},
         ],
         "containers": [_container(p)],
         "restartPolicy": "Always",
@@ -138,7 +138,7 @@ def _spec(p: Pod, stage: str) -> JSON:
         "serviceAccount": "vllm",
         "securityContext": {},
         "schedulerName": "default-scheduler",
-        "tolerations": _TOLERATIONS,
+        "tolerations": TOLERATIONS,
         "priorityClassName": "inference-high",
         "priority": 100000,
         "enableServiceLinks": False,
@@ -328,7 +328,9 @@ def _deployment_cond(ctype: str, ok: bool, when: str) -> JSON:
             "lastTransitionTime": when}  # fmt: skip
 
 
-_PROJECTED: JSON = {
+# The parts every vLLM pod of the fleet carries as the API server sends them (shared with
+# the test stream generator in tests/simstream: one shape of pod).
+PROJECTED: JSON = {
     "sources": [
         {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
         {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
@@ -337,14 +339,14 @@ _PROJECTED: JSON = {
     ],
     "defaultMode": 420,
 }  # fmt: skip
-_TOLERATIONS = [
+TOLERATIONS = [
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
      "tolerationSeconds": 300},
     {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
      "tolerationSeconds": 300},
 ]  # fmt: skip
-_FIELDS_SPEC: JSON = {
+FIELDS_SPEC: JSON = {
     "f:metadata": {"f:generateName": {}, "f:labels": {".": {}, "f:app": {}, "f:model": {},
                    "f:app.kubernetes.io/name": {}, "f:app.kubernetes.io/component": {},
                    "f:pod-template-hash": {}},
@@ -363,10 +365,10 @@ _FIELDS_SPEC: JSON = {
             ".": {}, 'k:{"name":"model-cache"}': {".": {}, "f:name": {},
                                                  "f:persistentVolumeClaim": {}}}},
 }  # fmt: skip
-_FIELDS_SCHED: JSON = {"f:status": {"f:conditions": {".": {}, 'k:{"type":"PodScheduled"}': {
+FIELDS_SCHED: JSON = {"f:status": {"f:conditions": {".": {}, 'k:{"type":"PodScheduled"}': {
     ".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:message": {},
     "f:reason": {}, "f:status": {}, "f:type": {}}}}}  # fmt: skip
-_FIELDS_KUBELET: JSON = {"f:status": {
+FIELDS_KUBELET: JSON = {"f:status": {
     "f:conditions": {'k:{"type":"ContainersReady"}': {".": {}, "f:lastProbeTime": {},
                      "f:lastTransitionTime": {}, "f:status": {}, "f:type": {}},
                      'k:{"type":"Initialized"}': {".": {}, "f:status": {}},
