@@ -22,12 +22,17 @@ Shared state: tests/sharing.py watches the module-level lists, dicts and sets of
 in tests/ and the data that wider-scoped fixtures hand out; a test that changes one in place
 fails (`--no-globals-watch` turns both off).
 
+Logging: a test that runs a command in-process (serve's, the worker's: `setup_logging`) puts a
+handler on the root logger and sets levels; each test gets the logging it found back, so a later
+test's output never goes through an earlier test's handler (`_own_logging`).
+
 Servers: the tests under SERVERS start real servers (the control plane, Argo, Kafka, Prometheus
 and Alertmanager); they are marked `servers`. The rest is the unit part: `-m "not servers"`.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import tempfile
 import zlib
@@ -188,3 +193,25 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
             pytrace=False,
         )
     return result
+
+
+@pytest.fixture(autouse=True)
+def _own_logging() -> Generator[None, None, None]:
+    """The root logger's handlers and every logger's level, as they were before the test."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    levels = {
+        name: logger.level
+        for name, logger in logging.root.manager.loggerDict.items()
+        if isinstance(logger, logging.Logger)
+    }
+    yield
+    for handler in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(handler)
+    for handler in handlers:
+        if handler not in root.handlers:
+            root.addHandler(handler)
+    root.setLevel(level)
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if isinstance(logger, logging.Logger):
+            logger.setLevel(levels.get(name, logging.NOTSET))

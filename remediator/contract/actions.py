@@ -23,6 +23,9 @@ class ActionSpec:
     # A later one replaces an earlier (a warmup for the newest image): held as a repeat,
     # it is asked again when the hold ends, for the newest state, never dropped.
     supersedes: bool = False
+    # Starts a pod beyond the workload's replica count (a hedge): blast_radius counts it
+    # beside deletions, and hedge_budget charges its GPUs.
+    starts_pods: bool = False
 
 
 ACTIONS: dict[str, ActionSpec] = {
@@ -32,6 +35,7 @@ ACTIONS: dict[str, ActionSpec] = {
         ActionSpec("restart-warmup", "daemonset", acts=True, deletes_pods=False, supersedes=True),
         ActionSpec("verify-gpu-memory", "node", acts=True, deletes_pods=False),
         ActionSpec("cordon-node", "node", acts=True, deletes_pods=False),
+        ActionSpec("hedge-pod", "pod", acts=True, deletes_pods=False, starts_pods=True),
         ActionSpec("notify", None, acts=False, deletes_pods=False),
     )
 }
@@ -40,6 +44,7 @@ ACTIONS: dict[str, ActionSpec] = {
 # The table's columns as sets, for the guardrails' hot path (one membership test).
 ACTING = frozenset(name for name, spec in ACTIONS.items() if spec.acts)
 DELETING_PODS = frozenset(name for name, spec in ACTIONS.items() if spec.deletes_pods)
+STARTING_PODS = frozenset(name for name, spec in ACTIONS.items() if spec.starts_pods)
 
 
 class UnknownAction(ValueError):

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 # A row of `contract.actions.ACTIONS`; the Literal lets mypy check the rules' spelling.
-Action = Literal["delete-pod", "restart-warmup", "verify-gpu-memory", "notify", "cordon-node"]
+Action = Literal[
+    "delete-pod", "restart-warmup", "verify-gpu-memory", "notify", "cordon-node", "hedge-pod"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +37,12 @@ class Decision:
     # The phase a stuck pod was found in: a look again before the delete spares it once it
     # has left that phase (policy.stuck.still_stuck).
     phase: str | None = None
+    # A hedge's cost and what pays for it (guard.hedge_budget): the GPUs the hedge pod
+    # holds, and the cold-start GPU-seconds the deciding engine has clocked in since
+    # `clocked_since` (when it began counting).
+    gpus: int | None = None
+    cold_start_gpu_s: float | None = None
+    clocked_since: float | None = None
 
     @property
     def where(self) -> str:

@@ -14,7 +14,7 @@ caller that guards elsewhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry
@@ -211,6 +211,19 @@ class Decider:
                 out.ignored(outcome)
             else:
                 settle(self._candidate(outcome, max(due, record.at), record.partition))
+
+    def look_again_now(
+        self, decisions: Iterable[Decision], out: DeciderSink, settle: Settle
+    ) -> None:
+        """Held decisions whose reason to wait is over (the watch has caught up): each pod
+        is looked at again now, on the picture as it is now, not a check interval later."""
+        for decision in decisions:
+            self.engine.retry_later(decision, self.now, self.now, at_once=True)
+        for due, outcome in self.engine.advance(self.now):
+            if isinstance(outcome, Ignored):
+                out.ignored(outcome)
+            else:
+                settle(self._candidate(outcome, due))
 
     def _candidate(self, decision: Decision, at: float, partition: int = 0) -> Candidate:
         phase = self.engine.deciding(decision.uid) if decision.action == "delete-pod" else None

@@ -39,6 +39,16 @@ def _pod(d: Decision) -> list[tuple[str, str]]:
     ]
 
 
+def _hedge(d: Decision) -> list[tuple[str, str]]:
+    parts = (d.workload or "").split("/")
+    if len(parts) != 3 or parts[1] != "Deployment" or parts[0] != d.namespace:
+        raise v.InvalidParameter(
+            f"workload: hedge-pod needs the pod's Deployment, not {d.workload!r}"
+        )
+    pod = [(k, value) for k, value in _pod(d) if k != "phase"]
+    return [*pod, ("deployment", v.dns1123_subdomain("deployment", parts[2]))]
+
+
 def _daemonset(d: Decision) -> list[tuple[str, str]]:
     return [
         ("namespace", v.dns1123_label("namespace", d.namespace)),
@@ -79,6 +89,7 @@ WORKFLOWS: dict[str, Workflow] = {
     ),
     "verify-gpu-memory": Workflow("verify-gpu-memory-stability", _fan_out, dict(_PROBE)),
     "cordon-node": Workflow("cordon-gpu-node", _node),
+    "hedge-pod": Workflow("hedge-stalled-pod", _hedge, {"timeout": v.count}),
 }
 
 

@@ -7,6 +7,10 @@ min(max_pods, max_percent of its replicas); the percentage is rounded down, as
 Kubernetes scales a percentage `maxUnhealthy` (round down), but never below one
 so a one- or two-replica model can still be healed, one pod per window.
 `max_percent: 0` means no deletions. With replicas unknown, one per window.
+
+Hedges (`hedge-pod`) count as one each beside deletions: a hedge ends in a deletion (of
+whichever pod loses), and many pods stalling at once is the same sign as many stuck. A pod
+is counted once: its deletion after its own hedge (it went on to hang) is not counted again.
 """
 
 from __future__ import annotations
@@ -17,8 +21,17 @@ from typing import Any, ClassVar
 
 from remediator.contract.decision import Decision
 from remediator.guard.config import NON_NEGATIVE
-from remediator.guard.stage import PASS, Verdict, deletes_pods, fmt_s, suppress
-from remediator.guard.state import GuardState, StateError, read_number, read_object, read_str
+from remediator.guard.stage import PASS, Verdict, deletes_pods, fmt_s, starts_pods, suppress
+from remediator.guard.state import (
+    GuardState,
+    Stamps,
+    StateError,
+    prune,
+    read_number,
+    read_object,
+    read_stamps,
+    read_str,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,13 +45,19 @@ class BlastRadiusConfig:
 @dataclass(frozen=True, slots=True)
 class BlastRadiusState:
     deletions: tuple[tuple[str, float], ...] = ()  # (workload key, deleted at), oldest first
+    hedged: Stamps = field(default_factory=dict)  # pod uid -> hedged at (counted then)
 
     def to_doc(self) -> Any:
-        return {"deletions": [list(d) for d in self.deletions]}
+        doc: dict[str, Any] = {"deletions": [list(d) for d in self.deletions]}
+        if self.hedged:
+            doc["hedged"] = dict(self.hedged)
+        return doc
 
     @classmethod
     def from_doc(cls, value: Any, path: str) -> BlastRadiusState:
-        raw = read_object(value, path, {"deletions"}).get("deletions", [])
+        obj = read_object(value, path, {"deletions", "hedged"})
+        hedged = read_stamps({"hedged": obj["hedged"]}, path, "hedged") if "hedged" in obj else {}
+        raw = obj.get("deletions", [])
         if not isinstance(raw, list):
             raise StateError(f"{path}.deletions", "expected a list")
         out: list[tuple[str, float]] = []
@@ -47,7 +66,7 @@ class BlastRadiusState:
             if not isinstance(item, list) or len(item) != 2:
                 raise StateError(where, "expected [workload, at]")
             out.append((read_str(item[0], where), read_number(item[1], where)))
-        return cls(tuple(out))
+        return cls(tuple(out), hedged)
 
 
 def workload_key(decision: Decision) -> str:
@@ -68,6 +87,10 @@ def workload_cap(config: BlastRadiusConfig, replicas: int | None) -> int:
     return min(config.max_pods, percent_cap(config.max_percent, replicas))
 
 
+def _counted(decision: Decision) -> bool:
+    return deletes_pods(decision) or starts_pods(decision)
+
+
 @dataclass(frozen=True, slots=True)
 class BlastRadius:
     name: ClassVar[str] = "blast_radius"
@@ -77,7 +100,7 @@ class BlastRadius:
     config: BlastRadiusConfig = BlastRadiusConfig()
 
     def check(self, decision: Decision, now: float, state: GuardState) -> Verdict:
-        if not deletes_pods(decision):
+        if not _counted(decision) or self._hedged(decision, now, state):
             return PASS
         recent = self._recent(state, now)
         window = fmt_s(self.config.window_s)
@@ -87,24 +110,35 @@ class BlastRadius:
         if mine >= cap:
             size = "unknown" if decision.replicas is None else str(decision.replicas)
             return suppress(
-                f"blast radius: {mine} pod deletion(s) in {key} in the last {window}; "
+                f"blast radius: {mine} pod deletion(s) or hedge(s) in {key} in the last {window}; "
                 f"cap {cap} (max_pods {self.config.max_pods}, "
                 f"{self.config.max_percent:g}% of {size} replicas)",
                 now,  # ask again at the next look: the window moves on
             )
         if len(recent) >= self.config.max_pods_cluster:
             return suppress(
-                f"blast radius: {len(recent)} pod deletion(s) cluster-wide in the last {window}; "
+                f"blast radius: {len(recent)} pod deletion(s) or hedge(s) cluster-wide in the "
+                f"last {window}; "
                 f"cap {self.config.max_pods_cluster} (max_pods_cluster)",
                 now,
             )
         return PASS
 
     def record(self, decision: Decision, now: float, state: GuardState) -> GuardState:
-        if not deletes_pods(decision):
+        if not _counted(decision) or self._hedged(decision, now, state):
             return state
         kept = (*self._recent(state, now), (workload_key(decision), now))
-        return state.put(self.name, BlastRadiusState(kept))
+        hedged = prune(state.of(self.name, BlastRadiusState).hedged, now, self.config.window_s)
+        if starts_pods(decision) and decision.uid:
+            hedged[decision.uid] = now
+        return state.put(self.name, BlastRadiusState(kept, hedged))
+
+    def _hedged(self, decision: Decision, now: float, state: GuardState) -> bool:
+        """The pod was counted when it was hedged, within the window: not counted again."""
+        if not decision.uid:
+            return False
+        at = state.of(self.name, BlastRadiusState).hedged.get(decision.uid)
+        return at is not None and now - at < self.config.window_s
 
     def _recent(self, state: GuardState, now: float) -> tuple[tuple[str, float], ...]:
         deletions = state.of(self.name, BlastRadiusState).deletions

@@ -4,6 +4,11 @@ A deleted pod's replacement gets a new name (Deployment) or the same one
 (StatefulSet); either way it needs time to cold-start before anyone judges it.
 So a pod deletion cools down both the pod's name and its owning workload, and a
 replacement stuck early is not killed in a loop.
+
+A hedge (`hedge-pod`) changes neither the pod nor the replica it serves (a second pod
+starts beside it): it neither cools anything down nor waits for a cooldown, so the pod's
+own deletion, should it go on to hang, is not held by its hedge. The blast radius and the
+hedge budget weigh hedges.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Any, ClassVar
 
 from remediator.contract.decision import Decision
 from remediator.guard.config import NON_NEGATIVE
-from remediator.guard.stage import PASS, Verdict, acts, deletes_pods, fmt_s, suppress
+from remediator.guard.stage import PASS, Verdict, acts, deletes_pods, fmt_s, starts_pods, suppress
 from remediator.guard.state import GuardState, Stamps, prune, read_stamps
 
 
@@ -38,6 +43,8 @@ class CooldownState:
 
 
 def cooldown_keys(decision: Decision) -> tuple[str, ...]:
+    if starts_pods(decision):
+        return ()
     target = f"{decision.namespace}/{decision.target}"
     if deletes_pods(decision) and decision.workload:
         return (target, f"workload {decision.workload}")

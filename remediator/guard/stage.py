@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
-from remediator.contract.actions import ACTING, DELETING_PODS
+from remediator.contract.actions import ACTING, DELETING_PODS, STARTING_PODS
 from remediator.contract.decision import Decision
 from remediator.guard.state import GuardState
 
@@ -80,6 +80,11 @@ def acts(decision: Decision) -> bool:
 
 def deletes_pods(decision: Decision) -> bool:
     return decision.action in DELETING_PODS
+
+
+def starts_pods(decision: Decision) -> bool:
+    """A hedge: a pod beyond the workload's replica count."""
+    return decision.action in STARTING_PODS
 
 
 def describe(decision: Decision) -> str:

@@ -3,9 +3,9 @@
 A stuck-pod decision is made on what the watch brought. While the runtime knows that picture
 may be behind (a Pod watch relisting after a reconnect, one that has not reached the API
 server's current resourceVersion or has sent no BOOKMARK when one was due, serve just resumed
-from a pause), a pod's Ready may still be on its way: a pod deletion decided then is held, and
-asked again at the next look, so it is decided again once the watch has caught up (on the
-fresh picture, where a pod that became Ready has no decision at all).
+from a pause), a pod's Ready may still be on its way: a pod deletion decided then is held
+(asked again at the next look), and the runtime has it looked at again the moment the watch
+has caught up (on the fresh picture, where a pod that became Ready has no decision at all).
 
 The runtime says when it is behind (`hold`), as it flips the kill switch: this stage reads no
 clock and no watch; the caught-up test is the runtime's. Only pod deletions are held: a note

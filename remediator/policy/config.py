@@ -22,6 +22,7 @@ from remediator.policy.selector import Selector, SelectorError, parse_selector
 BUDGET_PHASES = ("scheduling", "init", "image_pull", "container_start", "engine_init")
 INIT_ACTIONS = ("notify", "delete-pod")
 DEFAULT_SELECTOR = "app=vllm-inference"
+MAX_HEDGE_S = 3600.0  # the hedge step's --timeout bound (steps/cli.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,23 @@ class ProgressConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class HedgeConfig:
+    """Hedged starts (`hedge-pod`, needs `progress`): when a pod's engine stalls in a step
+    (before it counts as hung), its Deployment is surged by one; the first of the two pods
+    Ready wins, the other is deleted and the Deployment returns to its replica count.
+
+    No hedge for a workload a pod of which was unschedulable for want of GPUs (Insufficient
+    nvidia.com/gpu) in the last `gpu_short_s`: the hedge would queue behind real demand.
+    `timeout_s`: the step gives up waiting for either pod to be Ready and returns the
+    workload to its count. One hedge per pod, ever; guardrails weigh it (blast_radius counts
+    it, hedge_budget caps its GPU-minutes)."""
+
+    enabled: bool = False
+    gpu_short_s: float = 600.0
+    timeout_s: float = 1800.0
+
+
+@dataclass(frozen=True, slots=True)
 class StuckPodConfig:
     enabled: bool = True
     selector: Selector = field(default_factory=lambda: parse_selector(DEFAULT_SELECTOR))
@@ -77,6 +95,7 @@ class StuckPodConfig:
     models: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
     progress: ProgressConfig = field(default_factory=ProgressConfig)
+    hedge: HedgeConfig = field(default_factory=HedgeConfig)
     expected_cold_start_s: float = 600.0  # for a model with no history yet
     # The engine container by name (first match wins); else the one requesting GPUs.
     engine_containers: tuple[str, ...] = ()
@@ -256,23 +275,54 @@ _PROGRESS = _section(
         "min_samples": _number(1, integer=True),
     },
 )
+_HEDGE = _section(
+    HedgeConfig,
+    {"enabled": _bool, "gpu_short_s": _number(), "timeout_s": _number(1.0)},
+)
+
+
+def _stuck_pod(parse: Parser) -> Parser:
+    """The section, and what its parts need of each other."""
+
+    def checked(raw: Any, path: str) -> StuckPodConfig:
+        cfg: StuckPodConfig = parse(raw, path)
+        if cfg.hedge.enabled and not cfg.progress.enabled:
+            raise ConfigError(
+                f"{path}.hedge.enabled",
+                f"a hedge starts when vLLM's steps show a stall: set {path}.progress.enabled "
+                "(and engine_logs.follow) too",
+            )
+        if cfg.hedge.timeout_s > MAX_HEDGE_S:
+            raise ConfigError(
+                f"{path}.hedge.timeout_s",
+                f"at most {MAX_HEDGE_S:.0f}s (the hedge-stalled-pod workflow's deadline leaves "
+                f"room for that), got {cfg.hedge.timeout_s:g}",
+            )
+        return cfg
+
+    return checked
+
+
 _SECTIONS: dict[str, Parser] = {
-    "stuck_pod": _section(
-        StuckPodConfig,
-        {
-            "enabled": _bool,
-            "selector": _selector,
-            "namespaces": _strings,
-            "budgets": _budgets,
-            "checks": _number(1, integer=True),
-            "check_interval_s": _number(),
-            "models": _models,
-            "adaptive": _ADAPTIVE,
-            "progress": _PROGRESS,
-            "expected_cold_start_s": _number(),
-            "engine_containers": _strings,
-            "init_action": _init_action,
-        },
+    "stuck_pod": _stuck_pod(
+        _section(
+            StuckPodConfig,
+            {
+                "enabled": _bool,
+                "selector": _selector,
+                "namespaces": _strings,
+                "budgets": _budgets,
+                "checks": _number(1, integer=True),
+                "check_interval_s": _number(),
+                "models": _models,
+                "adaptive": _ADAPTIVE,
+                "progress": _PROGRESS,
+                "hedge": _HEDGE,
+                "expected_cold_start_s": _number(),
+                "engine_containers": _strings,
+                "init_action": _init_action,
+            },
+        )
     ),
     "image_update": _section(
         ImageUpdateConfig,

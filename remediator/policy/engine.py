@@ -21,12 +21,14 @@ from remediator.inputs.records import (
     EngineStep,
     GpuVerdict,
     Input,
+    PodEvent,
     PodSeen,
     Relisted,
     WorkloadSeen,
 )
 from remediator.policy.alerts import alert_subject, node_of, pod_of
 from remediator.policy.config import PolicyConfig
+from remediator.policy.hedge import GpuClock, decide_hedge, short_of_gpus
 from remediator.policy.history import PhaseHistory, budget, expected_cold_start, step_key
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored, Outcome
@@ -73,6 +75,13 @@ class PolicyEngine:
         self._held_work: dict[str, Decision] = {}
         self._work_timers: list[tuple[float, int, str]] = []
         self._done_work: dict[str, str] = {}
+        # Hedged starts (policy/hedge.py): the pods a hedge was decided for (one each, ever),
+        # when each workload last had a pod unschedulable for GPUs, and the cold-start
+        # GPU-seconds clocked in (what the hedge budget is a share of).
+        self._hedging = config.stuck_pod.hedge.enabled and config.stuck_pod.progress.enabled
+        self._hedged: set[str] = set()
+        self._gpu_short: dict[str, float] = {}
+        self.gpu_clock = GpuClock()
         # Whether the selector matches a label set, by the set's identity (the tracker holds
         # one dict per distinct set: a Deployment's pods share it); the set is kept with its
         # answer, so an identity is never reused while remembered.
@@ -81,6 +90,8 @@ class PolicyEngine:
     # ---- inputs ---------------------------------------------------------------------
     def on_input(self, item: Input, change: StateChange | None, now: float) -> list[Outcome]:
         self._now_hint = max(self._now_hint, now)
+        if self._hedging and isinstance(item, PodSeen | PodEvent):
+            self._note_gpus(item, now)
         if change is not None:
             self._on_change(change.timeline, change.before, change.after)
         elif isinstance(item, PodSeen):
@@ -115,6 +126,7 @@ class PolicyEngine:
         was armed for it stands down (its timer, if any, finds no timeline and passes)."""
         self._armed.pop(uid, None)
         self._deciding.pop(uid, None)
+        self._hedged.discard(uid)
         for held in self._holding.values():
             held.discard(uid)
         if len(self._timers) > 2 * len(self._armed) + 1024:
@@ -159,19 +171,25 @@ class PolicyEngine:
                 out.append((due, decision))
         return out
 
-    def retry_later(self, decision: Decision, now: float, not_before: float) -> None:
+    def retry_later(
+        self, decision: Decision, now: float, not_before: float, at_once: bool = False
+    ) -> None:
         """A guardrail said "not yet" until `not_before`: look at the pod again then, and
-        no sooner than a check interval (one "held" line per look, not one per tick)."""
+        no sooner than a check interval (one "held" line per look, not one per tick).
+        `at_once`: at `not_before` itself (the reason to hold is known to be over)."""
         if decision.uid is None and decision.workload and action(decision.action).supersedes:
             self._hold_work(decision, now, not_before)
             return
+        if decision.action == "hedge-pod":
+            return  # one look per stall: the pod's own timer stands for when it is hung
         t = self.tracker.get(decision.uid) if decision.uid else None
         if t is None or t.state() not in UNFINISHED:
             return
         since = t.state_since()
         if since is None:
             return
-        due = max(now + max(self.config.stuck_pod.check_interval_s, 30.0), not_before)
+        soonest = now if at_once else now + max(self.config.stuck_pod.check_interval_s, 30.0)
+        due = max(soonest, not_before)
         self._arm(due, t, t.state(), since)
 
     def deciding(self, uid: str | None) -> str | None:
@@ -278,6 +296,7 @@ class PolicyEngine:
             self._armed.pop(t.uid, None)
             if after == "deleted":
                 self._deciding.pop(t.uid, None)
+                self._hedged.discard(t.uid)
             return
         armed = self._armed.get(t.uid)
         if armed is not None and armed[0] == after:
@@ -301,8 +320,36 @@ class PolicyEngine:
         stall = self._stall(t, state)
         if stall is not None:  # progressing: the phase budget does not apply
             cfg = self.config.stuck_pod
+            if self._may_hedge(t):  # a hedge starts when the stall does
+                return stall.began + stall.limit
             return stall.due(cfg.checks, cfg.check_interval_s)
         return since + self._allowance(t, state)
+
+    def _may_hedge(self, t: PodTimeline) -> bool:
+        return self._hedging and self.config.stuck_pod.checks > 1 and t.uid not in self._hedged
+
+    def _hedge(self, t: PodTimeline, stall: Stall, since: float, now: float) -> Outcome:
+        """The stall began: hedge (or say why not), and wait for the pod to be hung."""
+        cfg = self.config.stuck_pod
+        self._hedged.add(t.uid)
+        self._arm(stall.due(cfg.checks, cfg.check_interval_s), t, "engine_init", since)
+        facts = self._facts(t)
+        short = self._gpu_short.get(facts.workload) if facts.workload else None
+        return decide_hedge(cfg.hedge, t, stall, facts, short, self.gpu_clock, now)
+
+    def _note_gpus(self, item: PodSeen | PodEvent, now: float) -> None:
+        """Start the GPU clock; remember a workload's pod unschedulable for want of GPUs."""
+        if self.gpu_clock.since is None:
+            self.gpu_clock.start(now)
+        if not short_of_gpus(item):
+            return
+        if isinstance(item, PodSeen):
+            workload = owner_workload(item.namespace, item.owner, item.labels)  # type: ignore[arg-type]
+        else:
+            t = self.tracker.current(item.namespace, item.pod)
+            workload = owner_workload(t.namespace, t.owner, t.labels) if t else None
+        if workload is not None:
+            self._gpu_short[workload] = now
 
     def _stall(self, t: PodTimeline, state: str) -> Stall | None:
         if state != "engine_init":
@@ -335,10 +382,12 @@ class PolicyEngine:
         if total is not None:
             self.history.add(model, "total", total)
         learn_steps(t, self.history)  # what each vLLM step took it
+        if self._hedging:
+            self.gpu_clock.clock_in(t)
 
     def _timer_decision(
         self, t: PodTimeline, phase: str, since: float, now: float
-    ) -> Decision | None:
+    ) -> Outcome | None:
         cfg = self.config.stuck_pod
         seconds, how = budget(cfg, self.history, t.model, phase)
         why = (
@@ -347,6 +396,8 @@ class PolicyEngine:
         )
         sample = phase
         stall = self._stall(t, phase)
+        if stall is not None and self._may_hedge(t):
+            return self._hedge(t, stall, since, now)
         if stall is not None:
             seconds, sample = stall.limit, step_key(stall.timed_as)
             why = stall.reason(cfg.progress, t.model or "unknown", cfg.checks, now)

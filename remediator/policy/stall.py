@@ -2,8 +2,9 @@
 stretch took the model's siblings? Pure: the pod's timeline, the history, the config.
 
 A stretch runs from the last step's line (or the container's start) to the next line that ends
-a step. Siblings' times for it are the durations of the step that line ended: the first step
-after the last one ended that the siblings have times for (a V0 engine compiles nothing, so
+a step; a vLLM start-up span counts as the lines of its step (inputs.vllm_spans). Siblings'
+times for it are the durations of the step that line ended: the first step after the last one
+ended that the siblings have times for (a V0 engine compiles nothing, so
 after its weights come memory_profiling's times; a V1 engine logs nothing between sizing its KV
 cache and ending graph capture, so there cuda_graphs' times judge kv_cache). A torch.compile
 that missed its cache is judged only by siblings' compiles that missed it too: a cache hit

@@ -130,6 +130,7 @@ class Driver:
         # Pod deletions held: (why, since when on the monotonic clock); see `_hold`.
         self.held: tuple[str, float] | None = None
         self._told_core: str | None = None
+        self._was_current = False
         self._hold(first=True)
 
     # --- one step each: what the loops call, and what tests call on a virtual clock ------
@@ -248,8 +249,12 @@ class Driver:
             why = self.held[0]  # still on its way: the inputs queued meanwhile
         now = self.clock.monotonic()
         if why is not None and self.held is None:
-            log.warning(
-                "behind: pod deletions held until the watch has caught up", extra={"why": why}
+            # Before the first list at start this is expected: said, but not as a warning.
+            level = logging.WARNING if self._was_current else logging.INFO
+            log.log(
+                level,
+                "behind: pod deletions held until the watch has caught up",
+                extra={"why": why},
             )
             self.held = (why, now)
         elif why is not None and self.held is not None:
@@ -260,6 +265,7 @@ class Driver:
                 extra={"was": self.held[0], "behind_s": round(now - self.held[1], 1)},
             )
             self.held = None
+        self._was_current = self._was_current or self.held is None
         self.metrics.behind.set(0 if self.held is None else 1)
         if first or why != self._told_core:
             self.session.set_behind(why)

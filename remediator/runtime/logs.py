@@ -30,9 +30,13 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             doc["exc"] = self.formatException(record.exc_info)
         try:
-            return orjson.dumps(doc, default=str).decode()
+            return orjson.dumps(doc, default=str, option=_OPTIONS).decode()
         except TypeError:  # a string with a lone surrogate (bytes that were not UTF-8)
-            return orjson.dumps(_printable(doc), default=str).decode()
+            return orjson.dumps(_printable(doc), default=str, option=_OPTIONS).decode()
+
+
+# A field may be keyed by numbers (a step's GPU index): JSON keys them as strings.
+_OPTIONS = orjson.OPT_NON_STR_KEYS
 
 
 def _printable(value: Any) -> Any:

@@ -313,12 +313,13 @@ class Outbox:
         return stale
 
     def drop_for_gone_pod(self, uid: str, why: str) -> list[Row]:
-        """Pending pod deletions aimed at a pod that is gone become `expired`: acting on
-        them would be wasted and announced (a pod deleted while the watch was cut)."""
+        """Pending pod deletions (and hedges) aimed at a pod that is gone become `expired`:
+        acting on them would be wasted and announced (a pod deleted while the watch was
+        cut; a stalled pod deleted, hung, before its hedge was submitted)."""
         gone = [
             r
             for r in self._rows("WHERE state = 'pending' ORDER BY id")
-            if r.decision.uid == uid and action(r.decision.action).deletes_pods
+            if r.decision.uid == uid and _about_the_pod(r.decision.action)
         ]
         if gone:
             now = self._now()
@@ -407,3 +408,9 @@ class OutboxRows:
 
     async def prune(self, closed_before: float) -> int:
         return await asyncio.to_thread(self.outbox.prune, closed_before)
+
+
+def _about_the_pod(name: str) -> bool:
+    """The action is about one pod instance: with the pod gone, there is nothing to do."""
+    spec = action(name)
+    return spec.deletes_pods or spec.starts_pods

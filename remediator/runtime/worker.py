@@ -93,7 +93,7 @@ class WorkerSettings:
 
 
 class ActingMetrics(Protocol):
-    """The counters it keeps (`runtime.metrics`: `ActingMetrics.on`, or `RuntimeMetrics`)."""
+    """The counters it keeps (`runtime.metrics`: `ActingCounters.on`, or `RuntimeMetrics`)."""
 
     @property
     def executions(self) -> Counter: ...

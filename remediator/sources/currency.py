@@ -9,7 +9,9 @@ A decision is made on the watch's picture; a watch can be behind it without fail
   probe) is R, and the stream has delivered nothing at R or later (an event or a BOOKMARK)
   for longer than a BOOKMARK takes to come (the watch cache sends one about every minute,
   carrying its current resourceVersion: a stream that is flowing reaches R by then);
-- **silent**: no event and no BOOKMARK for that long either.
+- **silent**: no event and no BOOKMARK for that long either;
+- **unanswered**: a probe has had no answer for longer than its timeout (the API server out
+  of reach: a partition cuts the stream as silently; the client's own retries take longer).
 
 `KubeWatch` feeds it what happens (under its lock) and asks `behind(now)`; times are
 monotonic seconds, passed in. A resourceVersion is compared as a number, as the watch cache
@@ -33,10 +35,12 @@ def version(rv: str | None) -> int | None:
 class Currency:
     bookmark_s: float = BOOKMARK_S
     grace_s: float = GRACE_S
+    probe_timeout_s: float = 5.0
     relist: str | None = "not listed yet"  # why a (re)list is due; behind until it ends
     seen: int = 0  # the newest resourceVersion delivered (a list, an event, a BOOKMARK)
     heard_at: float | None = None  # when the stream last spoke (a list counts)
     target: tuple[int, float] | None = None  # (the API server's rv, when probed) not reached
+    asked_at: float | None = None  # a probe in flight since
 
     @property
     def overdue_s(self) -> float:
@@ -52,6 +56,8 @@ class Currency:
         self.relist = None
         self.seen = version(rv) or 0  # a relist may start a new history (etcd restored)
         self.heard_at = at
+        if self.asked_at is not None:  # it answered a list: a probe still out is timed anew
+            self.asked_at = at
         self.target = None if self.target is None or self._reached(self.target[0]) else self.target
 
     def heard(self, rv: str | None, at: float) -> None:
@@ -63,9 +69,15 @@ class Currency:
         if self.target is not None and self._reached(self.target[0]):
             self.target = None
 
+    def asking(self, at: float) -> None:
+        """A probe is sent."""
+        self.asked_at = at
+
     def probed(self, rv: str | None, at: float) -> None:
-        """The API server's current resourceVersion, read at `at`. The oldest one not yet
-        reached is kept: how long the stream has failed to reach it is what counts."""
+        """The probe's answer: the API server's current resourceVersion, read at `at` (None:
+        it answered, but with no version). The oldest one not yet reached is kept: how long
+        the stream has failed to reach it is what counts."""
+        self.asked_at = None
         n = version(rv)
         if n is not None and self.target is None and not self._reached(n):
             self.target = (n, at)
@@ -77,6 +89,8 @@ class Currency:
         """Why the picture may lag the API server's, or None."""
         if self.relist is not None:
             return self.relist
+        if self.asked_at is not None and now - self.asked_at > self.probe_timeout_s:
+            return f"the API server has not answered a probe for {now - self.asked_at:.0f}s"
         if self.target is not None and now - self.target[1] > self.overdue_s:
             age = now - self.target[1]
             return (
@@ -91,8 +105,8 @@ class Currency:
         return None
 
     def needs_relist(self, now: float) -> str | None:
-        """Behind for a reason the open stream will not mend (not reached, silent): the
-        caller cuts the stream, and the watch relists."""
+        """Behind for a reason the open stream will not mend (unanswered, not reached,
+        silent): the caller cuts the stream, and the watch relists."""
         if self.relist is not None:
             return None  # already on its way
         return self.behind(now)

@@ -153,7 +153,8 @@ class KubeWatch:
         self._synced_gauge = metrics.watch_synced.labels(target.kind, target.namespace)
         self.alive_at = time.monotonic()  # the last sign of life: see WatchSettings
         s = self._settings
-        self._currency = Currency(s.bookmark_s, s.grace_s)  # under _lock: two threads use it
+        # Under _lock: the watch's thread, the probe's and the loop's use it.
+        self._currency = Currency(s.bookmark_s, s.grace_s, s.probe_timeout_s)
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -196,7 +197,12 @@ class KubeWatch:
 
     # --- behind: is the picture the API server's present? (sources/currency.py) ---------
     def behind(self, now: float) -> str | None:
-        """Why what this watch delivered may lag the API server, or None (`now`: monotonic)."""
+        """Why what this watch delivered may lag the API server, or None (`now`: monotonic).
+        Behind for a reason the open stream will not mend: the stream is cut (a relist)."""
+        with self._lock:
+            cut = self._currency.needs_relist(now)
+        if cut is not None:
+            self._lost(cut)
         with self._lock:
             return self._currency.behind(now)
 
@@ -205,27 +211,29 @@ class KubeWatch:
         Unanswered (the API server out of reach: the stream may be too, silently), or not
         reached by the stream in time: the stream is cut and the watch relists."""
         t = self._settings.probe_timeout_s
+        with self._lock:
+            self._currency.asking(time.monotonic())
         try:
             resp = self._call(self.target.namespace, **self._kwargs(limit=1, _request_timeout=t))
-            doc = orjson.loads(resp.data)
+            try:
+                doc = orjson.loads(resp.data)
+            finally:
+                resp.release_conn()  # every few seconds: back to the pool, never left open
             rv = doc["metadata"]["resourceVersion"]
         except ApiException as exc:  # it answered: reachable; the other rules still judge
             log.debug("watch probe refused", extra={"watch": self.target.label, "error": str(exc)})
             rv = None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             self._lost(f"the API server did not answer a probe: {type(exc).__name__}")
+            with self._lock:
+                self._currency.asked_at = None
             return
         except (ValueError, KeyError, TypeError) as exc:  # not a list: say so, judge on
             said = {"watch": self.target.label, "error": str(exc)}
             log.warning("watch probe unreadable", extra=said)
             rv = None
-        now = time.monotonic()
         with self._lock:
-            if isinstance(rv, str):
-                self._currency.probed(rv, now)
-            why = self._currency.needs_relist(now)
-        if why is not None:
-            self._lost(why)
+            self._currency.probed(rv if isinstance(rv, str) else None, time.monotonic())
 
     def _lost(self, why: str) -> None:
         """Events may have been missed: behind until a relist ends; an open stream is cut

@@ -133,9 +133,7 @@ class Traces:
                 stored = orjson.dumps(batch.stored())
                 unavailable = await self._take(batch, stored)
                 if unavailable is not None:
-                    resp = self._error(request, ctype, 503, unavailable)
-                    resp.headers["Retry-After"] = "1"
-                    return resp
+                    return self._error(request, ctype, 503, unavailable)
         except InputError as exc:
             return self._error(request, ctype, 400, str(exc))
         self._count(batch)
@@ -162,6 +160,8 @@ class Traces:
         log.warning("traces refused", extra={"status": status, "error": why})
         body = status_body(ctype, status, why)
         resp = web.Response(status=status, body=body, content_type=ctype)
+        if status == 503:
+            resp.headers["Retry-After"] = "1"  # the exporter retries (OTLP: 503 is retryable)
         if request.content.exception() is not None or status == 408:
             request.content.feed_eof()  # a body that broke: not read again on close
             resp.force_close()

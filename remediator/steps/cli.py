@@ -103,6 +103,8 @@ def step() -> None:
           --image registry/vllm:0.6.3 --timeout 900
       remediator step verify-gpu-memory --samples 10 --interval 1 --max-spread-mib 256
       remediator step cordon-node --node gpu-node-7
+      remediator step hedge-pod -n llm --deployment vllm-70b --pod vllm-70b-x --uid <uid> \\
+          --timeout 1800
     """
 
 
@@ -326,6 +328,167 @@ def cordon_node_command(
         return ExitCode.OK, fields
 
     _run("cordon-node", incident, {"node": node}, body)
+
+
+MAX_HEDGE_S = 3600.0  # the hedge-stalled-pod template's activeDeadlineSeconds leaves room
+
+
+@step.command("hedge-pod", epilog=EXIT_CODES_HELP)
+@click.option(
+    "--namespace", "-n", required=True, callback=_checked(validate.dns1123_label), help=_NS_HELP
+)
+@click.option(
+    "--deployment",
+    required=True,
+    callback=_checked(validate.dns1123_subdomain),
+    help="The Deployment the stalled pod belongs to: it is surged by one.",
+)
+@click.option(
+    "--pod", required=True, callback=_checked(validate.dns1123_subdomain), help="Stalled pod."
+)
+@click.option(
+    "--uid",
+    required=True,
+    callback=_checked(validate.uid),
+    help="metadata.uid of the stalled pod instance (the one the decision saw).",
+)
+@click.option(
+    "--timeout",
+    default=1800.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True, max=MAX_HEDGE_S),
+    metavar="S",
+    help="Seconds to wait for either pod to be Ready; then the Deployment returns to its "
+    "count, nothing deleted (exit 4). Counted from the surge, across reruns.",
+)
+@click.option(
+    "--poll-interval",
+    default=2.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="S",
+)
+@click.option("--dry-run", is_flag=True, help="Server-side dry run of the surge; no wait.")
+@_kube
+@_incident
+def hedge_pod_command(
+    namespace: str,
+    deployment: str,
+    pod: str,
+    uid: str,
+    timeout: float,
+    poll_interval: float,
+    dry_run: bool,
+    kubeconfig: str | None,
+    context: str | None,
+    incident: str | None,
+) -> None:
+    """Hedge a stalled pod: surge its Deployment by one; the first of the two
+    pods Ready wins, the other is deleted, the Deployment returns to its count.
+
+    \b
+    Safe to rerun: the surge and what it is for go in one patch, as the
+    Deployment's annotation remediator.io/hedge (the stalled pod, the count to
+    return to, the pods from before, the deadline); a rerun finds it and
+    carries on, never surging twice. The end returns the count, drops the
+    annotation and records remediator.io/hedged=<uid> in one patch: a rerun
+    after it does nothing. A count someone else changed meanwhile is left.
+
+    \b
+    Outcomes (exit 0 unless said):
+      hedged_stalled_won   the stalled pod became Ready first; the hedge pod deleted
+      hedged_hedge_won     a new pod became Ready first; the stalled pod deleted
+      hedged_stalled_gone  the stalled pod went (deleted once hung); nothing deleted
+      timeout              neither Ready by --timeout; nothing deleted (exit 4)
+      already_hedged       this pod's hedge has ended before
+      already_gone, replaced, spared   the pod is gone, another instance, or Ready:
+                           nothing surged
+      would_hedge          --dry-run: the surge would go through
+    Refused before any change (exit 3): no such Deployment, one rolling out or
+    paused, one selecting pods by expressions, or one hedging another pod.
+    """
+
+    def body() -> tuple[ExitCode, dict[str, Any]]:
+        from kubernetes import client
+
+        from remediator.steps import hedge
+        from remediator.steps.kube import api_client
+
+        api = api_client(kubeconfig, context)
+        apis = hedge.Apis(client.AppsV1Api(api), client.CoreV1Api(api))
+        clock = hedge.Clock(time.time, time.sleep, poll_interval)
+        done = hedge.hedge(apis, namespace, deployment, pod, uid, timeout, clock, dry_run,
+                           lambda what: log(what))  # fmt: skip
+        log(done.detail, step_outcome=done.outcome)
+        fields = {
+            "outcome": done.outcome,
+            "action_taken": done.action_taken,
+            "dry_run": dry_run,
+            "detail": done.detail,
+            "winner": done.winner,
+            "deleted": done.deleted,
+            "replicas": done.replicas,
+        }
+        return (ExitCode.TIMEOUT if done.outcome == "timeout" else ExitCode.OK), fields
+
+    target = {"namespace": namespace, "deployment": deployment, "pod": pod, "uid": uid}
+    _run("hedge-pod", incident, target, body)
+
+
+@step.command("end-hedge", epilog=EXIT_CODES_HELP)
+@click.option(
+    "--namespace", "-n", required=True, callback=_checked(validate.dns1123_label), help=_NS_HELP
+)
+@click.option(
+    "--deployment",
+    required=True,
+    callback=_checked(validate.dns1123_subdomain),
+    help="The Deployment hedge-pod surged.",
+)
+@click.option(
+    "--uid",
+    required=True,
+    callback=_checked(validate.uid),
+    help="metadata.uid of the stalled pod whose hedge to end.",
+)
+@_kube
+@_incident
+def end_hedge_command(
+    namespace: str,
+    deployment: str,
+    uid: str,
+    kubeconfig: str | None,
+    context: str | None,
+    incident: str | None,
+) -> None:
+    """End a hedge that hedge-pod left running (its workflow failed): return the
+    Deployment to its count and drop the annotation, deleting nothing.
+
+    \b
+    The hedge-stalled-pod workflow's exit handler, so no surge outlives it.
+    Outcomes: given_up (the hedge of --uid was running: ended), nothing_to_end
+    (none runs, or another pod's: left alone); both exit 0.
+    """
+
+    def body() -> tuple[ExitCode, dict[str, Any]]:
+        from kubernetes import client
+
+        from remediator.steps import hedge
+        from remediator.steps.kube import api_client
+
+        apps = client.AppsV1Api(api_client(kubeconfig, context))
+        done = hedge.give_up(apps, namespace, deployment, uid)
+        log(done.detail, step_outcome=done.outcome)
+        fields = {
+            "outcome": done.outcome,
+            "action_taken": done.action_taken,
+            "detail": done.detail,
+            "replicas": done.replicas,
+        }
+        return ExitCode.OK, fields
+
+    _run("end-hedge", incident, {"namespace": namespace, "deployment": deployment, "uid": uid},
+         body)  # fmt: skip
 
 
 @step.command("verify-gpu-memory", epilog=EXIT_CODES_HELP)

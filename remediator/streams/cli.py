@@ -88,6 +88,17 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     help="Seconds between clock ticks (0: input times only).",
 )
 @click.option(
+    "--session-timeout",
+    "session_timeout_s",
+    envvar="REMEDIATOR_KAFKA_SESSION_TIMEOUT_S",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(1),
+    help="Seconds after which a worker that stopped heartbeating (SIGKILL, node loss) is "
+    "dropped and its partitions move to the others; at least the broker's "
+    "group.min.session.timeout.ms (6 s by default).",
+)
+@click.option(
     "--batch",
     envvar="REMEDIATOR_BATCH",
     default=500,
@@ -136,6 +147,24 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     help="Seconds a submitted workflow may stay Pending before on-call is told, once, in the "
     "act's thread; it is still followed to its end (as serve).",
 )
+@click.option(
+    "--look-again",
+    envvar="REMEDIATOR_LOOK_AGAIN",
+    type=click.Choice(["auto", "on", "off"]),
+    default="auto",
+    show_default=True,
+    help="Read a pod again from the API server just before it is deleted, as serve does (a "
+    "pod Ready again is spared). on: the kube API must be reachable (in a pod: its "
+    "ServiceAccount, else --kubeconfig); auto: on where a kube config is found, else off "
+    "(logged); off: never. Only with --argo-server; needs `get pods` where it acts.",
+)
+@click.option(
+    "--kubeconfig",
+    envvar="KUBECONFIG",
+    default=None,
+    help="Kubeconfig file for --look-again. Default: in-cluster when in a pod, else "
+    "~/.kube/config.  [env KUBECONFIG]",
+)
 @log_level_option
 def worker(**kw: Any) -> None:
     """Run the core as a Faust worker on Kafka; start as many as the inputs topic has
@@ -156,12 +185,19 @@ def worker(**kw: Any) -> None:
     setup_logging(kw["log_level"])
     listen = Listen.parse(kw["listen"])
     cfg = _config(kw, store=kw["store"], table_dir=kw["table_dir"], web_host=listen.host,
-                  web_port=listen.port, tick_s=kw["tick_s"], batch=kw["batch"])  # fmt: skip
+                  web_port=listen.port, tick_s=kw["tick_s"],
+                  session_timeout_s=kw["session_timeout_s"], batch=kw["batch"])  # fmt: skip
     policy = load_policy_file(kw["policy"]) if kw["policy"] else PolicyFile()
     cluster: Executor
     notifier: Executor | None = None
     if kw["argo_server"]:
-        cluster = ArgoExecutor(ArgoConfig(host=kw["argo_server"], namespace=kw["argo_namespace"]))
+        from remediator.executors.secrets import MissingSecret
+
+        try:
+            cluster = ArgoExecutor(ArgoConfig(host=kw["argo_server"],
+                                              namespace=kw["argo_namespace"]))  # fmt: skip
+        except MissingSecret as exc:
+            raise click.ClickException(str(exc)) from None
     else:  # a dry run: what would run is recorded, and so is a notice with no Slack to tell
         cluster = notifier = DryRunRecorder(kw["dry_run_log"])
     if kw["slack_channel"]:
@@ -173,12 +209,36 @@ def worker(**kw: Any) -> None:
             notifier = SlackNotifier(config)
         except MissingSecret as exc:
             raise click.ClickException(str(exc)) from None
+    look = _look(kw, policy) if kw["argo_server"] else None  # a bad config fails at start
     asyncio.run(ensure_topics(cfg))
     settings = WorkerSettings(retention_s=kw["outbox_retention"] * 86400.0,
                               start_within_s=kw["workflow_start_timeout"])  # fmt: skip
-    app = build_app(cfg, policy, Executors(cluster, notifier, settings), CollectorRegistry())
+    executors = Executors(cluster, notifier, settings, look=look)
+    app = build_app(cfg, policy, executors, CollectorRegistry())
     faust.Worker(app, loglevel=kw["log_level"].lower(), override_logging=False,
                  quiet=True).execute_from_commandline()  # fmt: skip
+
+
+def _look(kw: dict[str, Any], policy: Any) -> Any:
+    """serve's look again before a delete (`sources.pod_look.PodLook`), or None."""
+    import logging
+
+    from remediator.sources.kube_client import api_client
+    from remediator.sources.pod_look import PodLook
+
+    if kw["look_again"] == "off":
+        return None
+    try:
+        api = api_client(kw["kubeconfig"])
+    except Exception as exc:  # noqa: BLE001 — the kube client raises what its loaders raise
+        if kw["look_again"] == "on":
+            raise click.ClickException(f"--look-again on: no kube API: {exc}") from None
+        logging.getLogger("remediator.worker").warning(
+            "pods are not looked at again before a delete: no kube config",
+            extra={"error": str(exc)},
+        )
+        return None
+    return PodLook(api, policy.rules.stuck_pod.engine_containers)
 
 
 @click.command()

@@ -9,10 +9,11 @@ the records of `contract.records` between them, written by `contract.codec`.
          ▲                                                             │
          └── feedback (GotThrough, RetryAt) ◀── GuardCore (by time) ◀──┘──▶ commands topic
 
-A partition's clock is serve's (`runtime.clock.ClusterTime`, issue 18): the newest time
-the API server stamped on an input it has seen (`inputs.stamps`; a kubelet's, an alert's
-or a webhook's own time never moves it), moved on by tick records the ingest (or a
-worker) sends to every partition. After a tick
+A partition's clock is serve's (`runtime.clock.ClusterTime`, issue 18): each record
+carries the cluster's time the ingest took it at (the newest API-server stamp it saw on
+any partition, `keys.arrived`) and is applied then; a kubelet's, an alert's or a
+webhook's own time never moves it. Tick records the ingest (or a worker) sends to every
+partition move it between inputs. After a tick
 the partition reports a watermark: every candidate it will ever emit at or before
 that time has been emitted. The guard releases candidates in time order up to the
 smallest watermark of all partitions, so the cluster-wide guardrails (rate limit,

@@ -61,7 +61,7 @@ from remediator.executors.protocol import (
 )
 from remediator.runtime.clock import SystemClock
 from remediator.runtime.metrics import ActingCounters, OutboxCollector
-from remediator.runtime.worker import Acting, WorkerSettings
+from remediator.runtime.worker import Acting, Look, WorkerSettings
 from remediator.streams.metrics import WorkerMetrics
 from remediator.streams.rows import TableRows
 
@@ -79,6 +79,7 @@ class Executors:
     notifier: Executor | None = None
     settings: WorkerSettings = WorkerSettings()
     pass_s: float = 1.0  # how often the open rows are looked at (polls keep to poll_s)
+    look: Look | None = None  # a pod looked at again before it is deleted (serve's PodLook)
 
 
 def would_have(held: Suppressed) -> bytes:
@@ -116,6 +117,7 @@ def install_acting(
     acting = Acting(rows, executors.cluster, executors.notifier, clock,
                     ActingCounters.on(registry), f"{app.conf.id}-{os.getpid()}",
                     executors.settings, is_leader=lambda: not app.rebalancing)  # fmt: skip
+    acting.look = executors.look
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
     async def on_revoked(sender: Any, revoked: set[TP], **_: Any) -> None:

@@ -76,6 +76,7 @@ class TableRows:
         self._owned = owned
         self._ids: dict[bytes, int] = {}
         self._keys: dict[int, bytes] = {}
+        self._next_id = 0
         # Each value decoded once: a pass every second reads every row, most unchanged.
         self._decoded: dict[bytes, tuple[bytes, Stored]] = {}
 
@@ -121,6 +122,7 @@ class TableRows:
         ]
         for key, s in gone:
             self.data.pop(key, None)
+            self._keys.pop(self._ids.pop(key, 0), None)  # recorded again, it is a new row
             await self._write(s.partition, key, None)  # a tombstone: compaction drops it
         return len(gone)
 
@@ -155,6 +157,7 @@ class TableRows:
     def _row(self, key: bytes, stored: Stored) -> Row:
         found = self._ids.get(key)
         if found is None:
-            found = self._ids[key] = len(self._ids) + 1
+            self._next_id += 1
+            found = self._ids[key] = self._next_id
             self._keys[found] = key
         return Row(found, **{f: getattr(stored, f) for f in _ROW_FIELDS})

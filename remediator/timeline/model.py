@@ -84,6 +84,7 @@ class PodTimeline:
     model: str | None = None
     tp_size: str | None = None
     gpu_util: str | None = None
+    gpus: int = 0  # nvidia.com/gpu the engine container requests
     owner: str | None = None
     labels: dict[str, Any] | None = None
     main_container: str | None = None  # the engine container's name, once the spec is seen

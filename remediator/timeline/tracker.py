@@ -361,6 +361,7 @@ class Tracker:
             t.pod_seen = True
             info = spec_info(spec, p.labels, self.engines)
             t.model, t.tp_size, t.gpu_util = _intern(info.model), info.tp_size, info.gpu_util
+            t.gpus = info.gpus
             t.labels, t.owner = self._share(p.labels), _intern(p.owner)
             t.has_init = t.has_init or bool(spec.initContainers)
             t.set_main_container(_intern(info.container))

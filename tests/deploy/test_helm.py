@@ -19,7 +19,7 @@ from remediator.policy_file import load_policy
 from tests.deploy import helm as h
 from tests.deploy import support as s
 from tests.deploy.test_monitoring import ALERTMANAGER, RULES, RULES_TEST, _promtool
-from tests.deploy.test_rbac import rbac_violations
+from tests.deploy.test_rbac import TEMPLATES, rbac_violations, submittable
 
 # --- lint -----------------------------------------------------------------------------------
 
@@ -106,6 +106,10 @@ def test_rendered_objects_validate(name: str) -> None:
 @pytest.mark.parametrize("name", VALUE_SETS)
 def test_rendered_rbac_is_least_privilege(name: str) -> None:
     assert rbac_violations(_rendered(name), _inference(name)) == []
+
+
+def test_the_submit_role_names_every_template_the_executor_submits() -> None:
+    assert submittable(_rendered("production")) == TEMPLATES
 
 
 def test_each_inference_namespace_gets_its_own_rbac() -> None:

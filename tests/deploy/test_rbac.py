@@ -7,15 +7,11 @@ from typing import Any
 
 import pytest
 
+from remediator.executors.argo_params import WORKFLOWS
 from tests.deploy import support as s
 
 VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
-TEMPLATES = {
-    "delete-stuck-inference-pod",
-    "restart-gpu-warmup",
-    "verify-gpu-memory-stability",
-    "cordon-gpu-node",
-}
+TEMPLATES = {w.template for w in WORKFLOWS.values()}  # what the executor submits
 SERVICE_ACCOUNTS = {
     ("remediator", "remediator"),
     ("argo", "remediator-workflow"),
@@ -48,7 +44,8 @@ ALLOWED: dict[tuple[str, str], Allowed] = {
     ("", "pods/log"): Allowed({"get"}, namespaces=INFERENCE),  # engine-init steps
     ("", "events"): Allowed({"get", "list", "watch"}, namespaces=INFERENCE),
     ("events.k8s.io", "events"): Allowed({"get", "list", "watch"}, namespaces=INFERENCE),
-    ("apps", "deployments"): Allowed({"get", "list", "watch"}, namespaces=INFERENCE),
+    # patch: hedge-pod surges a Deployment by one and back (the workflow's Role)
+    ("apps", "deployments"): Allowed({"get", "list", "watch", "patch"}, namespaces=INFERENCE),
     ("apps", "statefulsets"): Allowed({"get", "list", "watch"}, namespaces=INFERENCE),
     ("argoproj.io", "workflows"): Allowed({"create", "get", "list", "watch"}, namespaces={"argo"}),
     ("argoproj.io", "workflowtemplates"): Allowed({"get"}, TEMPLATES, namespaces={"argo"}),
@@ -210,8 +207,27 @@ def test_production_grants_what_the_workflows_need() -> None:
         (None, "", "nodes", "list"),
         ("remediator", "coordination.k8s.io", "leases", "update"),
         ("llm-inference", "", "pods/log", "get"),  # engine_logs.follow
+        ("llm-inference", "apps", "deployments", "patch"),  # hedge-pod
+        ("llm-inference", "", "pods", "list"),  # hedge-pod: which pod is new, which Ready
     }
     assert needed <= grants, needed - grants
+
+
+def submittable(docs: list[dict[str, Any]]) -> set[str]:
+    """The WorkflowTemplates the remediator's submit Role lets it read (and so submit from)."""
+    return {
+        name
+        for d in docs
+        if d["kind"] == "Role" and d["metadata"]["name"] == "remediator-submit-workflows"
+        for rule in d["rules"]
+        if "workflowtemplates" in rule["resources"]
+        for name in rule.get("resourceNames") or []
+    }
+
+
+def test_the_submit_role_names_every_template_the_executor_submits() -> None:
+    """A new action's template must be granted, or serve's submit is refused at run time."""
+    assert submittable(_rendered(s.DEPLOY / "overlays" / "production")) == TEMPLATES
 
 
 def test_pod_logs_are_read_only_in_the_inference_namespaces() -> None:
@@ -276,8 +292,13 @@ def _role(rules: list[dict[str, Any]], ns: str | None = "llm-inference") -> dict
             "kube-system",
             "resourceNames",
         ),
+        (  # a hedge patches a Deployment's count; nothing deletes or replaces one
+            [{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["delete", "update"]}],
+            "llm-inference",
+            "delete",
+        ),
         (
-            [{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["patch"]}],
+            [{"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": ["patch"]}],
             "llm-inference",
             "patch",
         ),

@@ -61,21 +61,21 @@ def _deleted(*entries: tuple[str, float]) -> GuardState:
             ((VLLM, T0), (VLLM, T0 + 1)),
             make(target="vllm-2"),
             T0 + 2,
-            "blast radius: 2 pod deletion(s) in ml/Deployment/vllm in the last 600s; "
+            "blast radius: 2 pod deletion(s) or hedge(s) in ml/Deployment/vllm in the last 600s; "
             "cap 2 (max_pods 2, 25% of 8 replicas)",
         ),
         (
             ((VLLM, T0),),
             make(target="vllm-1", replicas=4),
             T0 + 1,
-            "blast radius: 1 pod deletion(s) in ml/Deployment/vllm in the last 600s; "
+            "blast radius: 1 pod deletion(s) or hedge(s) in ml/Deployment/vllm in the last 600s; "
             "cap 1 (max_pods 2, 25% of 4 replicas)",
         ),
         (
             ((VLLM, T0),),
             make(target="vllm-1", replicas=None),
             T0 + 1,
-            "blast radius: 1 pod deletion(s) in ml/Deployment/vllm in the last 600s; "
+            "blast radius: 1 pod deletion(s) or hedge(s) in ml/Deployment/vllm in the last 600s; "
             "cap 1 (max_pods 2, 25% of unknown replicas)",
         ),
         (((VLLM, T0), (VLLM, T0 + 1)), make(target="vllm-2"), T0 + 600, None),  # first one aged out
@@ -84,7 +84,7 @@ def _deleted(*entries: tuple[str, float]) -> GuardState:
             tuple((f"ml/Deployment/w{i}", T0 + i) for i in range(5)),
             make(workload="ml/Deployment/w9"),
             T0 + 10,
-            "blast radius: 5 pod deletion(s) cluster-wide in the last 600s; "
+            "blast radius: 5 pod deletion(s) or hedge(s) cluster-wide in the last 600s; "
             "cap 5 (max_pods_cluster)",
         ),
         (tuple((f"ml/Deployment/w{i}", T0 + i) for i in range(5)), make(), T0 + 600, None),
@@ -93,7 +93,7 @@ def _deleted(*entries: tuple[str, float]) -> GuardState:
             (("ml/Pod/bare", T0),),
             make(target="bare", workload=None, replicas=None),
             T0 + 1,
-            "blast radius: 1 pod deletion(s) in ml/Pod/bare in the last 600s; "
+            "blast radius: 1 pod deletion(s) or hedge(s) in ml/Pod/bare in the last 600s; "
             "cap 1 (max_pods 2, 25% of unknown replicas)",
         ),
         (((VLLM, T0), (VLLM, T0)), make(action="restart-warmup"), T0, None),

@@ -61,3 +61,12 @@ def test_record_keeps_keys_for_pod_and_workload_and_forgets_expired() -> None:
 
 def test_record_ignores_notify() -> None:
     assert STAGE.record(notify(), T0, GuardState()) == GuardState()
+
+
+def test_a_hedge_neither_cools_down_nor_waits() -> None:
+    """A hedge starts a second pod beside the first: the first's deletion, should it hang,
+    is not held by its hedge, and a recent deletion in the workload does not hold a hedge."""
+    hedge = make(action="hedge-pod", incident="hedge-1")
+    assert STAGE.record(hedge, T0, GuardState()) == GuardState()
+    assert STAGE.check(make(), T0 + 1, STAGE.record(hedge, T0, GuardState())).passed
+    assert STAGE.check(hedge, T0 + 1, DELETED).passed

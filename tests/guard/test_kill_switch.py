@@ -2,12 +2,13 @@ from __future__ import annotations
 
 import pytest
 
+from remediator.contract.actions import ACTIONS as TABLE
 from remediator.guard.kill_switch import KillSwitch, KillSwitchConfig, engage
 from remediator.guard.state import GuardState
 
 from .factory import T0, make
 
-ACTIONS = ["delete-pod", "restart-warmup", "verify-gpu-memory", "cordon-node", "notify"]
+ACTIONS = sorted(TABLE)  # every row of the action table, hedge-pod included
 
 
 @pytest.mark.parametrize("action", ACTIONS)

@@ -19,7 +19,10 @@ from remediator.guard.rate_limit import RateLimitConfig
 
 from .factory import T0
 
-ACTIONS = ["delete-pod", "restart-warmup", "verify-gpu-memory", "cordon-node", "notify"]
+ACTIONS = [
+    "delete-pod", "restart-warmup", "verify-gpu-memory", "cordon-node", "notify", "hedge-pod"
+]  # fmt: skip
+COUNTED = ("delete-pod", "hedge-pod")  # what the blast radius counts
 WORKLOADS = ["a/Deployment/w0", "a/Deployment/w1", "b/StatefulSet/w2", "b/Deployment/w3", None]
 # Deletions weighted up, so the caps are reached often enough to be tested.
 WEIGHTED = ["delete-pod"] * 4 + ACTIONS
@@ -67,6 +70,10 @@ def runs(draw: st.DrawFn) -> tuple[dict[str | None, int | None], list[tuple[Deci
             pod_created_at=draw(st.sampled_from([T0 - 1000.0, T0 - 1000.0, None, now])),
             expected_cold_start_s=draw(st.sampled_from([300.0, 300.0, 0.0, None])),
             replicas=replicas[workload],
+            # a hedge's cost and what pays for it (hedge_budget), often enough to go through
+            gpus=draw(st.sampled_from([2, 2, None])),
+            cold_start_gpu_s=draw(st.sampled_from([1e9, 1e9, 0.0, None])),
+            clocked_since=T0,
         )
         out.append((decision, now))
     return replicas, out
@@ -85,12 +92,12 @@ def _let_through(
 
 @settings(max_examples=300, deadline=None)
 @given(config=configs, run=runs())
-def test_pod_deletions_in_any_window_never_exceed_the_blast_radius(
+def test_pod_deletions_and_hedges_in_any_window_never_exceed_the_blast_radius(
     config: GuardConfig, run: tuple[dict[str | None, int | None], list[tuple[Decision, float]]]
 ) -> None:
     replicas, decisions = run
     blast = config.of("blast_radius", BlastRadiusConfig)
-    deleted = [(d, t) for d, t in _let_through(config, decisions) if d.action == "delete-pod"]
+    deleted = [(d, t) for d, t in _let_through(config, decisions) if d.action in COUNTED]
     for _, start in deleted:
         window = [d for d, t in deleted if start <= t < start + blast.window_s]
         assert len(window) <= blast.max_pods_cluster

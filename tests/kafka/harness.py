@@ -214,13 +214,16 @@ class Lag:
         await self.admin.close()
 
     async def __call__(self) -> int:
+        return sum((await self.by_partition()).values())
+
+    async def by_partition(self) -> dict[TopicPartition, int]:
         committed = await self.admin.list_consumer_group_offsets(self.cfg.group)
         ends = await self.consumer.end_offsets(self.tps)
-        total = 0
+        lag = {}
         for tp in self.tps:
             done = committed.get(tp)
-            total += ends[tp] - (done.offset if done is not None and done.offset >= 0 else 0)
-        return total
+            lag[tp] = ends[tp] - (done.offset if done is not None and done.offset >= 0 else 0)
+        return lag
 
     async def wait_idle(self, workers: list[Worker], timeout: float = 180.0) -> None:
         """Until every record is processed and committed, twice in a row (a retry record
@@ -234,8 +237,10 @@ class Lag:
             calm = calm + 1 if await self() == 0 else 0
             if calm >= 2:
                 return
-            await asyncio.sleep(0.1)
-        raise TimeoutError(f"group {self.cfg.group} still has lag {await self()}")
+            await asyncio.sleep(0.05)
+        left = await self.by_partition()
+        lag = {f"{tp.topic}[{tp.partition}]": n for tp, n in left.items() if n}
+        raise TimeoutError(f"group {self.cfg.group} still has lag {lag}")
 
 
 async def commands(cfg: StreamsConfig) -> list[Decision]:

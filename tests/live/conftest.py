@@ -61,9 +61,17 @@ def serve(
     started: list[Serve] = []
 
     def start(
-        identity: str = "remediator-0", policy: str = POLICY, kubeconfig: Path | None = None
+        identity: str = "remediator-0",
+        policy: str = POLICY,
+        kubeconfig: Path | None = None,
+        env: dict[str, str] | None = None,
     ) -> Serve:
-        env = {"SLACK_BOT_TOKEN": SLACK_TOKEN, "SLACK_API_URL": slack.url, "SLACK_CHANNEL": CHANNEL}
+        env = {
+            "SLACK_BOT_TOKEN": SLACK_TOKEN,
+            "SLACK_API_URL": slack.url,
+            "SLACK_CHANNEL": CHANNEL,
+            **(env or {}),
+        }
         s = Serve(
             cluster,
             tmp_path / identity,

@@ -354,9 +354,9 @@ class EngineLog:
         try:
             started = wait_for(lambda: container_started(self.live, self.name), 60,
                                f"{self.name} started")  # fmt: skip
-            for offset, line in self.lines:
+            for offset, line in self.lines:  # each stamped when written, shipped just after
                 time.sleep(max(0.0, started + offset - time.time()))
-                self._post(time.time(), line)
+                self._post(started + offset, line)
         except Exception as exc:  # reported by done(), in the test's thread
             self.errors.append(repr(exc))
 

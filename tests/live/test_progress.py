@@ -113,7 +113,8 @@ def test_a_pod_whose_log_stops_at_a_step_is_found_by_its_step_before_its_phase_b
     )
     assert found is not None, reason
     stalled_s, limit_s, siblings_s = map(int, found.groups())
-    assert 1 <= siblings_s <= 4 and limit_s == max(5, 2 * siblings_s)
+    # ~2.5 s between the lines, as shipped (rounded in the reason): a limit of 5 s or just over
+    assert 1 <= siblings_s <= 4 and 5 <= limit_s <= max(5, 2 * siblings_s + 1)
     assert limit_s <= stalled_s < 600  # by its step: far inside its 600 s phase budget
     assert "over its 600s budget" not in reason
     assert not ready(cluster.get(f"/api/v1/namespaces/{NS}/pods/{name}") or {})

@@ -14,11 +14,15 @@ store on a real broker with a worker SIGKILLed mid-follow.
 
 from __future__ import annotations
 
+import asyncio
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from remediator.contract.decision import Decision
@@ -33,6 +37,7 @@ from remediator.executors.protocol import (
     Posted,
     Refused,
     Running,
+    Spared,
     Submit,
     Submitted,
     Tell,
@@ -312,3 +317,80 @@ async def test_killed_mid_post_the_next_process_looks_before_posting_again(store
     (act,) = second.told()
     assert isinstance(act.note, Acted) and act.unsure_since == T0
     assert second.commands(Submit) == []  # the workflow name was stored before the post
+
+
+async def test_a_pod_no_longer_stuck_is_spared_and_told_once(store: Store) -> None:
+    """The look again before a delete (serve's PodLook, the worker's --look-again): a pod
+    Ready again is not deleted; a look that fails waits and looks again."""
+    p = Process(store, Argo(), slack_ok())
+    looks: list[str] = []
+
+    async def look(d: Decision) -> str | None:
+        looks.append(d.incident)
+        if len(looks) == 1:
+            raise ConnectionError("API server unreachable")
+        return "Ready again"
+
+    p.acting.look = look
+    await store.add(delete_decision())
+    for t in (0, 1, 2, 5):
+        await p.at(t)
+    (told,) = p.told()
+    assert isinstance(told.note, Spared) and told.note.reason == "Ready again"
+    assert len(looks) == 2 and p.argo.carried == [] and await rows(store) == []
+
+
+# --- the two stores, differentially: any sequence of calls, the same rows ---------------------
+
+STATES_TO_MARK = ("submitted", "ended", "failed", None)
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.integers(0, 4)),
+        st.tuples(st.just("mark"), st.integers(0, 4), st.sampled_from(STATES_TO_MARK),
+                  st.sampled_from(["workflow", "slack_ts", "end_at", "end_ts", "attempts"])),
+        st.tuples(st.just("expire"), st.integers(0, 60)),
+        st.tuples(st.just("prune"), st.integers(0, 60)),
+        st.tuples(st.just("advance"), st.integers(1, 20)),
+        st.tuples(st.just("crash")),
+    ),
+    max_size=30,
+)  # fmt: skip
+
+
+def _seen(rows: list[Row]) -> list[tuple[object, ...]]:
+    """A row as both stores must show it (the id is each store's own handle)."""
+    return [(r.incident, r.state, r.workflow, r.slack_ts, r.end_at, r.end_ts, r.attempts,
+             r.error, r.created_at) for r in rows]  # fmt: skip
+
+
+async def _apply(store: Store, op: tuple[object, ...]) -> object:
+    kind = op[0]
+    if kind == "add":
+        return await store.add(delete_decision(incident=f"i-{op[1]}"))
+    if kind == "mark":
+        found = [r for r in await store.store.open_rows() if r.incident == f"i-{op[1]}"]
+        if not found:
+            return None
+        value: str | float = 3 if op[3] == "attempts" else (T0 + 1 if op[3] == "end_at" else "v")
+        return await store.store.mark(found[0], op[2], **{str(op[3]): value})  # type: ignore[arg-type]
+    if kind == "expire":
+        return _seen(await store.store.expire(T0 + float(op[1]), "old"))  # type: ignore[arg-type]
+    if kind == "prune":
+        return await store.store.prune(T0 + float(op[1]))  # type: ignore[arg-type]
+    if kind == "advance":
+        return await store.clock.advance(float(op[1]))  # type: ignore[arg-type]
+    store.crash()
+    return None
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops)
+def test_both_stores_keep_the_same_rows_whatever_is_done_to_them(steps: list[tuple]) -> None:
+    async def run() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            sqlite, table = Sqlite(Path(tmp), VirtualClock(T0)), Table(Path(tmp), VirtualClock(T0))
+            for op in steps:
+                assert await _apply(sqlite, op) == await _apply(table, op), op
+                assert _seen(await sqlite.store.open_rows()) == _seen(await table.store.open_rows())
+
+    asyncio.run(run())

@@ -54,10 +54,11 @@ async def test_a_deletion_decided_while_behind_waits_and_is_decided_again_once_c
     for name in READY_SOON:  # the relist brings the news...
         rig.feed(became_ready(name, T0 + 280))
     watches.why = None  # ...and ends: caught up
-    await rig.at(302)
-    assert rig.metrics.behind._value.get() == 0
-    await rig.at(340)  # the next look: decided again, on the fresh picture
+    await rig.at(302)  # decided again at once (not a check interval later), on the fresh
+    assert rig.metrics.behind._value.get() == 0  # picture: only the hung pod
     assert [(d.target, d.action) for d in decided(rig)] == [(HUNG, "delete-pod")]
+    await rig.at(400)
+    assert len(decided(rig)) == 1
     assert [c.decision.target for c in rig.argo.carried if isinstance(c, Submit)] == [HUNG]
     (said,) = logs_at_debug.named("behind: pod deletions held until the watch has caught up")
     assert said["why"] == RELISTING

@@ -96,3 +96,13 @@ def test_a_field_holding_bytes_that_were_not_utf8_is_still_one_json_line() -> No
         get_logger("remediator.test").warning("quoted", extra={"header": "1.0\udcff"})
     assert logs.problems() == []
     assert logs.named("quoted")[0]["header"] == "1.0\\udcff"  # escaped, never dropped
+
+
+def test_a_field_keyed_by_numbers_is_still_one_json_line() -> None:
+    """A step's sample logs its GPUs' memory keyed by GPU index (ints): through the runtime's
+    formatter (a step run in-process where serve had set up logging) that was a logging
+    traceback, and the step's own output was lost with it."""
+    with strict_logging(logging.INFO) as logs:
+        get_logger("remediator.test").warning("sample", extra={"used_mib": {0: 1, 1: 2}})
+    assert logs.problems() == []
+    assert logs.named("sample")[0]["used_mib"] == {"0": 1, "1": 2}

@@ -111,3 +111,22 @@ async def test_the_worker_prunes_on_its_clock_and_counts_it() -> None:
     await rig.at(62 + 7 * DAY + 3600)  # the next hourly prune after a week
     assert rig.outbox.rows() == []
     assert rig.metrics.outbox_pruned._value.get() == 1
+
+
+def test_pending_deletions_and_hedges_of_a_pod_gone_expire_and_nothing_else() -> None:
+    """A pod that went away takes its pending deletion and its pending hedge with it; a note
+    about it, and another pod's hedge, stay."""
+    outbox = Outbox(":memory:", lambda: T0)
+    mine = "11111111-2222-3333-4444-555555555555"
+    rows = [
+        Decision("delete-pod", "llm", "vllm-0", "hung", "stuck-1", T0, uid=mine),
+        Decision("hedge-pod", "llm", "vllm-0", "stalled", "hedge-1", T0, uid=mine),
+        Decision("notify", "llm", "vllm-0", "told", "note-1", T0, uid=mine),
+        Decision("hedge-pod", "llm", "vllm-1", "stalled", "hedge-2", T0, uid="other-uid"),
+    ]
+    outbox.record(rows, GuardState())
+    dropped = outbox.drop_for_gone_pod(mine, "not executed: the pod was gone")
+    assert sorted(r.decision.action for r in dropped) == ["delete-pod", "hedge-pod"]
+    states = {r.decision.incident: r.state for r in outbox.rows()}
+    assert states == {"stuck-1": "expired", "hedge-1": "expired", "note-1": "pending",
+                      "hedge-2": "pending"}  # fmt: skip

@@ -61,7 +61,7 @@ def test_an_action_the_simulator_has_no_model_of_stops_the_run() -> None:
     assert "'reboot-node'" in text and "inc-1" in text and "delete-pod" in text
 
 
-@pytest.mark.parametrize("action", ["notify", "cordon-node"])
+@pytest.mark.parametrize("action", ["notify", "cordon-node", "hedge-pod"])
 def test_known_actions_are_carried_out(action: str) -> None:
     ctl = OneDecision(action)
     result = Simulation(SCENARIO, 3, ctl).run()

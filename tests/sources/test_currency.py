@@ -62,6 +62,20 @@ def test_the_oldest_unreached_probe_is_kept() -> None:
     assert c.behind(10.0 + OVERDUE + 1) is not None
 
 
+def test_a_probe_unanswered_past_its_timeout_is_behind_and_wants_a_relist() -> None:
+    c = listed()
+    c.asking(10.0)
+    assert c.behind(15.0) is None  # within the timeout (5 s)
+    why = c.behind(16.0)
+    assert why == "the API server has not answered a probe for 6s"
+    assert c.needs_relist(16.0) == why
+    c.lost(why)
+    c.listed("130", 30.0)  # the relist went through: reachable again
+    assert c.behind(34.0) is None
+    c.probed("131", 34.5)
+    assert c.asked_at is None and c.behind(40.0) is None
+
+
 def test_silence_past_the_bookmark_period_is_behind() -> None:
     c = listed(at=0.0)
     c.heard("101", 30.0)

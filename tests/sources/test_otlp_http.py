@@ -8,6 +8,7 @@ import asyncio
 import gzip
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from pathlib import Path
 
 import aiohttp
 import orjson
@@ -185,3 +186,23 @@ async def test_kept_spans_are_fed_again_after_a_restart(config: ServiceConfig) -
             assert r.status == 200
     async with running(cfg) as second:
         await wait_until(lambda: "cuda_graphs" in steps_of(second))
+
+
+async def test_no_token_to_compare_with_is_a_retryable_503(
+    config: ServiceConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The token file emptied mid-run: nobody can be admitted; the exporter is told to
+    retry (503, Retry-After, google.rpc UNAVAILABLE), and nothing is taken."""
+    token = tmp_path / "webhook-token"
+    token.write_text(WEBHOOK_TOKEN + "\n")
+    monkeypatch.delenv("REMEDIATOR_WEBHOOK_TOKEN", raising=False)
+    monkeypatch.setenv("REMEDIATOR_WEBHOOK_TOKEN_FILE", str(token))
+    headers = {**AUTH, "Content-Type": "application/x-protobuf"}
+    async with running(replace(config, watch=False)) as svc, aiohttp.ClientSession() as client:
+        token.write_text("\n")
+        url = f"http://127.0.0.1:{svc.port}/v1/traces"
+        async with client.post(url, data=protobuf(_request()), headers=headers) as r:
+            assert r.status == 503 and r.headers["Retry-After"] == "1"
+            raw = await r.read()
+        assert raw[:2] == b"\x08\x0e" and b"webhook token unavailable" in raw
+        assert steps_of(svc) == {}

@@ -37,7 +37,8 @@ from remediator.sim.fleet.scenario import ScenarioError, load_scenario
 @click.option(
     "--hedge/--no-hedge",
     default=False,
-    help="Also run default+hedge: a stalled pod's replacement starts early.",
+    help="Also run default+hedge: the default with hedged starts on (stuck_pod.hedge, with "
+    "progress and engine_logs.follow): a stalled pod's Deployment is surged by one.",
 )
 @click.option(
     "--record",

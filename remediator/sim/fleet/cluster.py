@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from remediator.contract.decision import Decision
 from remediator.sim.fleet.draws import PodDraws
 from remediator.sim.fleet.scenario import DeploymentSpec
 
@@ -99,7 +100,7 @@ class Pod:
 
 class Deployment:
     __slots__ = ("spec", "image", "rs_hash", "desired", "pods", "generation", "uid", "rolling",
-                 "old")  # fmt: skip
+                 "old", "hedging", "hedges_waiting")  # fmt: skip
 
     def __init__(self, spec: DeploymentSpec) -> None:
         self.spec = spec
@@ -111,6 +112,8 @@ class Deployment:
         self.generation = 1
         self.uid = str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{spec.namespace}/{spec.name}"))
         self.rolling = False
+        self.hedging: Pod | None = None  # the stalled pod of the hedge running (surged by one)
+        self.hedges_waiting: list[Decision] = []  # hedges of other pods, waiting for its end
 
 
 def pod_uid(u: float, index: int) -> str:

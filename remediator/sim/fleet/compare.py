@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
@@ -14,16 +14,26 @@ from remediator.sim.fleet.results import RunResult, Summary, summarize
 from remediator.sim.fleet.scenario import Scenario
 from remediator.sim.fleet.simulation import Simulation
 
-HEDGE_STALL_S = 15.0
-
 
 @dataclass(frozen=True, slots=True)
 class PolicySpec:
-    """A named way to make a fresh controller for each run, with or without hedging."""
+    """A named way to make a fresh controller for each run."""
 
     name: str
     make: Callable[[], Controller]
-    hedge_stall_s: float | None = None
+
+
+def with_hedging(policy: PolicyFile) -> PolicyFile:
+    """The policy with hedged starts on (stuck_pod.hedge), and what they need: vLLM's steps
+    read from the log (engine_logs.follow) and judged (stuck_pod.progress)."""
+    rules = policy.rules
+    stuck = replace(
+        rules.stuck_pod,
+        progress=replace(rules.stuck_pod.progress, enabled=True),
+        hedge=replace(rules.stuck_pod.hedge, enabled=True),
+    )
+    logs = replace(rules.engine_logs, follow=True)
+    return replace(policy, rules=replace(rules, stuck_pod=stuck, engine_logs=logs))
 
 
 def builtin_policies(files: tuple[str, ...] = (), hedge: bool = False) -> list[PolicySpec]:
@@ -39,11 +49,8 @@ def builtin_policies(files: tuple[str, ...] = (), hedge: bool = False) -> list[P
             name += "*"  # a file named like a built-in policy keeps its own row
         specs.append(PolicySpec(name, lambda n=name, c=config: CorePolicy(n, c)))  # type: ignore[misc]
     if hedge:
-        specs.append(
-            PolicySpec(
-                "default+hedge", lambda: CorePolicy("default+hedge", PolicyFile()), HEDGE_STALL_S
-            )  # fmt: skip
-        )
+        hedging = with_hedging(PolicyFile())
+        specs.append(PolicySpec("default+hedge", lambda: CorePolicy("default+hedge", hedging)))
     return specs
 
 
@@ -57,8 +64,7 @@ def run_policy(
             path = record_dir / f"replay-{scenario.name}-{spec.name}-seed{seed}.jsonl"
             stream = path.open("wb")
         try:
-            sim = Simulation(scenario, seed, spec.make(), record=stream, wire_json=wire_json,
-                             hedge_stall_s=spec.hedge_stall_s)  # fmt: skip
+            sim = Simulation(scenario, seed, spec.make(), record=stream, wire_json=wire_json)
             result = sim.run()
         finally:
             if stream is not None:
@@ -86,7 +92,7 @@ def table(summaries: list[Summary]) -> str:
     for s in summaries:
         acts = ", ".join(f"{k} {v}" for k, v in s.actions.items()) or "-"
         if s.hedges:
-            acts += f", hedges {s.hedges}"
+            acts += f", hedges {s.hedges} ({s.hedge_gpu_minutes:.0f} GPU-min)"
         rows.append((
             s.policy, str(s.replicas), _s(s.ready["p50"]), _s(s.ready["p95"]), _s(s.ready["p99"]),
             _s(s.ready["max"]), _s(s.ready["spread"]), _s(s.first_token["p99"]),

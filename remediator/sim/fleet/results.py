@@ -48,6 +48,8 @@ class RunResult:
     kill_loops: int = 0  # replicas whose would-be-Ready pods remediation deleted KILL_LOOP times
     gpu_seconds: float = 0.0  # GPUs held by pods while cold-starting
     hedges: int = 0
+    # GPUs a hedged replica's second pod held beside its first, surge to the hedge's end
+    hedge_gpu_seconds: float = 0.0
     held: int = 0  # decisions a guardrail held
     actions: Counter[str] = field(default_factory=Counter)
     lanes: list[Lane] = field(default_factory=list)
@@ -136,6 +138,7 @@ class Summary:
     kill_loops: int
     gpu_minutes: float
     hedges: int
+    hedge_gpu_minutes: float  # hedge_budget's bound: at most 5% of gpu_minutes by default
     held: int
     actions: dict[str, int]
 
@@ -171,6 +174,7 @@ def summarize(runs: list[RunResult]) -> Summary:
         kill_loops=sum(r.kill_loops for r in runs),
         gpu_minutes=sum(r.gpu_seconds for r in runs) / 60.0,
         hedges=sum(r.hedges for r in runs),
+        hedge_gpu_minutes=sum(r.hedge_gpu_seconds for r in runs) / 60.0,
         held=sum(r.held for r in runs),
         actions=dict(sorted(actions.items())),
     )

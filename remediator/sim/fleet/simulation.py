@@ -1,6 +1,7 @@
 """The event loop: the cluster moves in virtual time, the controller watches and decides,
 its decisions are carried out (a deleted pod is replaced by its ReplicaSet, a warmup
-restart pre-pulls the image on every node, a cordoned node takes no new pods).
+restart pre-pulls the image on every node, a cordoned node takes no new pods, a hedge
+surges the Deployment by one until the first of the two pods is Ready).
 
 Virtual time is seconds from the start of the run; what the core sees is epoch seconds
 (`kube.wall`). Nothing here sleeps or reads a clock.
@@ -27,14 +28,13 @@ from remediator.sim.fleet.results import RunResult
 from remediator.sim.fleet.scenario import Scenario
 
 # Event kinds on the heap.
-_SCHED, _PULLED, _STARTED, _READY, _FIRST, _APPLY, _LOAD, _ROLL, _SHORT, _INPUT, _STALL = range(11)
-_PULL_RETRY, _UNSHORT, _LINE = 11, 12, 13
+_SCHED, _PULLED, _STARTED, _READY, _FIRST, _APPLY, _LOAD, _ROLL, _SHORT, _INPUT = range(10)
+_PULL_RETRY, _UNSHORT, _LINE, _HEDGE = 10, 11, 12, 13
 DRAIN_S = {"tuned": 900.0, "untuned": 2400.0}  # after the load stops: in-flight cold starts end
 BACKOFF_S = 10.0
 ALERT_AFTER_S = 120.0  # GPUMemoryUnstable fires this long after engine init began on the node
 VERIFY_S = 60.0  # the verify-gpu-memory workflow's sampling, start to verdict
 FEASIBLE_NODES = 16  # nodes scored per pod (kube-scheduler samples large clusters too)
-STALL_FALSE = 0.02  # healthy pods whose progress signals pause long enough to look stalled
 
 
 class UnknownSimAction(ValueError):
@@ -51,7 +51,6 @@ class Simulation:
         *,
         record: IO[bytes] | None = None,
         wire_json: bool = False,
-        hedge_stall_s: float | None = None,
         observer: Callable[[str, float, object], None] | None = None,
     ) -> None:
         self.sc = scenario
@@ -59,7 +58,6 @@ class Simulation:
         self.ctl = controller
         self.record = record
         self.wire_json = wire_json
-        self.hedge_stall_s = hedge_stall_s
         self.observer = observer
         self.profile = PROFILES[scenario.profile]
         self._params = params(self.profile)
@@ -85,6 +83,7 @@ class Simulation:
             "restart-warmup": self._restart_warmup,
             "verify-gpu-memory": self._verify_gpu_memory,
             "cordon-node": self._cordon_node,
+            "hedge-pod": self._hedge_pod,
             "notify": self._notify,
         }
         self.end = scenario.duration_s + DRAIN_S[scenario.profile]
@@ -170,8 +169,8 @@ class Simulation:
             _SHORT: self._shortage,
             _UNSHORT: self._shortage_over,
             _INPUT: self._input,
-            _STALL: self._stall,
             _LINE: self._line,
+            _HEDGE: self._hedge_pod,
         }
         return [by_kind[kind] for kind in range(len(by_kind))]
 
@@ -318,7 +317,6 @@ class Simulation:
     def _container_start(self, pod: Pod) -> None:
         if pod.fate == "driver_hang":
             pod.hang_at = self.now
-            self._maybe_hedge(pod)
             return
         self._push(self.now + pod.draws.phase("container_start", 40), _STARTED, pod)
 
@@ -341,16 +339,12 @@ class Simulation:
             pod.lines = lines[:logged]
             pod.hang_at = self.now + (lines[logged - 1] if logged else 0.0)
             self._log_begins(pod)
-            self._maybe_hedge(pod)
             return
         pod.would_ready = self.now + init
         self._push(pod.would_ready, _READY, pod)
         if self._follow_max:
             pod.lines = steps.line_offsets(pod.draws, init)
             self._log_begins(pod)
-        if self.hedge_stall_s is not None and pod.draws.u(61) < STALL_FALSE:
-            pod.hang_at = self.now + pod.draws.u(62) * init  # a pause that looks like a stall
-            self._maybe_hedge(pod)
 
     def _ready(self, pod: Pod) -> None:
         if not pod.alive:
@@ -366,8 +360,8 @@ class Simulation:
             self.result.slot_ready(slot)
         self._push(self.now + pod.draws.phase("first_token", 70), _FIRST, pod)
         self.result.cold_start(pod, self.now)
-        for other in [o for o in slot.live if o is not pod]:
-            self._delete(other, "hedge")  # the replica is served: the slower copy goes
+        if len(slot.live) > 1:
+            self._hedge_won(pod)
         dep = pod.dep
         if dep.rolling and pod.uid in dep.pods:
             self._roll_on(dep)
@@ -384,6 +378,8 @@ class Simulation:
             self.result.slot_first_token(slot)
 
     def _delete(self, pod: Pod, why: str) -> None:
+        if pod.dep.hedging is not None and len(pod.slot.live) > 1:
+            self._hedge_ends(pod)  # one of a hedged replica's two pods goes: the hedge ends
         pod.deleted, pod.removed_by = self.now, why
         if pod.followed:
             self._let_go(pod)
@@ -471,23 +467,46 @@ class Simulation:
         else:
             self.ctl.feed(item)
 
-    # ---- hedging --------------------------------------------------------------------------
-    def _maybe_hedge(self, pod: Pod) -> None:
-        if self.hedge_stall_s is not None and pod.hang_at is not None:
-            self._push(pod.hang_at + self.hedge_stall_s, _STALL, pod)
-
-    def _stall(self, pod: Pod) -> None:
-        """Progress signals stopped `hedge_stall_s` ago: start the replica's replacement now
-        where a free GPU exists; the first copy Ready serves it, the other is deleted."""
-        if not pod.alive or pod.ready is not None or pod.slot.ready is not None:
+    # ---- hedging (the hedge-pod action, as workflows/hedge-stalled-pod.yaml's step does it) --
+    def _hedge_pod(self, d: Decision) -> None:
+        """Surge the pod's Deployment by one: its ReplicaSet starts a pod for the same replica.
+        As the step: nothing for a pod gone or Ready, a replica hedged already (the
+        Deployment's annotation), or a Deployment rolling out (refused, exit 3). While the
+        Deployment hedges another pod, the workflow waits (its mutex) and runs after."""
+        pod = self._by_uid.get(d.uid or "")
+        if pod is None or not pod.alive or pod.ready is not None:
             return
-        if len(pod.slot.live) > 1:
+        slot, dep = pod.slot, pod.dep
+        if dep.hedging is not None and dep.hedging is not pod:
+            dep.hedges_waiting.append(d)
             return
-        if self._pick_node(pod) is None:
-            return  # no free GPU: hedging would queue behind real demand
+        if len(slot.live) > 1 or slot.ready is not None or dep.rolling or dep.hedging:
+            return
         self.result.hedges += 1
-        copy = self._create(pod.dep, pod.slot)
+        dep.hedging = pod
+        self._workload(dep)  # replicas + 1
+        copy = self._create(dep, slot, old_rs=pod.rs_hash != dep.rs_hash)
         copy.hedge = True
+
+    def _hedge_won(self, winner: Pod) -> None:
+        """The first of the two Ready serves the replica: the other is deleted."""
+        for other in [o for o in winner.slot.live if o is not winner]:
+            self._delete(other, "hedge")
+
+    def _hedge_ends(self, pod: Pod) -> None:
+        """The hedge of `pod`'s replica ends: the GPUs its second pod held beside the first
+        are counted, and the Deployment returns to its replica count."""
+        live = pod.slot.live
+        dep = pod.dep
+        if len(live) < 2 or dep.hedging not in live:
+            return
+        second = max(live, key=lambda p: p.created)
+        if second.scheduled is not None:
+            self.result.hedge_gpu_seconds += (self.now - second.scheduled) * dep.spec.tp
+        dep.hedging = None
+        self._workload(dep)
+        if dep.hedges_waiting:  # the next hedge workflow of the Deployment gets its mutex
+            self._push(self.now, _HEDGE, dep.hedges_waiting.pop(0))
 
     # ---- decisions ------------------------------------------------------------------------
     def _decided(self, d: Decision) -> None:
@@ -516,7 +535,7 @@ class Simulation:
             return  # the precondition: only the pod the decision was about
         self.result.remediated(pod)
         pod.slot.kills += 1
-        self._delete(pod, "remediation")
+        self._delete(pod, "remediation")  # hedged: the hedge pod takes its place
         dep = pod.dep
         hedged = bool(pod.slot.live)
         if not hedged and not pod.slot.cancelled:
@@ -562,8 +581,9 @@ class Simulation:
     # ---- load -----------------------------------------------------------------------------
     def _workload(self, dep: Deployment, watch: str = "MODIFIED") -> None:
         ready = sum(1 for p in dep.pods.values() if p.ready is not None)
+        replicas = dep.desired + (1 if dep.hedging is not None else 0)  # surged by a hedge
         line = deployment_event(
-            dep.spec.name, dep.spec.model, dep.image, replicas=dep.desired, ready=ready,
+            dep.spec.name, dep.spec.model, dep.image, replicas=replicas, ready=ready,
             generation=dep.generation, watch=watch, namespace=dep.spec.namespace,
             at=int(wall(self.now)),
         )  # fmt: skip

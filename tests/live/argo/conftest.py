@@ -62,10 +62,12 @@ def serve_argo(
     """`remediator serve` against the real Argo Server (or a relay in front of it)."""
     started: list[Serve] = []
 
-    def start(identity: str = "remediator-0", argo_url: str | None = None) -> Serve:
+    def start(
+        identity: str = "remediator-0", argo_url: str | None = None, policy: str = POLICY
+    ) -> Serve:
         env = {"SLACK_BOT_TOKEN": SLACK_TOKEN, "SLACK_API_URL": slack.url, "SLACK_CHANNEL": CHANNEL}
         url = argo_url or real_argo.server_url
-        s = Serve(cluster, tmp_path / "serve", POLICY, url, argo_token, identity, extra_env=env)
+        s = Serve(cluster, tmp_path / "serve", policy, url, argo_token, identity, extra_env=env)
         started.append(s)
         return s.start()
 

@@ -1,0 +1,117 @@
+"""Hedged starts: when a pod's engine stalls in a step, start its replacement early.
+
+The stall (`policy.stall`) comes first; the pod is hung, and deleted, only once the stall has
+lasted `checks` checks. Between the two, a hedge surges the pod's Deployment by one
+(`hedge-pod`, carried by the `hedge-stalled-pod` workflow): the first of the two pods Ready
+wins, the other is deleted, and the Deployment returns to its replica count. Pure: what the
+engine knows of the pod, its workload and the GPUs, and `now`.
+
+Where it does not hedge, it says why (an `Ignored`): the workload is short of GPUs (a pod of
+it could not be scheduled for `nvidia.com/gpu` lately: the hedge pod would queue behind real
+demand, or take a GPU a real replica is waiting for), or it is no Deployment (a StatefulSet's
+pods have fixed names: a surge is not a second try of the same pod).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from remediator.contract.decision import Decision
+from remediator.inputs.records import PodEvent, PodSeen
+from remediator.policy.config import HedgeConfig
+from remediator.policy.incident import incident_id
+from remediator.policy.outcome import Ignored, Outcome
+from remediator.policy.stall import Stall
+from remediator.policy.stuck import GPU_RESOURCE, Facts
+from remediator.timeline.model import PodTimeline
+
+RULE = "hedge"
+
+
+def hedge_incident(uid: str) -> str:
+    """One hedge per pod, ever: the same id however often the stall is seen."""
+    return incident_id("hedge", uid)
+
+
+def short_of_gpus(item: PodSeen | PodEvent) -> bool:
+    """The scheduler said this pod does not fit for want of GPUs (the condition's message,
+    or a FailedScheduling Event's)."""
+    if isinstance(item, PodSeen):
+        return item.unschedulable is not None and GPU_RESOURCE in item.unschedulable
+    return item.reason == "FailedScheduling" and GPU_RESOURCE in item.message
+
+
+@dataclass(slots=True)
+class GpuClock:
+    """The cold-start GPU-seconds clocked in since `since` (the engine's first look): what
+    healthy cold starts took of their GPUs, scheduled to Ready. The hedge budget is a share
+    of it (guard.hedge_budget), so hedging grows with the fleet's own cold starts."""
+
+    since: float | None = None
+    gpu_s: float = 0.0
+
+    def start(self, now: float) -> None:
+        if self.since is None:
+            self.since = now
+
+    def clock_in(self, t: PodTimeline) -> None:
+        if t.gpus <= 0:
+            return
+        phases = t.phase_values(skip=1 | 32)  # scheduled to Ready: the GPUs were held
+        self.gpu_s += t.gpus * sum(v for v in phases if v is not None)
+
+
+def stalled(stall: Stall, model: str, now: float) -> str:
+    """Which step stalled, and how its time compares with the siblings'."""
+    what = stall.step if stall.timed_as == stall.step else f"{stall.step} (timed as "
+    what += "" if stall.timed_as == stall.step else f"{stall.timed_as})"
+    return (
+        f"engine_init stalled in vLLM step {what} for {now - stall.began:.0f}s, over its "
+        f"{stall.limit:.0f}s limit: {stall.samples} siblings of {model} took "
+        f"{stall.siblings_s:.0f}s there"
+    )
+
+
+def decide_hedge(
+    cfg: HedgeConfig,
+    t: PodTimeline,
+    stall: Stall,
+    facts: Facts,
+    short_at: float | None,
+    clock: GpuClock,
+    now: float,
+) -> Outcome:
+    """A hedge for the stalled pod, or why not."""
+    subject = f"{t.namespace}/{t.name}"
+    workload = facts.workload
+    if workload is None or workload.split("/")[1:2] != ["Deployment"]:
+        why = f"no hedge: {subject} belongs to no Deployment ({workload or 'no owner'})"
+        return Ignored(RULE, subject, why, now)
+    if short_at is not None and now - short_at < cfg.gpu_short_s:
+        why = (
+            f"no hedge: {workload} is short of GPUs (a pod of it was unschedulable for "
+            f"{GPU_RESOURCE} {now - short_at:.0f}s ago, within {cfg.gpu_short_s:.0f}s); "
+            "a hedge would queue behind real demand"
+        )
+        return Ignored(RULE, subject, why, now)
+    return Decision(
+        action="hedge-pod",
+        namespace=t.namespace,
+        target=t.name,
+        uid=t.uid,
+        reason=(
+            f"{stalled(stall, t.model or 'unknown', now)}; starting its replacement beside it: "
+            "the first Ready of the two serves, the other is deleted"
+        ),
+        incident=hedge_incident(t.uid),
+        at=now,
+        workload=workload,
+        params=(("timeout", f"{cfg.timeout_s:.0f}"),),
+        pod_created_at=t.created,
+        expected_cold_start_s=facts.expected_cold_start_s,
+        replicas=facts.replicas,
+        phase="engine_init",
+        gpus=t.gpus or None,
+        cold_start_gpu_s=clock.gpu_s,
+        clocked_since=clock.since,
+    )

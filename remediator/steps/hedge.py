@@ -1,0 +1,415 @@
+"""Hedge a stalled pod: surge its Deployment by one, let the first Ready of the two serve.
+
+The surge and what it is for are written in one patch (optimistic: the resourceVersion read is
+a precondition), as the Deployment's annotation `remediator.io/hedge`: the stalled pod, the
+replica count to return to, the pods that existed before (any other pod of the Deployment is
+new: the hedge pod, or a replacement, which races the same way) and the deadline. So a rerun
+(the step's pod killed, Argo's retry) finds the hedge and carries on; it never surges twice.
+
+The end, whichever comes first:
+- the stalled pod is Ready: the newest not-Ready new pod (the hedge pod) is deleted;
+- a new pod is Ready: the stalled pod is deleted (UID precondition);
+- the stalled pod is gone (its own deletion once hung, an eviction): nothing is deleted, the
+  hedge pod is its replacement;
+- the deadline passes: nothing is deleted (the core goes on judging the stalled pod).
+Then the Deployment returns to its count in one patch that also drops the annotation and
+records `remediator.io/hedged: <uid>`: a rerun after that finds the hedge done. Deleting before
+returning means the ReplicaSet may start a pod for the deleted one's place for a moment; the
+return removes it (the ReplicaSet removes its newest, least started pod first), never a Ready
+one. A count someone else changed during the hedge is left as they set it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from remediator.steps.errors import StepError
+from remediator.steps.kube import API_ERRORS, REQUEST_TIMEOUT, api_failure
+from remediator.steps.report import ExitCode
+
+HEDGE = "remediator.io/hedge"  # on the Deployment while a hedge runs: what it is
+HEDGED = "remediator.io/hedged"  # the uid of the pod last hedged: a rerun finds it done
+_WRITES = 5  # optimistic writes retried on a 409 (someone else wrote the Deployment)
+_OBSERVED_S = 15.0  # how long the Deployment controller may take to observe a change
+
+Outcome = Literal[
+    "hedged_stalled_won",
+    "hedged_hedge_won",
+    "hedged_stalled_gone",
+    "timeout",
+    "would_hedge",
+    "already_hedged",
+    "already_gone",
+    "replaced",
+    "spared",
+    "given_up",
+    "nothing_to_end",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Hedge:
+    """What the annotation says: the stalled pod, the count to return to, the pods from
+    before the surge, the deadline (seconds since the epoch, the steps' own clock)."""
+
+    pod: str
+    uid: str
+    replicas: int
+    before: tuple[str, ...]
+    deadline: float
+
+    def to_json(self) -> str:
+        doc = {"pod": self.pod, "uid": self.uid, "replicas": self.replicas,
+               "before": list(self.before), "deadline": self.deadline}  # fmt: skip
+        return json.dumps(doc, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str, where: str) -> Hedge:
+        try:
+            doc = json.loads(text)
+            return cls(
+                str(doc["pod"]),
+                str(doc["uid"]),
+                int(doc["replicas"]),
+                tuple(str(u) for u in doc["before"]),
+                float(doc["deadline"]),
+            )
+        except (ValueError, TypeError, KeyError) as e:
+            detail = f"{where}: annotation {HEDGE} is not a hedge this step wrote: {e}"
+            raise StepError(ExitCode.PRECONDITION, "bad_annotation", detail) from e
+
+
+@dataclass(frozen=True, slots=True)
+class Hedged:
+    outcome: Outcome
+    action_taken: bool
+    detail: str
+    winner: str | None = None
+    deleted: str | None = None
+    replicas: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Apis:
+    apps: client.AppsV1Api
+    core: client.CoreV1Api
+
+
+@dataclass(frozen=True, slots=True)
+class Clock:
+    now: Callable[[], float]  # wall time: the deadline is written for a rerun in another pod
+    sleep: Callable[[float], None]
+    poll_s: float = 2.0
+
+
+# ---- reading ---------------------------------------------------------------------------------
+def _read_deployment(apps: client.AppsV1Api, namespace: str, name: str) -> Any:
+    try:
+        return apps.read_namespaced_deployment(name, namespace, _request_timeout=REQUEST_TIMEOUT)
+    except ApiException as e:
+        if e.status == 404:
+            detail = f"deployment {namespace}/{name} not found"
+            raise StepError(ExitCode.PRECONDITION, "not_found", detail) from e
+        raise api_failure(e, f"read deployment {namespace}/{name}") from e
+    except API_ERRORS as e:
+        raise api_failure(e, f"read deployment {namespace}/{name}") from e
+
+
+def _annotations(dep: Any) -> dict[str, str]:
+    return dict(dep.metadata.annotations or {})
+
+
+def _selector(dep: Any, where: str) -> str:
+    sel = dep.spec.selector
+    if sel is None or not sel.match_labels or sel.match_expressions:
+        detail = f"deployment {where} selects its pods by expressions: not hedged"
+        raise StepError(ExitCode.PRECONDITION, "unsupported_selector", detail)
+    return ",".join(f"{k}={v}" for k, v in sorted(sel.match_labels.items()))
+
+
+def _pods(core: client.CoreV1Api, namespace: str, dep: Any, where: str) -> list[Any]:
+    """The Deployment's pods that are not going: owned by one of its ReplicaSets."""
+    name = dep.metadata.name
+    try:
+        found = core.list_namespaced_pod(
+            namespace, label_selector=_selector(dep, where), _request_timeout=REQUEST_TIMEOUT
+        )
+    except API_ERRORS as e:
+        raise api_failure(e, f"list pods of deployment {where}") from e
+    return [p for p in found.items or [] if _owned(p, name) and not _going(p)]
+
+
+def _going(pod: Any) -> bool:
+    return pod.metadata is None or pod.metadata.deletion_timestamp is not None
+
+
+def _owned(pod: Any, deployment: str) -> bool:
+    labels = pod.metadata.labels or {}
+    template = labels.get("pod-template-hash")
+    for ref in pod.metadata.owner_references or []:
+        if ref.kind == "ReplicaSet" and ref.controller and template:
+            return bool(ref.name == f"{deployment}-{template}")
+    return False
+
+
+def _ready(pod: Any) -> bool:
+    conditions = (pod.status.conditions if pod.status else None) or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+def _observed(apps: client.AppsV1Api, namespace: str, name: str, clock: Clock) -> Any:
+    """The Deployment once its controller has observed its latest change (a write to its
+    annotations is one: the controller copies them to its ReplicaSets), or as it is after
+    `_OBSERVED_S`: a status that lags says nothing of a rollout."""
+    deadline = clock.now() + _OBSERVED_S
+    while True:
+        dep = _read_deployment(apps, namespace, name)
+        status = dep.status
+        seen = status.observed_generation if status is not None else None
+        if (seen or 0) >= (dep.metadata.generation or 0) or clock.now() >= deadline:
+            return dep
+        clock.sleep(min(clock.poll_s, 1.0))
+
+
+def _rolling(dep: Any) -> str | None:
+    """Why a surge now would go to the wrong pods, or None."""
+    status = dep.status
+    if dep.spec.paused:
+        return "is paused"
+    if status is None or (status.observed_generation or 0) < (dep.metadata.generation or 0):
+        return "has a change its controller has not acted on yet"
+    if (status.updated_replicas or 0) < (status.replicas or 0):
+        return "is rolling out (pods of an older template remain)"
+    return None
+
+
+# ---- writing ---------------------------------------------------------------------------------
+def _patch(apps: client.AppsV1Api, dep: Any, body: dict[str, Any], dry_run: bool) -> bool:
+    """A merge patch that holds only if the Deployment is as read; False on a conflict."""
+    meta = dep.metadata
+    body = {**body, "metadata": {**body.get("metadata", {}), "resourceVersion":
+                                 meta.resource_version}}  # fmt: skip
+    try:
+        apps.patch_namespaced_deployment(
+            meta.name,
+            meta.namespace,
+            body,
+            dry_run="All" if dry_run else None,
+            _content_type="application/merge-patch+json",
+            _request_timeout=REQUEST_TIMEOUT,
+        )
+    except ApiException as e:
+        if e.status == 409:
+            return False
+        raise api_failure(e, f"patch deployment {meta.namespace}/{meta.name}") from e
+    except API_ERRORS as e:
+        raise api_failure(e, f"patch deployment {meta.namespace}/{meta.name}") from e
+    return True
+
+
+def _delete_pod(core: client.CoreV1Api, namespace: str, name: str, uid: str) -> bool:
+    """Delete that instance only; False when it was gone or another already."""
+    body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
+    try:
+        core.delete_namespaced_pod(
+            name, namespace, body=body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+        )
+    except ApiException as e:
+        if e.status in (404, 409):
+            return False
+        raise api_failure(e, f"delete pod {namespace}/{name}") from e
+    except API_ERRORS as e:
+        raise api_failure(e, f"delete pod {namespace}/{name}") from e
+    return True
+
+
+# ---- the hedge ---------------------------------------------------------------------------------
+def hedge(
+    apis: Apis,
+    namespace: str,
+    deployment: str,
+    pod: str,
+    uid: str,
+    timeout_s: float,
+    clock: Clock,
+    dry_run: bool = False,
+    on_wait: Callable[[str], None] | None = None,
+) -> Hedged:
+    """Start the hedge (or find the one a former run started) and see it to its end."""
+    where = f"{namespace}/{deployment}"
+    for _ in range(_WRITES):
+        dep = _observed(apis.apps, namespace, deployment, clock)
+        notes = _annotations(dep)
+        if HEDGE in notes:
+            running = Hedge.from_json(notes[HEDGE], where)
+            if running.uid == uid:
+                return _see_through(apis, namespace, deployment, running, clock, on_wait)
+            if clock.now() < running.deadline:
+                detail = f"deployment {where} is hedging another pod ({running.pod}): not hedged"
+                raise StepError(ExitCode.PRECONDITION, "busy", detail)
+            _end(apis.apps, namespace, deployment, running, "orphaned: past its deadline")
+            continue
+        if notes.get(HEDGED) == uid:
+            return Hedged("already_hedged", False, f"{pod} was hedged already ({where})")
+        started = _start(apis, dep, where, pod, uid, timeout_s, clock, dry_run)
+        if isinstance(started, Hedged):
+            return started
+        if started:
+            return _see_through(apis, namespace, deployment, None, clock, on_wait)
+    raise StepError(ExitCode.ERROR, "conflict", f"deployment {where} kept changing as we wrote")
+
+
+def _start(
+    apis: Apis,
+    dep: Any,
+    where: str,
+    pod: str,
+    uid: str,
+    timeout_s: float,
+    clock: Clock,
+    dry_run: bool,
+) -> Hedged | bool:
+    """Surge by one, with what the hedge is for; False on a write conflict (read again)."""
+    namespace = dep.metadata.namespace
+    pods = _pods(apis.core, namespace, dep, where)
+    stalled = next((p for p in pods if p.metadata.uid == uid), None)
+    if stalled is None:
+        same_name = next((p for p in pods if p.metadata.name == pod), None)
+        if same_name is not None:
+            detail = f"pod {namespace}/{pod} is another instance now: not hedged"
+            return Hedged("replaced", False, detail)
+        return Hedged("already_gone", False, f"pod {namespace}/{pod} ({uid}) is gone: not hedged")
+    if _ready(stalled):
+        return Hedged("spared", False, f"pod {namespace}/{pod} became Ready: not hedged")
+    why = _rolling(dep)
+    if why is not None:
+        raise StepError(ExitCode.PRECONDITION, "rolling_out", f"deployment {where} {why}")
+    replicas = int(dep.spec.replicas if dep.spec.replicas is not None else 1)
+    before = tuple(sorted(p.metadata.uid for p in pods))
+    plan = Hedge(pod, uid, replicas, before, clock.now() + timeout_s)
+    body = {
+        "metadata": {"annotations": {HEDGE: plan.to_json()}},
+        "spec": {"replicas": replicas + 1},
+    }
+    if not _patch(apis.apps, dep, body, dry_run):
+        return False
+    if dry_run:
+        detail = f"server-side dry run: deployment {where} would go {replicas} -> {replicas + 1}"
+        return Hedged("would_hedge", False, detail, replicas=replicas + 1)
+    return True
+
+
+def _see_through(
+    apis: Apis,
+    namespace: str,
+    deployment: str,
+    plan: Hedge | None,
+    clock: Clock,
+    on_wait: Callable[[str], None] | None,
+) -> Hedged:
+    """Wait for the first Ready of the two; delete the other; return to the count."""
+    where = f"{namespace}/{deployment}"
+    last = ""
+    while True:
+        dep = _read_deployment(apis.apps, namespace, deployment)
+        notes = _annotations(dep)
+        if HEDGE not in notes:  # ended meanwhile (a former run, after its last look)
+            return Hedged("already_hedged", False, f"the hedge of {where} has ended")
+        plan = Hedge.from_json(notes[HEDGE], where)
+        pods = _pods(apis.core, namespace, dep, where)
+        found = _judge(apis.core, namespace, plan, pods)
+        if found is not None:
+            outcome, detail, winner, deleted = found
+            count = _end(apis.apps, namespace, deployment, plan, detail)
+            return Hedged(outcome, True, detail, winner, deleted, count)
+        if clock.now() >= plan.deadline:
+            detail = f"neither {plan.pod} nor a new pod was Ready by the deadline"
+            count = _end(apis.apps, namespace, deployment, plan, detail)
+            return Hedged("timeout", True, detail, None, None, count)
+        waiting = f"waiting: {plan.pod} and {_new_names(plan, pods) or 'no new pod yet'}"
+        if waiting != last and on_wait is not None:
+            on_wait(waiting)
+        last = waiting
+        clock.sleep(max(0.0, min(clock.poll_s, plan.deadline - clock.now())))
+
+
+def _new(plan: Hedge, pods: list[Any]) -> list[Any]:
+    """Pods started since the surge (oldest first): the hedge pod, or a replacement."""
+    known = set(plan.before) | {plan.uid}
+    fresh = [p for p in pods if p.metadata.uid not in known]
+    return sorted(fresh, key=lambda p: (p.metadata.creation_timestamp, p.metadata.name))
+
+
+def _new_names(plan: Hedge, pods: list[Any]) -> str:
+    return ", ".join(p.metadata.name for p in _new(plan, pods))
+
+
+def _judge(
+    core: client.CoreV1Api, namespace: str, plan: Hedge, pods: list[Any]
+) -> tuple[Outcome, str, str | None, str | None] | None:
+    """The hedge's end if it has come: (outcome, what happened, winner, deleted)."""
+    stalled = next((p for p in pods if p.metadata.uid == plan.uid), None)
+    fresh = _new(plan, pods)
+    if stalled is None:
+        heir = fresh[0].metadata.name if fresh else None
+        detail = f"{plan.pod} is gone (deleted or evicted); {heir or 'no new pod'} takes its place"
+        return "hedged_stalled_gone", detail, heir, None
+    if _ready(stalled):
+        # The hedge pod; Ready too at this look (a tie): still the one that goes, so the
+        # ReplicaSet's own choice never falls on the stalled pod that just got there.
+        loser = next((p for p in fresh if not _ready(p)), fresh[0] if fresh else None)
+        deleted = None
+        if loser is not None and _delete_pod(
+            core, namespace, loser.metadata.name, loser.metadata.uid
+        ):
+            deleted = loser.metadata.name
+        detail = f"{plan.pod} became Ready first; hedge pod {deleted or '(none left)'} deleted"
+        return "hedged_stalled_won", detail, plan.pod, deleted
+    winner = next((p for p in fresh if _ready(p)), None)
+    if winner is None:
+        return None
+    deleted = plan.pod if _delete_pod(core, namespace, plan.pod, plan.uid) else None
+    detail = f"{winner.metadata.name} became Ready first; stalled pod {plan.pod} deleted"
+    return "hedged_hedge_won", detail, winner.metadata.name, deleted
+
+
+def _end(
+    apps: client.AppsV1Api, namespace: str, deployment: str, plan: Hedge, why: str
+) -> int | None:
+    """Return to the count (unless someone else changed it), drop the annotation, record
+    the pod as hedged: one patch. Returns the count left."""
+    where = f"{namespace}/{deployment}"
+    for _ in range(_WRITES):
+        dep = _read_deployment(apps, namespace, deployment)
+        notes = _annotations(dep)
+        running = notes.get(HEDGE)
+        if running is None or Hedge.from_json(running, where).uid != plan.uid:
+            return int(dep.spec.replicas) if dep.spec.replicas is not None else None
+        now = int(dep.spec.replicas) if dep.spec.replicas is not None else None
+        body: dict[str, Any] = {"metadata": {"annotations": {HEDGE: None, HEDGED: plan.uid}}}
+        count = now
+        if now == plan.replicas + 1:
+            body["spec"] = {"replicas": plan.replicas}
+            count = plan.replicas
+        if _patch(apps, dep, body, dry_run=False):
+            return count
+    raise StepError(ExitCode.ERROR, "conflict", f"deployment {where} kept changing ({why})")
+
+
+def give_up(apps: client.AppsV1Api, namespace: str, deployment: str, uid: str) -> Hedged:
+    """The workflow failed (its step out of retries): end the hedge of `uid` if it still runs,
+    deleting nothing, so no surge outlives it."""
+    where = f"{namespace}/{deployment}"
+    running = _annotations(_read_deployment(apps, namespace, deployment)).get(HEDGE)
+    if running is None or Hedge.from_json(running, where).uid != uid:
+        return Hedged("nothing_to_end", False, f"no hedge of {uid} runs on {where}")
+    plan = Hedge.from_json(running, where)
+    count = _end(apps, namespace, deployment, plan, "given up")
+    detail = f"hedge of {plan.pod} given up; {where} at {count} replicas, nothing deleted"
+    return Hedged("given_up", True, detail, None, None, count)

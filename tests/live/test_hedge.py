@@ -1,0 +1,280 @@
+"""`remediator step hedge-pod` on the real control plane (kube-apiserver, the Deployment and
+ReplicaSet controllers, kwok), as the workflow ServiceAccount with deploy/'s RBAC: the surge by
+one, the first Ready of the two winning, the loser deleted, the Deployment back at its count;
+and a step killed mid-hedge (SIGKILL) that a rerun carries on without a second surge, or that
+the exit handler (`end-hedge`) ends without orphaning the surge.
+
+kwok plays each pod's cold start from its annotations (tests/cluster/stages): the Deployment's
+pods hang in engine init; which one comes Ready first is chosen by taking the `hang` annotation
+off that pod, as an engine that gets going again."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.live.harness import NS, REPO, LiveCluster, example_deployment, run_step, wait_for
+from tests.live.test_incidents import ready
+
+HANG = {"pull": "1s", "init": "1s", "start": "1s", "engine": "1s", "hang": "engine"}
+HEDGE = "remediator.io/hedge"
+HEDGED = "remediator.io/hedged"
+
+Workloads = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _dep(cluster: LiveCluster, name: str) -> dict[str, Any]:
+    found = cluster.get(f"/apis/apps/v1/namespaces/{NS}/deployments/{name}")
+    assert found is not None
+    return found
+
+
+def _pods(cluster: LiveCluster, name: str) -> list[dict[str, Any]]:
+    """The Deployment's pods that are not going."""
+    pods = cluster.pods(NS, f"app.kubernetes.io/name={name}")
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+def _engine_started(pod: dict[str, Any]) -> bool:
+    statuses = pod.get("status", {}).get("containerStatuses") or []
+    return any("running" in s.get("state", {}) for s in statuses)
+
+
+def _get_going(cluster: LiveCluster, pod: dict[str, Any]) -> None:
+    """The engine gets going again: kwok plays it to Ready."""
+    patch = {"metadata": {"annotations": {"cold-start.remediator.dev/hang": None}}}
+    cluster.api("PATCH", f"/api/v1/namespaces/{NS}/pods/{pod['metadata']['name']}", patch,
+                ctype="application/merge-patch+json")  # fmt: skip
+
+
+def _stalled(cluster: LiveCluster, workloads: Workloads, name: str) -> dict[str, Any]:
+    """A one-replica Deployment whose pod hangs in engine init; returns that pod."""
+    workloads(example_deployment(name, replicas=1, shape=HANG))
+    return wait_for(
+        lambda: (ps := _pods(cluster, name)) and _engine_started(ps[0]) and ps[0],
+        60,
+        f"{name}'s pod in engine init",
+    )
+
+
+def _argv(name: str, pod: dict[str, Any], *extra: str) -> list[str]:
+    meta = pod["metadata"]
+    return ["step", "hedge-pod", "-n", NS, "--deployment", name, "--pod", meta["name"],
+            "--uid", meta["uid"], "--poll-interval", "0.3", "--incident", "hedge-live",
+            *extra]  # fmt: skip
+
+
+class Step:
+    """A step running as its pod would (the workflow ServiceAccount), in the background."""
+
+    def __init__(self, cluster: LiveCluster, argv: list[str]) -> None:
+        kubeconfig = cluster.sa_kubeconfig("argo", "remediator-workflow")
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "remediator", *argv], cwd=REPO, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    def verdict(self, timeout: float = 120) -> tuple[int, dict[str, Any]]:
+        out, err = self.proc.communicate(timeout=timeout)
+        lines = [ln for ln in out.splitlines() if ln.strip()]
+        assert len(lines) == 1, (out, err)
+        return self.proc.returncode, json.loads(lines[0])
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+
+@pytest.fixture
+def steps() -> Iterator[list[Step]]:
+    started: list[Step] = []
+    yield started
+    for s in started:
+        if s.proc.poll() is None:
+            s.kill()
+
+
+def _surged(cluster: LiveCluster, name: str, stalled: dict[str, Any]) -> dict[str, Any]:
+    """Wait for the surge and the hedge pod; returns the hedge pod."""
+    uid = stalled["metadata"]["uid"]
+
+    def hedge_pod() -> dict[str, Any] | None:
+        dep = _dep(cluster, name)
+        if dep["spec"]["replicas"] != 2 or HEDGE not in dep["metadata"].get("annotations", {}):
+            return None
+        fresh = [p for p in _pods(cluster, name) if p["metadata"]["uid"] != uid]
+        return fresh[0] if fresh and _engine_started(fresh[0]) else None
+
+    return wait_for(hedge_pod, 60, "the surge and the hedge pod in engine init")
+
+
+def _settled(cluster: LiveCluster, name: str, uid: str) -> dict[str, Any]:
+    """The Deployment back at one replica, its hedge ended, one pod left."""
+
+    def done() -> dict[str, Any] | None:
+        dep = _dep(cluster, name)
+        notes = dep["metadata"].get("annotations", {})
+        if dep["spec"]["replicas"] != 1 or HEDGE in notes or notes.get(HEDGED) != uid:
+            return None
+        return dep if len(_pods(cluster, name)) == 1 else None
+
+    return wait_for(done, 60, "one replica, the hedge ended, one pod")
+
+
+def test_the_hedge_pod_ready_first_wins_and_the_stalled_pod_is_deleted(
+    cluster: LiveCluster, workloads: Workloads, steps: list[Step]
+) -> None:
+    name = "vllm-hedge-a"
+    stalled = _stalled(cluster, workloads, name)
+    uid = stalled["metadata"]["uid"]
+    steps.append(step := Step(cluster, _argv(name, stalled, "--timeout", "120")))
+    hedge = _surged(cluster, name, stalled)
+    plan = json.loads(_dep(cluster, name)["metadata"]["annotations"][HEDGE])
+    assert (plan["uid"], plan["replicas"], plan["before"]) == (uid, 1, [uid])
+    _get_going(cluster, hedge)
+    code, verdict = step.verdict()
+    assert code == 0, verdict
+    assert verdict["outcome"] == "hedged_hedge_won", verdict
+    assert verdict["winner"] == hedge["metadata"]["name"]
+    assert verdict["deleted"] == stalled["metadata"]["name"] and verdict["replicas"] == 1
+    assert _settled(cluster, name, uid)["metadata"]["generation"] == 3  # surge, return
+    (left,) = _pods(cluster, name)
+    assert left["metadata"]["uid"] == hedge["metadata"]["uid"] and ready(left)
+
+
+def test_the_stalled_pod_ready_first_wins_and_the_hedge_pod_is_deleted(
+    cluster: LiveCluster, workloads: Workloads, steps: list[Step]
+) -> None:
+    name = "vllm-hedge-b"
+    stalled = _stalled(cluster, workloads, name)
+    uid = stalled["metadata"]["uid"]
+    steps.append(step := Step(cluster, _argv(name, stalled, "--timeout", "120")))
+    hedge = _surged(cluster, name, stalled)
+    _get_going(cluster, stalled)
+    code, verdict = step.verdict()
+    assert (code, verdict["outcome"]) == (0, "hedged_stalled_won"), verdict
+    assert verdict["deleted"] == hedge["metadata"]["name"]
+    _settled(cluster, name, uid)
+    (left,) = _pods(cluster, name)
+    assert left["metadata"]["uid"] == uid and ready(left)
+    # Run again (Argo's retry after the end): the hedge is done, nothing changes.
+    again = run_step(cluster, _argv(name, stalled), {})
+    assert json.loads(again.stdout)["outcome"] in ("already_hedged", "spared"), again.stdout
+    assert _dep(cluster, name)["spec"]["replicas"] == 1
+
+
+def test_a_step_killed_mid_hedge_is_carried_on_by_its_rerun_without_a_second_surge(
+    cluster: LiveCluster, workloads: Workloads, steps: list[Step]
+) -> None:
+    name = "vllm-hedge-c"
+    stalled = _stalled(cluster, workloads, name)
+    uid = stalled["metadata"]["uid"]
+    steps.append(first := Step(cluster, _argv(name, stalled, "--timeout", "120")))
+    hedge = _surged(cluster, name, stalled)
+    first.kill()  # SIGKILL mid-hedge: Argo's retry runs the step again
+    steps.append(rerun := Step(cluster, _argv(name, stalled, "--timeout", "120")))
+    _get_going(cluster, hedge)
+    code, verdict = rerun.verdict()
+    assert (code, verdict["outcome"]) == (0, "hedged_hedge_won"), verdict
+    # The spec changed twice, the surge and the return: the rerun found the hedge and never
+    # surged again (generation 1 at creation).
+    assert _settled(cluster, name, uid)["metadata"]["generation"] == 3
+    assert {p["metadata"]["uid"] for p in _pods(cluster, name)} == {hedge["metadata"]["uid"]}
+
+
+def test_the_exit_handler_ends_a_hedge_its_step_left_and_deletes_nothing(
+    cluster: LiveCluster, workloads: Workloads, steps: list[Step]
+) -> None:
+    name = "vllm-hedge-d"
+    stalled = _stalled(cluster, workloads, name)
+    uid = stalled["metadata"]["uid"]
+    steps.append(first := Step(cluster, _argv(name, stalled, "--timeout", "120")))
+    _surged(cluster, name, stalled)
+    first.kill()  # out of retries: the workflow fails, its exit handler runs
+    end = ["step", "end-hedge", "-n", NS, "--deployment", name, "--uid", uid]
+    done = run_step(cluster, end, {})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["outcome"] == "given_up"
+    _settled(cluster, name, uid)  # one pod left: the ReplicaSet chose which
+    again = run_step(cluster, end, {})
+    assert json.loads(again.stdout)["outcome"] == "nothing_to_end"
+
+
+def _annotate(cluster: LiveCluster, name: str, notes: dict[str, Any], **spec: Any) -> None:
+    body: dict[str, Any] = {"metadata": {"annotations": notes}}
+    if spec:
+        body["spec"] = spec
+    cluster.api("PATCH", f"/apis/apps/v1/namespaces/{NS}/deployments/{name}", body,
+                ctype="application/merge-patch+json")  # fmt: skip
+
+
+OTHER_UID = "0b6c1a9e-8b7d-4c6e-9f01-23456789abcd"
+
+
+def _plan(uid: str, deadline: float) -> str:
+    doc = {"pod": "vllm-other", "uid": uid, "replicas": 1, "before": [], "deadline": deadline}
+    return json.dumps(doc)
+
+
+def test_refusals_change_nothing_and_an_orphaned_hedge_is_ended_by_the_next(
+    cluster: LiveCluster, workloads: Workloads
+) -> None:
+    name = "vllm-hedge-e"
+    stalled = _stalled(cluster, workloads, name)
+    uid = stalled["metadata"]["uid"]
+    generation = _dep(cluster, name)["metadata"]["generation"]
+    # A server-side dry run: the API server checks the surge, stores nothing.
+    dry = run_step(cluster, _argv(name, stalled, "--dry-run"), {})
+    assert (dry.returncode, json.loads(dry.stdout)["outcome"]) == (0, "would_hedge"), dry.stderr
+    assert _dep(cluster, name)["metadata"]["generation"] == generation
+    # Another pod's hedge runs on this Deployment: not hedged (exit 3), nothing changed.
+    _annotate(cluster, name, {HEDGE: _plan(OTHER_UID, 4102444800.0)})  # 2100-01-01
+    generation = _dep(cluster, name)["metadata"]["generation"]  # annotations count as changes
+    busy = run_step(cluster, _argv(name, stalled), {})
+    assert busy.returncode == 3 and json.loads(busy.stdout)["reason"] == "busy"
+    dep = _dep(cluster, name)
+    assert (dep["spec"]["replicas"], dep["metadata"]["generation"]) == (1, generation)
+    # ... one past its deadline is an orphan (its workflow and exit handler gone): the next
+    # hedge ends it (leaving the count its owner no longer holds) and hedges its own pod.
+    _annotate(cluster, name, {HEDGE: _plan(OTHER_UID, 1.0)})
+    generation = _dep(cluster, name)["metadata"]["generation"]
+    done = run_step(cluster, _argv(name, stalled, "--timeout", "1"), {})
+    verdict = json.loads(done.stdout)
+    assert (done.returncode, verdict["outcome"]) == (4, "timeout"), done.stderr
+    dep = _settled(cluster, name, uid)  # back to one, its own hedge recorded
+    assert dep["metadata"]["generation"] == generation + 3  # orphan ended; its surge, return
+    assert {p["metadata"]["uid"] for p in _pods(cluster, name)} == {uid}
+
+
+def test_a_deployment_rolling_out_is_not_hedged(cluster: LiveCluster, workloads: Workloads) -> None:
+    """A new template on two replicas (maxSurge 0, maxUnavailable 1): one old pod goes, the new
+    one hangs too, and one old pod stays, stalled: a surge now could go to either template."""
+    name = "vllm-hedge-f"
+    workloads(example_deployment(name, replicas=2, shape=HANG))
+    wait_for(lambda: len([p for p in _pods(cluster, name) if _engine_started(p)]) == 2, 60, "2")
+    old = {p["metadata"]["labels"]["pod-template-hash"] for p in _pods(cluster, name)}
+    template = {"template": {"metadata": {"annotations": {"rolled": "1"}}}}
+    cluster.api("PATCH", f"/apis/apps/v1/namespaces/{NS}/deployments/{name}", {"spec": template},
+                ctype="application/merge-patch+json")  # fmt: skip
+
+    def rolling() -> dict[str, Any] | None:
+        pods = _pods(cluster, name)
+        hashes = {p["metadata"]["labels"]["pod-template-hash"] for p in pods}
+        stale = [p for p in pods if p["metadata"]["labels"]["pod-template-hash"] in old]
+        return stale[0] if len(pods) == 2 and hashes - old and stale else None
+
+    stalled = wait_for(rolling, 60, "one old pod and one of the new template")
+    generation = _dep(cluster, name)["metadata"]["generation"]
+    refused = run_step(cluster, _argv(name, stalled), {})
+    verdict = json.loads(refused.stdout)
+    assert (refused.returncode, verdict["reason"]) == (3, "rolling_out"), verdict
+    dep = _dep(cluster, name)
+    assert dep["spec"]["replicas"] == 2 and dep["metadata"]["generation"] == generation

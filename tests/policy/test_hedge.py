@@ -1,0 +1,189 @@
+"""Hedged starts (issue 20): a pod stalled in a vLLM step gets its replacement started early
+(`hedge-pod`), before it counts as hung and is deleted. Real vLLM lines (tests/data/vllm_logs)
+at made-up times, as in test_progress: five healthy siblings teach the steps, then one stalls.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from remediator.contract.errors import ConfigError
+from remediator.policy.hedge import hedge_incident
+from remediator.policy_file import load_policy
+from tests.policy.builders import T0, event, pod
+from tests.policy.conftest import Run, make_run
+from tests.policy.test_progress import READY, STEPS, _name, _siblings, _start, _uid
+
+POLICY = """
+stuck_pod:
+  checks: 3
+  budgets: {engine_init: 600}
+  progress: {enabled: true}
+  hedge: {enabled: %s}
+engine_logs: {follow: true}
+guardrails:
+  min_age: {factor: 0}
+  cooldown: {seconds: 0}
+  rate_limit: {per_minute: 600, burst: 100}
+  hedge_budget: {max_percent: %g}
+"""
+STALL_AT = 62 + 120  # the KV cache sized at 62 s, then silence: stalled at the 120 s floor
+
+
+def _run(enabled: bool = True, max_percent: float = 100) -> Run:
+    return make_run(POLICY % ("true" if enabled else "false", max_percent))
+
+
+def _acts(run: Run) -> list[str]:
+    """What was done about pods (the unschedulable one's own notice left out)."""
+    return [d.action for d in run.decisions if d.action != "notify"]
+
+
+def _stalled(run: Run) -> float:
+    """Pod 9 sizes its KV cache and goes quiet; returns when its container started."""
+    return _start(run, 9, _siblings(run), STEPS[:6])
+
+
+def test_a_stalled_pod_is_hedged_when_it_stalls_and_deleted_when_it_is_hung() -> None:
+    run = _run()
+    started = _stalled(run)
+    run.at(T0 + started + STALL_AT - 1)
+    assert run.decisions == []
+    run.at(T0 + started + 600)
+    hedge, delete = run.decisions
+    assert (hedge.action, hedge.target, hedge.uid) == ("hedge-pod", _name(9), _uid(9))
+    assert hedge.at - T0 == started + STALL_AT  # at the stall, 2 checks before the delete
+    assert hedge.workload == "llm/Deployment/vllm-70b"
+    assert hedge.incident == hedge_incident(_uid(9))
+    assert hedge.param("timeout") == "1800"
+    assert "stalled in vLLM step kv_cache (timed as cuda_graphs) for 120s" in hedge.reason
+    assert "5 siblings of meta-llama/Llama-3.1-70B-Instruct took 38s there" in hedge.reason
+    assert "the first Ready of the two serves, the other is deleted" in hedge.reason
+    # What the hedge budget weighs: the pod's GPUs, and the siblings' GPU-seconds clocked in
+    # (2 GPUs each, scheduled 1 s after creation, Ready 10 + 110 s after: 119 s).
+    assert hedge.gpus == 2
+    assert hedge.cold_start_gpu_s == pytest.approx(5 * 2 * (READY + 10 - 1))
+    assert hedge.clocked_since == T0 + 10  # the first input the engine saw: its count began
+    assert (delete.action, delete.target) == ("delete-pod", _name(9))
+    assert delete.at - T0 == started + STALL_AT + 20
+
+
+def test_off_by_default_the_stall_is_only_deleted() -> None:
+    run = _run(enabled=False)
+    started = _stalled(run)
+    run.at(T0 + started + 600)
+    assert [(d.action, d.at - T0) for d in run.decisions] == [
+        ("delete-pod", started + STALL_AT + 20)
+    ]
+    assert run.session.engine.gpu_clock.gpu_s == 0.0  # nothing clocked in when off
+
+
+def test_one_hedge_per_pod_even_when_it_stalls_again() -> None:
+    """It ends a step after the hedge, then stalls in the next: it is not hedged twice."""
+    run = _run()
+    started = _stalled(run)
+    run.at(T0 + started + STALL_AT + 5)
+    assert [d.action for d in run.decisions] == ["hedge-pod"]
+    graphs = STEPS[6][1]  # "Graph capturing finished": it moved on
+    from tests.data import vllm_logs
+
+    run.feed(vllm_logs.engine_log("llm", _name(9), graphs, T0 + started + STALL_AT + 10))
+    run.at(T0 + started + 1200)
+    assert [d.action for d in run.decisions] == ["hedge-pod", "delete-pod"]
+
+
+def test_no_hedge_where_the_workload_is_short_of_gpus() -> None:
+    """A pod of the workload was unschedulable for nvidia.com/gpu a minute before the stall:
+    no hedge (it would queue behind real demand), said why; the stall still ends in the delete
+    when hung."""
+    run = _run()
+    created = _siblings(run)
+    short = "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."
+    run.feed(pod(_name(20), _uid(20), created=created, unschedulable=short))
+    started = _start(run, 9, created + 100, STEPS[:6])
+    run.at(T0 + started + 600)
+    assert _acts(run) == ["delete-pod"]
+    (note,) = [n for n in run.notes if n.rule == "hedge"]
+    assert note.subject == f"llm/{_name(9)}"
+    assert "llm/Deployment/vllm-70b is short of GPUs" in note.reason
+    assert "unschedulable for nvidia.com/gpu" in note.reason
+
+
+def test_a_failed_scheduling_event_marks_the_workload_short_too() -> None:
+    run = _run()
+    created = _siblings(run)
+    run.feed(pod(_name(21), _uid(21), created=created))
+    msg = "0/8 nodes are available: 8 Insufficient nvidia.com/gpu. preemption: 0/8 nodes"
+    run.feed(event("FailedScheduling", msg, created + 1, pod_name=_name(21), uid=_uid(21)))
+    started = _start(run, 9, created + 100, STEPS[:6])
+    run.at(T0 + started + 600)
+    assert _acts(run) == ["delete-pod"]
+    assert any("short of GPUs" in n.reason for n in run.notes)
+
+
+def test_gpus_short_long_ago_do_not_hold_a_hedge() -> None:
+    run = _run()
+    short = "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."
+    run.feed(pod(_name(20), _uid(20), created=0.0, unschedulable=short))
+    run.feed(pod(_name(20), _uid(20), watch="DELETED", created=0.0, unschedulable=short))
+    started = _stalled(run)  # 5000 s later: past gpu_short_s (600 s)
+    run.at(T0 + started + 600)
+    assert [d.action for d in run.decisions] == ["hedge-pod", "delete-pod"]
+
+
+def test_the_hedge_budget_holds_a_hedge_the_fleet_has_not_paid_for() -> None:
+    """By default hedges may take 5% of cold starts' GPU-minutes: five siblings (1190 GPU-s)
+    pay 60 GPU-s, and a hedge is charged a whole expected cold start of 2 GPUs."""
+    run = _run(max_percent=5)
+    started = _stalled(run)
+    run.at(T0 + started + 600)
+    assert [d.action for d in run.decisions] == ["delete-pod"]
+    (held,) = run.held
+    assert (held.decision.action, held.guardrail) == ("hedge-pod", "hedge_budget")
+    assert "would exceed 5% of 19.8 GPU-min of cold starts (1.0 GPU-min)" in held.reason
+
+
+def test_a_second_hedge_of_the_pod_after_a_restart_is_held() -> None:
+    """serve restarts mid-hedge: its engine forgot the hedge, the stored guard state did not.
+    The same stall decides the same hedge again; idempotency holds it (and dedup behind it)."""
+    first = _run()
+    started = _stalled(first)
+    first.at(T0 + started + STALL_AT + 1)
+    assert [d.action for d in first.decisions] == ["hedge-pod"]
+    stored = first.session.guard_state.to_json()
+
+    again = _run()
+    again.session.restore_guard_state(stored)
+    assert _stalled(again) == started
+    again.at(T0 + started + 600)
+    assert [d.action for d in again.decisions] == ["delete-pod"]
+    (held,) = again.held
+    assert (held.decision.action, held.guardrail) == ("hedge-pod", "idempotency")
+    assert held.retry_at is None
+
+
+def test_hedging_needs_progress() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_policy("stuck_pod:\n  hedge: {enabled: true}\n")
+    assert caught.value.path == "stuck_pod.hedge.enabled"
+    assert "progress.enabled" in str(caught.value)
+
+
+def test_the_hedge_timeout_is_bounded_by_the_workflow() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_policy("stuck_pod:\n  hedge: {timeout_s: 7200}\n")
+    assert caught.value.path == "stuck_pod.hedge.timeout_s"
+    assert load_policy("stuck_pod:\n  hedge: {timeout_s: 600}\n").rules.stuck_pod.hedge == (
+        load_policy("stuck_pod:\n  hedge: {timeout_s: 600}\n").rules.stuck_pod.hedge
+    )
+
+
+def test_hedge_knobs_parse_strictly() -> None:
+    cfg = load_policy(
+        "stuck_pod:\n  progress: {enabled: true}\n"
+        "  hedge: {enabled: true, gpu_short_s: 300, timeout_s: 900}\n"
+    ).rules.stuck_pod.hedge
+    assert (cfg.enabled, cfg.gpu_short_s, cfg.timeout_s) == (True, 300.0, 900.0)
+    with pytest.raises(ConfigError) as caught:
+        load_policy("stuck_pod:\n  hedge: {surge: 2}\n")
+    assert caught.value.path == "stuck_pod.hedge.surge"
