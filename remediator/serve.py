@@ -14,6 +14,7 @@ from remediator.executors.argo_params import remediator_image
 from remediator.executors.secrets import MissingSecret
 from remediator.executors.validate import InvalidParameter
 from remediator.logfields import get_logger
+from remediator.runtime import options
 from remediator.runtime.embedded import RuntimeSettings
 from remediator.runtime.inbox import KEEP_BYTES
 from remediator.runtime.leader import LeaseSettings
@@ -116,26 +117,15 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     help="NAMESPACE/NAME of the GPU warmup DaemonSet to watch (by name); '' for none.  "
     "[env REMEDIATOR_WARMUP_DAEMONSET]",
 )
-@click.option(
-    "--kubeconfig",
-    envvar="KUBECONFIG",
-    default=None,
-    help="Kubeconfig file. Default: in-cluster when in a pod, else ~/.kube/config.  "
-    "[env KUBECONFIG]",
+@options.kubeconfig(
+    "Kubeconfig file. Default: in-cluster when in a pod, else ~/.kube/config.  [env KUBECONFIG]",
 )
-@click.option(
-    "--argo-server",
-    envvar="ARGO_SERVER",
-    default=None,
-    help="Argo Server URL, e.g. https://argo-server.argo:2746. Required unless "
+@options.argo_server(
+    "Argo Server URL, e.g. https://argo-server.argo:2746. Required unless "
     "--dry-run.  [env ARGO_SERVER]",
 )
-@click.option(
-    "--argo-namespace",
-    envvar="ARGO_NAMESPACE",
-    default="argo",
-    show_default=True,
-    help="Where the WorkflowTemplates live and workflows run.  [env ARGO_NAMESPACE]",
+@options.argo_namespace(
+    "Where the WorkflowTemplates live and workflows run.  [env ARGO_NAMESPACE]",
 )
 @click.option(
     "--argo-ui-url",
@@ -149,21 +139,12 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     default=None,
     help="CA bundle for the Argo Server's TLS.  [env ARGO_CA_CERT]",
 )
-@click.option(
-    "--slack-channel",
-    envvar="SLACK_CHANNEL",
-    default=None,
-    help="Channel id (C0123456789) the bot posts to. A #name posts too, but after a crash "
+@options.slack_channel(
+    "Channel id (C0123456789) the bot posts to. A #name posts too, but after a crash "
     "only the id lets it find what it already posted (channels:history) instead of posting "
     "again. Unset: no Slack.  [env SLACK_CHANNEL]",
 )
-@click.option(
-    "--slack-api-url",
-    envvar="SLACK_API_URL",
-    default="https://slack.com/api/",
-    show_default=True,
-    help="Slack Web API base URL (an egress proxy, or a test server).  [env SLACK_API_URL]",
-)
+@options.slack_api_url
 @click.option(
     "--dry-run/--no-dry-run",
     envvar="REMEDIATOR_DRY_RUN",
@@ -218,22 +199,17 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     show_default=True,
     help="Seconds a leader's claim lasts without renewal.  [env REMEDIATOR_LEASE_DURATION]",
 )
-@click.option(
+@options.above_zero(
     "--renew-deadline",
-    envvar="REMEDIATOR_RENEW_DEADLINE",
-    type=click.FloatRange(min=0, min_open=True),
-    default=10.0,
-    show_default=True,
-    help="A leader that could not renew for this long stops acting.  "
-    "[env REMEDIATOR_RENEW_DEADLINE]",
+    "REMEDIATOR_RENEW_DEADLINE",
+    10.0,
+    "A leader that could not renew for this long stops acting.  [env REMEDIATOR_RENEW_DEADLINE]",
 )
-@click.option(
+@options.above_zero(
     "--retry-period",
-    envvar="REMEDIATOR_RETRY_PERIOD",
-    type=click.FloatRange(min=0, min_open=True),
-    default=2.0,
-    show_default=True,
-    help="Seconds between Lease attempts.  [env REMEDIATOR_RETRY_PERIOD]",
+    "REMEDIATOR_RETRY_PERIOD",
+    2.0,
+    "Seconds between Lease attempts.  [env REMEDIATOR_RETRY_PERIOD]",
 )
 @click.option(
     "--max-webhook-pods",
@@ -245,31 +221,19 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     "are forgotten first (remediator_unwatched_pods_dropped_total).  "
     "[env REMEDIATOR_MAX_WEBHOOK_PODS]",
 )
-@click.option(
+@options.above_zero(
     "--idle-timeout",
-    envvar="REMEDIATOR_IDLE_TIMEOUT",
-    type=click.FloatRange(min=0, min_open=True),
-    default=75.0,
-    show_default=True,
-    help="Seconds an HTTP connection may go without a complete request before it is "
+    "REMEDIATOR_IDLE_TIMEOUT",
+    75.0,
+    "Seconds an HTTP connection may go without a complete request before it is "
     "closed.  [env REMEDIATOR_IDLE_TIMEOUT]",
 )
-@click.option(
-    "--outbox-retention",
-    envvar="REMEDIATOR_OUTBOX_RETENTION",
-    type=click.FloatRange(min=0, min_open=True),
-    default=7.0,
-    show_default=True,
-    help="Days a closed outbox row (ended, expired, failed and told) is kept before it is "
+@options.outbox_retention(
+    "Days a closed outbox row (ended, expired, failed and told) is kept before it is "
     "deleted.  [env REMEDIATOR_OUTBOX_RETENTION]",
 )
-@click.option(
-    "--workflow-start-timeout",
-    envvar="REMEDIATOR_WORKFLOW_START_TIMEOUT",
-    type=click.FloatRange(min=0, min_open=True),
-    default=300.0,
-    show_default=True,
-    help="Seconds a submitted workflow may stay Pending (Argo took it, nothing started it: "
+@options.workflow_start_timeout(
+    "Seconds a submitted workflow may stay Pending (Argo took it, nothing started it: "
     "no workflow-controller, a quota) before on-call is told, once, in the act's thread; "
     "it is still followed to its end.  [env REMEDIATOR_WORKFLOW_START_TIMEOUT]",
 )
@@ -284,13 +248,11 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     "than a minute make room, else the webhook gets 503 and the sender retries.  "
     "[env REMEDIATOR_INBOX_MAX_BYTES]",
 )
-@click.option(
+@options.above_zero(
     "--behind-unready",
-    envvar="REMEDIATOR_BEHIND_UNREADY",
-    type=click.FloatRange(min=0, min_open=True),
-    default=30.0,
-    show_default=True,
-    help="Seconds pod deletions may be held because the picture may lag the cluster's (a "
+    "REMEDIATOR_BEHIND_UNREADY",
+    30.0,
+    "Seconds pod deletions may be held because the picture may lag the cluster's (a "
     "Pod watch relisting after a reconnect, short of the API server's resourceVersion or "
     "of its BOOKMARK; serve just resumed from a pause) before /readyz fails. Held "
     "deletions are decided again once caught up.  [env REMEDIATOR_BEHIND_UNREADY]",

@@ -36,10 +36,12 @@ from remediator.guard.state import (
 
 @dataclass(frozen=True, slots=True)
 class BlastRadiusConfig:
-    max_pods: int = field(default=5, metadata=NON_NEGATIVE)  # by simulation; 25% still caps
-    max_percent: float = field(default=25.0, metadata={"min": 0, "max": 100})
+    # By simulation (docs/simulation-defaults.md): with 20% of cold starts hung, a 48-replica
+    # workload's scale-up wave needs ~10 deletions in a window; lower caps hold them.
+    max_pods: int = field(default=20, metadata=NON_NEGATIVE)
+    max_percent: float = field(default=50.0, metadata={"min": 0, "max": 100})
     window_s: float = field(default=600.0, metadata=NON_NEGATIVE)
-    max_pods_cluster: int = field(default=20, metadata=NON_NEGATIVE)  # by simulation
+    max_pods_cluster: int = field(default=50, metadata=NON_NEGATIVE)  # by simulation
 
 
 @dataclass(frozen=True, slots=True)

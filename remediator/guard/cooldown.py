@@ -24,10 +24,10 @@ from remediator.guard.state import GuardState, Stamps, prune, read_stamps
 
 @dataclass(frozen=True, slots=True)
 class CooldownConfig:
-    # 30 s by simulation (docs/simulation-defaults.md): a replacement slow the same way is
-    # the policy engine's kill-loop hold now, and 600 s left a workload's second hung pod
-    # waiting ten minutes.
-    seconds: float = field(default=30.0, metadata=NON_NEGATIVE)
+    # 0 s by simulation (docs/simulation-defaults.md): a replacement slow the same way is
+    # the policy engine's kill-loop hold, and any cooldown serialises a workload's hung pods
+    # (30 s: the tenth of a scale-up wave waited five minutes).
+    seconds: float = field(default=0.0, metadata=NON_NEGATIVE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,12 +47,16 @@ class ProgressConfig:
     step it is in is judged this way, the phase budget does not apply: a start that keeps
     ending steps is never deleted for being slow overall. A step with fewer than
     `min_samples` siblings' times, or a pod whose log is not read (or no longer is: the
-    follow hit its byte bound or broke), keeps the phase budget."""
+    follow hit its byte bound or broke), keeps the phase budget.
 
-    enabled: bool = False
+    On, at a 30 s floor and three times the siblings' P95, by simulation
+    (docs/simulation-defaults.md): hangs in torch.compile and CUDA graph capture are found
+    before the phase budget, and no healthy pod was deleted."""
+
+    enabled: bool = True
     factor: float = 3.0
     quantile: float = 0.95
-    floor_s: float = 120.0
+    floor_s: float = 30.0
     min_samples: int = 5
 
 
@@ -142,10 +146,11 @@ class FirstTokenProbeConfig:
 
 @dataclass(frozen=True, slots=True)
 class EngineLogsConfig:
-    """Follow an inference pod's log while it is in engine init, for vLLM's steps."""
+    """Follow an inference pod's log while it is in engine init, for vLLM's steps (on by
+    default: progress-aware detection reads them; RBAC `pods/log` get)."""
 
-    follow: bool = False
-    max_pods: int = 8  # logs followed at once
+    follow: bool = True
+    max_pods: int = 8  # logs followed at once (more gained nothing in simulation)
     max_bytes: int = 1 << 20  # per pod (the server stops sending there: limitBytes)
 
 

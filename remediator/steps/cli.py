@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import click
 
@@ -62,6 +62,52 @@ def _kube(f: F) -> F:
     )(f)
 
 
+def _namespace(f: F) -> F:
+    return click.option(
+        "--namespace", "-n", required=True, callback=_checked(validate.dns1123_label), help=_NS_HELP
+    )(f)
+
+
+def _name(flag: str, help: str) -> Callable[[F], F]:
+    """A required object name (`--pod`, `--deployment`, `--node`), checked before any call."""
+    return click.option(
+        flag, required=True, callback=_checked(validate.dns1123_subdomain), help=help
+    )
+
+
+def _uid(help: str) -> Callable[[F], F]:
+    return click.option("--uid", required=True, callback=_checked(validate.uid), help=help)
+
+
+def _poll_interval(default: float) -> Callable[[F], F]:
+    return click.option(
+        "--poll-interval",
+        default=default,
+        show_default=True,
+        type=click.FloatRange(min=0, min_open=True),
+        metavar="S",
+    )
+
+
+class _Done(Protocol):
+    """What a Kubernetes step's action gives back (each has more fields of its own)."""
+
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def action_taken(self) -> bool: ...
+    @property
+    def detail(self) -> str: ...
+
+
+def _fields(done: _Done, *more: str, **flags: Any) -> dict[str, Any]:
+    """Log an action's result and give its verdict fields: outcome, action_taken, `flags`
+    (dry_run), detail, then the result's own fields named in `more`, in that order."""
+    log(done.detail, step_outcome=done.outcome)
+    head = {"outcome": done.outcome, "action_taken": done.action_taken, **flags}
+    return {**head, "detail": done.detail, **{name: getattr(done, name) for name in more}}
+
+
 def _finish(step: str, incident: str | None, fields: dict[str, Any], code: ExitCode) -> None:
     head = {"step": step, "outcome": fields.get("outcome"), "exit_code": int(code)}
     verdict = {**head, "incident": incident, **fields}
@@ -109,18 +155,9 @@ def step() -> None:
 
 
 @step.command("delete-pod", epilog=EXIT_CODES_HELP)
-@click.option(
-    "--namespace", "-n", required=True, callback=_checked(validate.dns1123_label), help=_NS_HELP
-)
-@click.option(
-    "--pod", required=True, callback=_checked(validate.dns1123_subdomain), help="Pod name."
-)
-@click.option(
-    "--uid",
-    required=True,
-    callback=_checked(validate.uid),
-    help="metadata.uid of the pod instance to delete (the one the decision saw).",
-)
+@_namespace
+@_name("--pod", "Pod name.")
+@_uid("metadata.uid of the pod instance to delete (the one the decision saw).")
 @click.option(
     "--grace-period",
     type=click.IntRange(min=0),
@@ -178,29 +215,14 @@ def delete_pod_command(
 
         core = client.CoreV1Api(api_client(kubeconfig, context))
         done = delete_pod(core, namespace, pod, uid, grace_period, dry_run, phase or None)
-        log(done.detail, step_outcome=done.outcome)
-        fields = {
-            "outcome": done.outcome,
-            "action_taken": done.action_taken,
-            "dry_run": dry_run,
-            "detail": done.detail,
-            "current_uid": done.current_uid,
-        }
-        return ExitCode.OK, fields
+        return ExitCode.OK, _fields(done, "current_uid", dry_run=dry_run)
 
     _run("delete-pod", incident, {"namespace": namespace, "pod": pod, "uid": uid}, body)
 
 
 @step.command("rollout-restart", epilog=EXIT_CODES_HELP)
-@click.option(
-    "--namespace", "-n", required=True, callback=_checked(validate.dns1123_label), help=_NS_HELP
-)
-@click.option(
-    "--daemonset",
-    required=True,
-    callback=_checked(validate.dns1123_subdomain),
-    help="DaemonSet name, e.g. the GPU warmup gpu-warmup.",
-)
+@_namespace
+@_name("--daemonset", "DaemonSet name, e.g. the GPU warmup gpu-warmup.")
 @click.option(
     "--image",
     callback=_checked(validate.image),
@@ -220,13 +242,7 @@ def delete_pod_command(
     metavar="S",
     help="Seconds to wait for the rollout to finish before giving up (exit 4).",
 )
-@click.option(
-    "--poll-interval",
-    default=5.0,
-    show_default=True,
-    type=click.FloatRange(min=0, min_open=True),
-    metavar="S",
-)
+@_poll_interval(5.0)
 @click.option("--dry-run", is_flag=True, help="Server-side dry run of the patch; no wait.")
 @_kube
 @_incident
@@ -293,9 +309,7 @@ def rollout_restart_command(
 
 
 @step.command("cordon-node", epilog=EXIT_CODES_HELP)
-@click.option(
-    "--node", required=True, callback=_checked(validate.dns1123_subdomain), help="Node name."
-)
+@_name("--node", "Node name.")
 @click.option("--dry-run", is_flag=True, help="Ask the API server to check, not to cordon.")
 @_kube
 @_incident
@@ -318,14 +332,7 @@ def cordon_node_command(
         from remediator.steps.kube import api_client
 
         done = cordon(client.CoreV1Api(api_client(kubeconfig, context)), node, dry_run)
-        log(done.detail, step_outcome=done.outcome)
-        fields = {
-            "outcome": done.outcome,
-            "action_taken": done.action_taken,
-            "dry_run": dry_run,
-            "detail": done.detail,
-        }
-        return ExitCode.OK, fields
+        return ExitCode.OK, _fields(done, dry_run=dry_run)
 
     _run("cordon-node", incident, {"node": node}, body)
 
@@ -334,24 +341,10 @@ MAX_HEDGE_S = 3600.0  # the hedge-stalled-pod template's activeDeadlineSeconds l
 
 
 @step.command("hedge-pod", epilog=EXIT_CODES_HELP)
-@click.option(
-    "--namespace", "-n", required=True, callback=_checked(validate.dns1123_label), help=_NS_HELP
-)
-@click.option(
-    "--deployment",
-    required=True,
-    callback=_checked(validate.dns1123_subdomain),
-    help="The Deployment the stalled pod belongs to: it is surged by one.",
-)
-@click.option(
-    "--pod", required=True, callback=_checked(validate.dns1123_subdomain), help="Stalled pod."
-)
-@click.option(
-    "--uid",
-    required=True,
-    callback=_checked(validate.uid),
-    help="metadata.uid of the stalled pod instance (the one the decision saw).",
-)
+@_namespace
+@_name("--deployment", "The Deployment the stalled pod belongs to: it is surged by one.")
+@_name("--pod", "Stalled pod.")
+@_uid("metadata.uid of the stalled pod instance (the one the decision saw).")
 @click.option(
     "--timeout",
     default=1800.0,
@@ -361,13 +354,7 @@ MAX_HEDGE_S = 3600.0  # the hedge-stalled-pod template's activeDeadlineSeconds l
     help="Seconds to wait for either pod to be Ready; then the Deployment returns to its "
     "count, nothing deleted (exit 4). Counted from the surge, across reruns.",
 )
-@click.option(
-    "--poll-interval",
-    default=2.0,
-    show_default=True,
-    type=click.FloatRange(min=0, min_open=True),
-    metavar="S",
-)
+@_poll_interval(2.0)
 @click.option("--dry-run", is_flag=True, help="Server-side dry run of the surge; no wait.")
 @_kube
 @_incident
@@ -419,16 +406,7 @@ def hedge_pod_command(
         clock = hedge.Clock(time.time, time.sleep, poll_interval)
         done = hedge.hedge(apis, namespace, deployment, pod, uid, timeout, clock, dry_run,
                            lambda what: log(what))  # fmt: skip
-        log(done.detail, step_outcome=done.outcome)
-        fields = {
-            "outcome": done.outcome,
-            "action_taken": done.action_taken,
-            "dry_run": dry_run,
-            "detail": done.detail,
-            "winner": done.winner,
-            "deleted": done.deleted,
-            "replicas": done.replicas,
-        }
+        fields = _fields(done, "winner", "deleted", "replicas", dry_run=dry_run)
         return (ExitCode.TIMEOUT if done.outcome == "timeout" else ExitCode.OK), fields
 
     target = {"namespace": namespace, "deployment": deployment, "pod": pod, "uid": uid}
@@ -436,21 +414,9 @@ def hedge_pod_command(
 
 
 @step.command("end-hedge", epilog=EXIT_CODES_HELP)
-@click.option(
-    "--namespace", "-n", required=True, callback=_checked(validate.dns1123_label), help=_NS_HELP
-)
-@click.option(
-    "--deployment",
-    required=True,
-    callback=_checked(validate.dns1123_subdomain),
-    help="The Deployment hedge-pod surged.",
-)
-@click.option(
-    "--uid",
-    required=True,
-    callback=_checked(validate.uid),
-    help="metadata.uid of the stalled pod whose hedge to end.",
-)
+@_namespace
+@_name("--deployment", "The Deployment hedge-pod surged.")
+@_uid("metadata.uid of the stalled pod whose hedge to end.")
 @_kube
 @_incident
 def end_hedge_command(
@@ -478,14 +444,7 @@ def end_hedge_command(
 
         apps = client.AppsV1Api(api_client(kubeconfig, context))
         done = hedge.give_up(apps, namespace, deployment, uid)
-        log(done.detail, step_outcome=done.outcome)
-        fields = {
-            "outcome": done.outcome,
-            "action_taken": done.action_taken,
-            "detail": done.detail,
-            "replicas": done.replicas,
-        }
-        return ExitCode.OK, fields
+        return ExitCode.OK, _fields(done, "replicas")
 
     _run("end-hedge", incident, {"namespace": namespace, "deployment": deployment, "uid": uid},
          body)  # fmt: skip

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from remediator.runtime import options
 from remediator.runtime.logs import log_level_option
 from remediator.streams.config import StreamsConfig, Topic
 
@@ -19,7 +20,7 @@ def _topic(name: str, partitions: int) -> Topic:
 
 def kafka_options(fn: Any) -> Any:
     """Broker, group and topics: the same flags (and env) for the worker and the ingest."""
-    options = [
+    flags = [
         click.option("--broker", envvar="REMEDIATOR_KAFKA_BROKER", default="kafka://127.0.0.1:9092",
                      show_default=True, help="Kafka bootstrap URL(s), comma-separated."),
         click.option("--group", envvar="REMEDIATOR_KAFKA_GROUP", default="remediator",
@@ -38,7 +39,7 @@ def kafka_options(fn: Any) -> Any:
         click.option("--replication", envvar="REMEDIATOR_KAFKA_REPLICATION", default=1,
                      show_default=True, type=click.IntRange(1, 10)),
     ]  # fmt: skip
-    for option in reversed(options):
+    for option in reversed(flags):
         fn = option(fn)
     return fn
 
@@ -107,44 +108,25 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     help="Records an agent takes at once (or what came within 50 ms): one table row and"
     " one record to the guard per batch.",
 )
-@click.option("--argo-server", envvar="ARGO_SERVER", help="Argo Server URL; without it: dry run.")
-@click.option("--argo-namespace", envvar="ARGO_NAMESPACE", default="argo", show_default=True)
-@click.option(
-    "--slack-channel",
-    envvar="SLACK_CHANNEL",
-    default=None,
-    help="Channel the executor tells what it did (bot token: SLACK_BOT_TOKEN or "
+@options.argo_server("Argo Server URL; without it: dry run.")
+@options.argo_namespace()
+@options.slack_channel(
+    "Channel the executor tells what it did (bot token: SLACK_BOT_TOKEN or "
     "SLACK_BOT_TOKEN_FILE). Unset: no Slack.  [env SLACK_CHANNEL]",
 )
-@click.option(
-    "--slack-api-url",
-    envvar="SLACK_API_URL",
-    default="https://slack.com/api/",
-    show_default=True,
-    help="Slack Web API base URL (an egress proxy, or a test server).  [env SLACK_API_URL]",
-)
+@options.slack_api_url
 @click.option(
     "--dry-run-log",
     envvar="REMEDIATOR_DRY_RUN_LOG",
     help="Without --argo-server: append what would run here (JSON lines), each workflow once;"
     " without --slack-channel also each notice a note-only decision would send.",
 )
-@click.option(
-    "--outbox-retention",
-    envvar="REMEDIATOR_OUTBOX_RETENTION",
-    type=click.FloatRange(min=0, min_open=True),
-    default=7.0,
-    show_default=True,
-    help="Days a closed row of the acting table (ended, expired, failed and told) is kept "
+@options.outbox_retention(
+    "Days a closed row of the acting table (ended, expired, failed and told) is kept "
     "before it is deleted (a tombstone), as serve's outbox.",
 )
-@click.option(
-    "--workflow-start-timeout",
-    envvar="REMEDIATOR_WORKFLOW_START_TIMEOUT",
-    type=click.FloatRange(min=0, min_open=True),
-    default=300.0,
-    show_default=True,
-    help="Seconds a submitted workflow may stay Pending before on-call is told, once, in the "
+@options.workflow_start_timeout(
+    "Seconds a submitted workflow may stay Pending before on-call is told, once, in the "
     "act's thread; it is still followed to its end (as serve).",
 )
 @click.option(
@@ -158,11 +140,8 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     "ServiceAccount, else --kubeconfig); auto: on where a kube config is found, else off "
     "(logged); off: never. Only with --argo-server; needs `get pods` where it acts.",
 )
-@click.option(
-    "--kubeconfig",
-    envvar="KUBECONFIG",
-    default=None,
-    help="Kubeconfig file for --look-again. Default: in-cluster when in a pod, else "
+@options.kubeconfig(
+    "Kubeconfig file for --look-again. Default: in-cluster when in a pod, else "
     "~/.kube/config.  [env KUBECONFIG]",
 )
 @log_level_option

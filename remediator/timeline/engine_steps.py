@@ -50,7 +50,7 @@ class EngineSteps:
     )
 
     def see(self, item: EngineStep) -> None:
-        self._ends.clear()
+        self._forget(item)
         if item.reprint and item.logged is not None:
             copies = self.reprinted.setdefault(item.step, [])
             if (item.logged, item.at) not in copies and len(copies) < _MAX_TIMES:
@@ -67,6 +67,18 @@ class EngineSteps:
             step = "kv_cache" if item.step == KV_CACHE_STARTED else item.step  # its size
             old = self.detail.get(step)
             self.detail[step] = item.detail if old is None else _pick(step, old, item.detail)
+
+    def _forget(self, item: EngineStep) -> None:
+        """The ends this line can change: its own mark's steps'; every end where it may move
+        the pod's zone (a reprint is placed by it) or is itself a reprint."""
+        if not self._ends:
+            return
+        if item.reprint or (self.reprinted and item.logged is not None):
+            self._ends.clear()
+            return
+        mark = item.step
+        for key in [k for k in self._ends if mark in _MARKS_OF.get(k[0], (k[0],))]:
+            del self._ends[key]
 
     def end(self, step: str, started: float | None, until: float | None) -> float | None:
         """The last time the step's line, or a line that starts the next step, was seen in

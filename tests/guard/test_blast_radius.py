@@ -45,7 +45,8 @@ def test_percent_cap_rounds_down_but_allows_one(
     ("max_pods", "replicas", "cap"), [(2, 100, 2), (2, 8, 2), (3, 8, 2), (0, 100, 0), (5, 4, 1)]
 )
 def test_workload_cap_is_the_smaller_of_both(max_pods: int, replicas: int, cap: int) -> None:
-    assert workload_cap(BlastRadiusConfig(max_pods=max_pods), replicas) == cap
+    config = BlastRadiusConfig(max_pods=max_pods, max_percent=25.0)
+    assert workload_cap(config, replicas) == cap
 
 
 def _deleted(*entries: tuple[str, float]) -> GuardState:

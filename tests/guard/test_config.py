@@ -28,9 +28,10 @@ def test_defaults() -> None:
         config.of("cooldown", CooldownConfig).seconds,
         config.of("min_age", MinAgeConfig).factor,
     )
-    assert windows == (300, 30, 1)  # cooldown by simulation
-    assert config.of("blast_radius", BlastRadiusConfig) == BlastRadiusConfig(5, 25, 600, 20)
-    assert config.of("rate_limit", RateLimitConfig) == RateLimitConfig(per_minute=6, burst=3)
+    assert windows == (300, 0, 1)  # cooldown by simulation
+    # caps by simulation (docs/simulation-defaults.md)
+    assert config.of("blast_radius", BlastRadiusConfig) == BlastRadiusConfig(20, 50, 600, 50)
+    assert config.of("rate_limit", RateLimitConfig) == RateLimitConfig(per_minute=6, burst=10)
     assert not config.of("dry_run", DryRunConfig).enabled
     assert not config.of("kill_switch", KillSwitchConfig).engaged
 

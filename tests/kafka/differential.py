@@ -201,8 +201,8 @@ class Observed:
     """What a run let through (action, target, reason), what a guardrail held (incident,
     guardrail, retry time, decision time), the kill-loop holds (the "budget looks too
     tight" notices that replace a deletion) and the cold-start histograms (buckets, sum
-    and count per series). Redelivered after a worker's death, a verdict may be said twice:
-    `once`."""
+    and count per series). Redelivered after a worker's death, a verdict may be said
+    twice: `once`."""
 
     decisions: list[Said] = field(default_factory=list)
     suppressions: list[Held] = field(default_factory=list)
@@ -381,13 +381,13 @@ class _Any:
 
 def compact(stream: Stream) -> Stream:
     """The same stream with a tick only where one can matter: a timer is due by the chunk's
-    end, or something was decided or held in it (its feedback goes back at the tick); and
-    one right after an input that finished a cold start, at its time (what a partition
-    learned reaches the others at a tick: docs/kafka.md, "History arrives a tick late";
-    live, a tick is a second); and one halfway through the lines (where the differential
-    kills a worker). A chunk whose tick cannot matter is merged into the next.
-    One `Session` (as in `through_session`) tells which; every run, the reference too,
-    is given the result."""
+    end, or something was decided or held in it (its feedback goes back at the tick); one
+    right after an input that finished a cold start, at its time, when a timer is due
+    before the chunk's end (what a partition learned reaches the others at a tick:
+    docs/kafka.md, "History arrives a tick late"; live, a tick is a second); and one
+    halfway through the lines (where the differential kills a worker). A chunk whose tick
+    cannot matter is merged into the next. One `Session` (as in `through_session`) tells
+    which; every run, the reference too, is given the result."""
     session, cluster = Session(stream.config), ClusterTime(FROZEN)
     session.decider = Decider(stream.config, keep_learned=True)  # to see what it learns
     out: list[Chunk] = []
@@ -407,8 +407,10 @@ def compact(stream: Stream) -> Stream:
             for item in items:
                 now = max(cluster.now(), session.now) if cluster.known else session.now
                 session.feed(item, sink, now=now)
-            # ... and one halfway through the lines, where a worker is killed
-            if session.decider.learned() or seen == middle:
+            # ... where a timer may judge by it before the chunk's end; and one halfway
+            # through the lines, where a worker is killed
+            learned, due = session.decider.learned(), session.engine.next_deadline()
+            if (learned and due is not None and due <= chunk.until) or seen == middle:
                 out.append(Chunk(lines, session.now))
                 session.advance(session.now, sink)
                 lines = []

@@ -50,6 +50,25 @@ guardrails:
   blast_radius: {max_pods: 2, max_percent: 100, window_s: 600, max_pods_cluster: 5}
 """
 
+
+def policy(drop: Iterable[str] = (), **changes: dict[str, Any]) -> str:
+    """POLICY with `changes` merged into its sections (a mapping merges into the one it meets,
+    anything else replaces it) and the sections in `drop` left out: a test's own policy says
+    only how it differs from the suite's."""
+    doc = yaml.safe_load(POLICY)
+    for section in drop:
+        del doc[section]
+    for section, change in changes.items():
+        doc[section] = _merged(doc.get(section, {}), change)
+    return str(yaml.safe_dump(doc, sort_keys=False))
+
+
+def _merged(base: Any, change: Any) -> Any:
+    if not (isinstance(base, dict) and isinstance(change, dict)):
+        return change
+    return {**base, **{k: _merged(base.get(k), v) for k, v in change.items()}}
+
+
 # What of deploy/ the cluster gets: identities, their RBAC, the Lease, the warmup DaemonSet.
 # The remediator Deployment itself is not applied: serve runs here as a local process.
 _APPLIED_KINDS = {

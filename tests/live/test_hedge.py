@@ -129,14 +129,22 @@ def _settled(cluster: LiveCluster, name: str, uid: str) -> dict[str, Any]:
     return wait_for(done, 60, "one replica, the hedge ended, one pod")
 
 
+def _hedging(
+    cluster: LiveCluster, workloads: Workloads, steps: list[Step], name: str
+) -> tuple[dict[str, Any], Step, dict[str, Any]]:
+    """A stalled pod of a new workload, its hedge-pod step running (120 s), the surge made:
+    the stalled pod, the step, the hedge pod."""
+    stalled = _stalled(cluster, workloads, name)
+    steps.append(step := Step(cluster, _argv(name, stalled, "--timeout", "120")))
+    return stalled, step, _surged(cluster, name, stalled)
+
+
 def test_the_hedge_pod_ready_first_wins_and_the_stalled_pod_is_deleted(
     cluster: LiveCluster, workloads: Workloads, steps: list[Step]
 ) -> None:
     name = "vllm-hedge-a"
-    stalled = _stalled(cluster, workloads, name)
+    stalled, step, hedge = _hedging(cluster, workloads, steps, name)
     uid = stalled["metadata"]["uid"]
-    steps.append(step := Step(cluster, _argv(name, stalled, "--timeout", "120")))
-    hedge = _surged(cluster, name, stalled)
     plan = json.loads(_dep(cluster, name)["metadata"]["annotations"][HEDGE])
     assert (plan["uid"], plan["replicas"], plan["before"]) == (uid, 1, [uid])
     _get_going(cluster, hedge)
@@ -154,10 +162,8 @@ def test_the_stalled_pod_ready_first_wins_and_the_hedge_pod_is_deleted(
     cluster: LiveCluster, workloads: Workloads, steps: list[Step]
 ) -> None:
     name = "vllm-hedge-b"
-    stalled = _stalled(cluster, workloads, name)
+    stalled, step, hedge = _hedging(cluster, workloads, steps, name)
     uid = stalled["metadata"]["uid"]
-    steps.append(step := Step(cluster, _argv(name, stalled, "--timeout", "120")))
-    hedge = _surged(cluster, name, stalled)
     _get_going(cluster, stalled)
     code, verdict = step.verdict()
     assert (code, verdict["outcome"]) == (0, "hedged_stalled_won"), verdict
@@ -175,10 +181,8 @@ def test_a_step_killed_mid_hedge_is_carried_on_by_its_rerun_without_a_second_sur
     cluster: LiveCluster, workloads: Workloads, steps: list[Step]
 ) -> None:
     name = "vllm-hedge-c"
-    stalled = _stalled(cluster, workloads, name)
+    stalled, first, hedge = _hedging(cluster, workloads, steps, name)
     uid = stalled["metadata"]["uid"]
-    steps.append(first := Step(cluster, _argv(name, stalled, "--timeout", "120")))
-    hedge = _surged(cluster, name, stalled)
     first.kill()  # SIGKILL mid-hedge: Argo's retry runs the step again
     steps.append(rerun := Step(cluster, _argv(name, stalled, "--timeout", "120")))
     _get_going(cluster, hedge)
@@ -194,10 +198,8 @@ def test_the_exit_handler_ends_a_hedge_its_step_left_and_deletes_nothing(
     cluster: LiveCluster, workloads: Workloads, steps: list[Step]
 ) -> None:
     name = "vllm-hedge-d"
-    stalled = _stalled(cluster, workloads, name)
+    stalled, first, _ = _hedging(cluster, workloads, steps, name)
     uid = stalled["metadata"]["uid"]
-    steps.append(first := Step(cluster, _argv(name, stalled, "--timeout", "120")))
-    _surged(cluster, name, stalled)
     first.kill()  # out of retries: the workflow fails, its exit handler runs
     end = ["step", "end-hedge", "-n", NS, "--deployment", name, "--uid", uid]
     done = run_step(cluster, end, {})

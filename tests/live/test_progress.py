@@ -27,6 +27,7 @@ from tests.live.harness import (
     Serve,
     container_started,
     example_deployment,
+    policy,
     wait_for,
 )
 from tests.live.test_incidents import HANG, params, ready, workflows_of
@@ -34,20 +35,13 @@ from tests.standins.argo_server import ArgoStandin
 
 # The phase budget for engine init is ten minutes; progress is on (it is off by default), and
 # judges a step by two siblings' times, with a 5 s floor.
-POLICY = """
-stuck_pod:
-  selector: app=vllm-inference
-  namespaces: [llm-inference]
-  budgets: {scheduling: 4, image_pull: 60, container_start: 30, engine_init: 600}
-  checks: 1
-  check_interval_s: 1
-  expected_cold_start_s: 0
-  adaptive: {enabled: false}
-  progress: {enabled: true, min_samples: 2, factor: 2, floor_s: 5}
-guardrails:
-  cooldown: {seconds: 60}
-  blast_radius: {max_pods: 2, max_percent: 100, window_s: 600, max_pods_cluster: 5}
-"""
+POLICY = policy(
+    drop=["image_update"],
+    stuck_pod={
+        "budgets": {"engine_init": 600},
+        "progress": {"enabled": True, "min_samples": 2, "factor": 2, "floor_s": 5},
+    },
+)
 
 
 def _line(name: str, needle: str) -> str:
@@ -75,6 +69,38 @@ def _pods(cluster: LiveCluster, sel: str = SEL) -> list[dict[str, Any]]:
     return cluster.pods(NS, sel)
 
 
+def _one_more_hung(cluster: LiveCluster, doc: dict[str, Any], pods: list[dict[str, Any]],
+                   sel: str) -> dict[str, Any]:  # fmt: skip
+    """Scale the workload to a third replica and make its engine hang; give back that pod."""
+    doc["spec"]["replicas"] = 3
+    cluster.apply([doc])
+    known = {p["metadata"]["uid"] for p in pods}
+    new = lambda: [p for p in _pods(cluster, sel) if p["metadata"]["uid"] not in known]  # noqa: E731
+    hung: dict[str, Any] = wait_for(new, 30, "the third pod")[0]
+    patch = {"metadata": {"annotations": {HANG: "engine"}}}
+    cluster.api("PATCH", f"/api/v1/namespaces/{NS}/pods/{hung['metadata']['name']}", patch,
+                ctype="application/strategic-merge-patch+json")  # fmt: skip
+    return hung
+
+
+def _the_stall(argo: ArgoStandin, hung: dict[str, Any], step: str,
+               timed_as: str) -> tuple[str, int, int, int]:  # fmt: skip
+    """The one delete, of the hung pod, whose reason names the vLLM step it stalled in and the
+    step that timed it: the reason, then the seconds stalled, the limit, the siblings'."""
+    wf = wait_for(lambda: workflows_of(argo, "delete-stuck-inference-pod"), 60, "a delete")[0]
+    assert (params(wf)["pod"], params(wf)["uid"]) == (hung["metadata"]["name"],
+                                                      hung["metadata"]["uid"])  # fmt: skip
+    reason = params(wf)["reason"]
+    found = re.search(
+        rf"engine_init stalled in vLLM step {step} \(timed as {timed_as}\) for (\d+)s, "
+        r"over its (\d+)s limit for 1 checks in a row: 2 siblings of \S+ took (\d+)s there",
+        reason,
+    )
+    assert found is not None, reason
+    stalled_s, limit_s, siblings_s = map(int, found.groups())
+    return reason, stalled_s, limit_s, siblings_s
+
+
 def test_a_pod_whose_log_stops_at_a_step_is_found_by_its_step_before_its_phase_budget(
     cluster: LiveCluster,
     serve: Callable[..., Serve],
@@ -89,30 +115,14 @@ def test_a_pod_whose_log_stops_at_a_step_is_found_by_its_step_before_its_phase_b
     assert all(log.done() for log in siblings), "a sibling became Ready before its log ended"
 
     # One more replica; its engine hangs once it has sized its KV cache: its log stops there.
-    doc["spec"]["replicas"] = 3
-    cluster.apply([doc])
-    known = {p["metadata"]["uid"] for p in pods}
-    hung = wait_for(lambda: [p for p in _pods(cluster) if p["metadata"]["uid"] not in known],
-                    30, "the third pod")[0]  # fmt: skip
-    name, uid = hung["metadata"]["name"], hung["metadata"]["uid"]
-    patch = {"metadata": {"annotations": {HANG: "engine"}}}
-    cluster.api("PATCH", f"/api/v1/namespaces/{NS}/pods/{name}", patch,
-                ctype="application/strategic-merge-patch+json")  # fmt: skip
+    hung = _one_more_hung(cluster, doc, pods, SEL)
+    name = hung["metadata"]["name"]
     stalled = EngineLog(cluster, s, hung, LOG[:6]).start()
     wait_for(stalled.done, 60, "the hung pod's log up to its KV cache")
 
-    wf = wait_for(lambda: workflows_of(argo, "delete-stuck-inference-pod"), 60, "a delete")[0]
-    assert params(wf)["pod"] == name and params(wf)["uid"] == uid
-    reason = params(wf)["reason"]
     # Which step stalled (the KV cache's allocation, timed by what graph capture took the
     # siblings: V1 logs nothing between), for how long, against what the siblings took.
-    found = re.search(
-        r"engine_init stalled in vLLM step kv_cache \(timed as cuda_graphs\) for (\d+)s, "
-        r"over its (\d+)s limit for 1 checks in a row: 2 siblings of \S+ took (\d+)s there",
-        reason,
-    )
-    assert found is not None, reason
-    stalled_s, limit_s, siblings_s = map(int, found.groups())
+    reason, stalled_s, limit_s, siblings_s = _the_stall(argo, hung, "kv_cache", "cuda_graphs")
     # ~2.5 s between the lines, as shipped (rounded in the reason): a limit of 5 s or just over
     assert 1 <= siblings_s <= 4 and 5 <= limit_s <= max(5, 2 * siblings_s + 1)
     assert limit_s <= stalled_s < 600  # by its step: far inside its 600 s phase budget
@@ -198,30 +208,13 @@ def test_a_pod_whose_spans_stop_at_a_step_is_found_by_its_step(
              "Ready")  # fmt: skip
     assert all(e.done() for e in siblings), "a sibling became Ready before its spans ended"
 
-    doc["spec"]["replicas"] = 3
-    cluster.apply([doc])
-    known = {p["metadata"]["uid"] for p in pods}
-    new = lambda: [p for p in _pods(cluster, SPANS_SEL) if p["metadata"]["uid"] not in known]  # noqa: E731
-    hung = wait_for(new, 30, "the third pod")[0]
-    name, uid = hung["metadata"]["name"], hung["metadata"]["uid"]
-    patch = {"metadata": {"annotations": {HANG: "engine"}}}
-    cluster.api("PATCH", f"/api/v1/namespaces/{NS}/pods/{name}", patch,
-                ctype="application/strategic-merge-patch+json")  # fmt: skip
+    hung = _one_more_hung(cluster, doc, pods, SPANS_SEL)
     stalled = EngineSpans(cluster, s, hung, SPANS[:5]).start()
     wait_for(stalled.done, 60, "the hung pod's spans up to its last compiled graph")
 
-    wf = wait_for(lambda: workflows_of(argo, "delete-stuck-inference-pod"), 60, "a delete")[0]
-    assert params(wf)["pod"] == name and params(wf)["uid"] == uid
-    reason = params(wf)["reason"]
     # Spans say nothing of the memory profile's end: the stretch after the last compiled graph
     # is timed by what the siblings took to the KV cache's allocation (Capture model's start).
-    found = re.search(
-        r"engine_init stalled in vLLM step memory_profiling \(timed as kv_cache\) for (\d+)s, "
-        r"over its (\d+)s limit for 1 checks in a row: 2 siblings of \S+ took (\d+)s there",
-        reason,
-    )
-    assert found is not None, reason
-    stalled_s, limit_s, siblings_s = map(int, found.groups())
+    reason, stalled_s, limit_s, siblings_s = _the_stall(argo, hung, "memory_profiling", "kv_cache")
     assert siblings_s <= 2 and limit_s == 5 and limit_s <= stalled_s < 600
     assert "over its 600s budget" not in reason
     assert len(workflows_of(argo, "delete-stuck-inference-pod")) == 1

@@ -18,7 +18,7 @@ POLICY = """
 stuck_pod:
   checks: 3
   budgets: {engine_init: 600}
-  progress: {enabled: true}
+  progress: {enabled: true, factor: 3, floor_s: 120}  # the figures used here
   hedge: {enabled: %s}
 engine_logs: {follow: true}
 guardrails:
@@ -164,7 +164,7 @@ def test_a_second_hedge_of_the_pod_after_a_restart_is_held() -> None:
 
 def test_hedging_needs_progress() -> None:
     with pytest.raises(ConfigError) as caught:
-        load_policy("stuck_pod:\n  hedge: {enabled: true}\n")
+        load_policy("stuck_pod:\n  progress: {enabled: false}\n  hedge: {enabled: true}\n")
     assert caught.value.path == "stuck_pod.hedge.enabled"
     assert "progress.enabled" in str(caught.value)
 

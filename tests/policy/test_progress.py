@@ -18,7 +18,7 @@ POLICY = """
 stuck_pod:
   checks: 3
   budgets: {engine_init: 600}
-  progress: {enabled: %s, min_samples: %d}
+  progress: {enabled: %s, min_samples: %d, factor: 3, floor_s: 120}
 guardrails:
   min_age: {factor: 0}
   rate_limit: {per_minute: 600, burst: 100}
@@ -167,10 +167,12 @@ def test_a_step_too_few_siblings_went_through_keeps_the_phase_budget() -> None:
     assert "stalled in vLLM step kv_cache for" in run.decisions[0].reason  # the step note
 
 
-def test_progress_is_off_by_default() -> None:
-    cfg = load_policy("").rules.stuck_pod.progress
-    assert not cfg.enabled
-    assert (cfg.factor, cfg.quantile, cfg.floor_s, cfg.min_samples) == (3.0, 0.95, 120.0, 5)
+def test_progress_is_on_by_default_with_its_log_follower() -> None:
+    """By simulation (docs/simulation-defaults.md); these tests pin the figures they use."""
+    rules = load_policy("").rules
+    cfg = rules.stuck_pod.progress
+    assert cfg.enabled and rules.engine_logs.follow
+    assert (cfg.factor, cfg.quantile, cfg.floor_s, cfg.min_samples) == (3.0, 0.95, 30.0, 5)
 
 
 @pytest.mark.parametrize(

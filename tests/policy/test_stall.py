@@ -14,7 +14,7 @@ from tests.data import vllm_logs
 from tests.timeline.streams import MODEL, NS, POD, T0, UID, pod, watch
 
 STARTED = 100.0
-ON = ProgressConfig(enabled=True)
+ON = ProgressConfig(enabled=True, factor=3.0, floor_s=120.0)  # the figures these tests use
 
 
 def _line(name: str, needle: str) -> str:
@@ -72,6 +72,6 @@ def test_nothing_is_judged_without_the_log_or_the_siblings_or_when_off() -> None
     assert stall_of(_pod([]), ON, history) is None  # no line read
     t = _pod([(STARTED + 30, V0_WEIGHTS), (STARTED + 31, V0_BLOCKS)])
     assert stall_of(t, ON, history) is None  # no sibling's times after the KV cache is sized
-    assert stall_of(t, ProgressConfig(), _history(kv_cache=2)) is None  # off
+    assert stall_of(t, ProgressConfig(enabled=False), _history(kv_cache=2)) is None  # off
     few = ProgressConfig(enabled=True, min_samples=6)
     assert stall_of(t, few, _history(kv_cache=2)) is None  # five siblings: too few

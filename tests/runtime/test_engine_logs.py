@@ -113,14 +113,25 @@ async def test_at_most_max_pods_and_max_bytes(
     assert kube.logs.bytes_sent == 2048  # the server stops each at limitBytes
 
 
-async def test_nothing_is_followed_unless_the_policy_says_so(
-    config: ServiceConfig, kube: KubeApiServer
+async def test_nothing_is_followed_where_the_policy_says_not_to(
+    config: ServiceConfig, kube: KubeApiServer, tmp_path: Path
 ) -> None:
     kube.store.create(stuck_pod("vllm-0", started_ago_s=100))
-    async with running(config) as service:
+    path = tmp_path / "no-follow.yaml"
+    path.write_text(POLICY.replace("follow: true", "follow: false") % (8, 1 << 20))
+    async with running(replace(config, policy=str(path))) as service:
         await wait_until(lambda: service.session.tracker.current(NS, "vllm-0"), what="pod")
         assert service.observers.follower is None
     assert kube.sent("GET", "/log") == []
+
+
+async def test_the_default_policy_follows_logs(config: ServiceConfig, kube: KubeApiServer) -> None:
+    """Progress-aware detection is on by default (docs/simulation-defaults.md): it reads the
+    logs of pods in engine init."""
+    kube.store.create(stuck_pod("vllm-0", started_ago_s=100))
+    async with running(replace(config, policy=None)) as service:
+        assert service.observers.follower is not None
+        await wait_until(lambda: len(kube.sent("GET", "/log")) >= 1, what="a follow")
 
 
 async def test_a_log_read_to_its_bound_says_so_and_progress_is_not_judged_by_its_silence(

@@ -94,7 +94,8 @@ class Counting(CorePolicy):
 
 
 def test_step_lines_reach_the_core_only_through_its_log_follower() -> None:
-    followed, unfollowed = Counting(load_policy(PROGRESS)), Counting(PolicyFile())
+    unfollowed = Counting(load_policy("engine_logs: {follow: false}"))
+    followed = Counting(load_policy(PROGRESS))
     for ctl in (followed, unfollowed):
         Simulation(FLEET, FLEET.seeds[0], ctl).run()
     assert "EngineStep" not in unfollowed.kinds

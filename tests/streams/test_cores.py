@@ -128,7 +128,8 @@ def stuck(pod: str, incident: str, at: float) -> Decision:
 
 
 def test_the_guard_releases_in_time_order_whatever_the_arrival() -> None:
-    guard = GuardCore(PolicyFile(), partitions=2)
+    # a cooldown, which the defaults no longer have (docs/simulation-defaults.md)
+    guard = GuardCore(load_policy("guardrails: {cooldown: {seconds: 30}}"), partitions=2)
     late, early = stuck("pod-b", "inc-b", 50.0), stuck("pod-a", "inc-a", 40.0)
     guard.take(Candidate(late, 50.0, 1))
     guard.take(Candidate(early, 40.0, 0))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from remediator.policy_file import PolicyFile
 from remediator.sources.pod_look import PodLook
@@ -35,38 +35,23 @@ def test_auto_without_a_kube_config_goes_on_without_the_look(tmp_path: Path) -> 
     assert _look({"look_again": "auto", "kubeconfig": missing}, PolicyFile()) is None
 
 
+def start_with_argo(tmp_path: Path, args: list[str], env: dict[str, str]) -> Result:
+    """`remediator worker` with a (closed) Argo Server and broker, its tables under tmp_path."""
+    base = ["--broker", "kafka://127.0.0.1:1", "--argo-server", "http://127.0.0.1:1",
+            "--table-dir", str(tmp_path / "tables")]  # fmt: skip
+    return CliRunner().invoke(worker, base + args, env=env)
+
+
 def test_on_without_a_kube_config_fails_at_start_before_kafka(tmp_path: Path) -> None:
-    result = CliRunner().invoke(
-        worker,
-        [
-            "--broker",
-            "kafka://127.0.0.1:1",
-            "--argo-server",
-            "http://127.0.0.1:1",
-            "--look-again",
-            "on",
-            "--kubeconfig",
-            str(tmp_path / "missing"),
-            "--table-dir",
-            str(tmp_path / "tables"),
-        ],  # fmt: skip
-        env={"KUBERNETES_SERVICE_HOST": "", "ARGO_TOKEN": "t"},
+    result = start_with_argo(
+        tmp_path,
+        ["--look-again", "on", "--kubeconfig", str(tmp_path / "missing")],
+        {"KUBERNETES_SERVICE_HOST": "", "ARGO_TOKEN": "t"},
     )
     assert result.exit_code == 1, result.output
     assert "--look-again on: no kube API" in result.output
 
 
 def test_argo_without_a_token_is_a_clear_error_at_start(tmp_path: Path) -> None:
-    result = CliRunner().invoke(
-        worker,
-        [
-            "--broker",
-            "kafka://127.0.0.1:1",
-            "--argo-server",
-            "http://127.0.0.1:1",
-            "--table-dir",
-            str(tmp_path / "tables"),
-        ],  # fmt: skip
-        env={"ARGO_TOKEN": "", "ARGO_TOKEN_FILE": ""},
-    )
+    result = start_with_argo(tmp_path, [], {"ARGO_TOKEN": "", "ARGO_TOKEN_FILE": ""})
     assert result.exit_code == 1 and "ARGO_TOKEN" in result.output, result.output

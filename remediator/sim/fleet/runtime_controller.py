@@ -156,6 +156,8 @@ class RuntimePolicy:
         workflow_poll_s: float = 5.0,
     ) -> None:
         self.name = name
+        logs = config.rules.engine_logs
+        self.follows_logs = logs.max_pods if logs.follow else 0  # as serve's follower would
         self._dir = tempfile.TemporaryDirectory(prefix="remediator-sim-")
         self.loop = asyncio.new_event_loop()
         self.clock = VirtualClock(float(BASE_TIME))  # the simulation's t = 0, as wall time

@@ -56,7 +56,7 @@ import pytest
 from remediator.timeline.model import UNFINISHED
 from tests.live.argo.kubelet import StepRunner, step_argv
 from tests.live.conftest import CHANNEL, SLACK_TOKEN
-from tests.live.harness import NS, LiveCluster, Serve, example_deployment, wait_for
+from tests.live.harness import NS, LiveCluster, Serve, example_deployment, policy, wait_for
 from tests.live.test_incidents import ready
 from tests.standins.slack_server import SlackStandin
 
@@ -72,26 +72,14 @@ HANG = "cold-start.remediator.dev/hang"
 # budget short enough to be told in seconds; a container-start budget that a pull which never
 # ends outlives before the live run's restart (judged without its Events, such a pod looks
 # stuck in container start: the restart must wait for them).
-DIFF_POLICY = """
-stuck_pod:
-  selector: app=vllm-inference
-  namespaces: [llm-inference]
-  budgets: {scheduling: 4, image_pull: 5, container_start: 15, engine_init: 10}
-  checks: 1
-  check_interval_s: 1
-  expected_cold_start_s: 0
-  adaptive: {enabled: false}
-image_update:
-  enabled: true
-  selector: app=vllm-inference
-  warmup_namespace: kube-system
-  warmup_daemonset: gpu-warmup
-  rollout_timeout_s: 120
-guardrails:
-  cooldown: {seconds: 0}
-  blast_radius: {max_pods: 2, max_percent: 100, window_s: 600, max_pods_cluster: 20}
-  rate_limit: {per_minute: 600, burst: 100}
-"""
+DIFF_POLICY = policy(
+    stuck_pod={"budgets": {"image_pull": 5, "container_start": 15}},
+    guardrails={
+        "cooldown": {"seconds": 0},
+        "blast_radius": {"max_pods_cluster": 20},
+        "rate_limit": {"per_minute": 600, "burst": 100},
+    },
+)
 ACTING = ("delete-pod", "restart-warmup", "verify-gpu-memory", "cordon-node")
 
 

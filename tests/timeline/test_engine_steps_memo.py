@@ -1,0 +1,43 @@
+"""EngineSteps remembers each step's end between lines (the policy asks for the same ends many
+times per line): what it answers is what a record built afresh from the same lines answers,
+whatever lines come, in whatever order, reprints and clocks included."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from remediator.inputs.records import EngineStep
+from remediator.inputs.vllm_log import LOG_ENDED, MARKS, STEPS
+from remediator.timeline.engine_steps import EngineSteps
+
+LINE = st.builds(
+    EngineStep,
+    namespace=st.just("inference"),
+    pod=st.just("p"),
+    uid=st.just("u"),
+    step=st.sampled_from([*MARKS, LOG_ENDED]),
+    reported_s=st.none(),
+    detail=st.none(),
+    at=st.integers(0, 400).map(float),
+    logged=st.one_of(st.none(), st.integers(-30000, 400).map(float)),
+    reprint=st.booleans(),
+)
+BOUND = st.one_of(st.none(), st.integers(0, 400).map(float))
+
+
+@settings(max_examples=300)
+@given(st.lists(LINE, max_size=25), BOUND, BOUND)
+def test_remembered_ends_are_the_ends_worked_out_afresh(
+    lines: list[EngineStep], started: float | None, until: float | None
+) -> None:
+    kept = EngineSteps()
+    for i, line in enumerate(lines):
+        kept.see(line)
+        fresh = EngineSteps()
+        for earlier in lines[: i + 1]:
+            fresh.see(earlier)
+        for step in (*STEPS, *MARKS, LOG_ENDED):
+            assert kept.end(step, started, until) == fresh.end(step, started, until), step
+        assert kept.last_end(started) == fresh.last_end(started)
+        assert kept.current(started) == fresh.current(started)
