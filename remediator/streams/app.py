@@ -12,12 +12,16 @@ Three agents, one per topic (see `streams.core` for what each decides):
 State lives in Faust Tables with changelog topics, so a worker that takes over a
 partition takes its history with it:
 
-  pods   "<partition>|<offset>" -> the input record at that offset; the partition's
-         timelines, incidents and timers are rebuilt from them in offset order (the same
-         core, fed the same inputs in the same order)
-  guard  one row per key: "state" (the guard state, written when it changed), "pending"
-         (candidates waiting for the watermark), "clock", "watermark|<p>", and
-         "learned|<model>\n<phase>" (the cluster-wide history of cold starts)
+  pods   "<partition>|<first offset>" -> a batch's input records (`streams.pods`); the
+         partition's timelines, incidents and timers are rebuilt from them in offset
+         order (the same core, fed the same inputs in the same order); a deleted pod's
+         records go once its partition forgot it
+  guard  one row per key: "state" (the guard state, written when it changed),
+         "pending|<seq>" (a candidate waiting for the watermark), "clock",
+         "watermark|<p>", and "learned|<model>\n<phase>" (the cluster's cold starts)
+
+Agents take their topics in batches (`take_events`): a batch costs one pods row per
+partition, one record to the guard, one feedback record per partition.
 
 Every worker exports every metric on its /metrics: the cold-start histograms of the
 partitions it holds (one set per worker), the guard's decisions and suppressions, and
@@ -295,7 +299,10 @@ def build_app(
             # the pending candidates, the watermarks that moved.
             with _event(stream, batch[-1]):
                 for row, value in core.changed().items():
-                    guard_table[row] = value
+                    if value is not None:
+                        guard_table[row] = value
+                    elif row in guard_table:
+                        del guard_table[row]  # a tombstone: the changelog forgets it
             metrics.stage("guard", time.perf_counter() - started)
             await _settled(released)
             yield None

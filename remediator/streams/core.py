@@ -255,7 +255,11 @@ class GuardCore:
     by which each decision's expected cold start is weighed, as one process would.
 
     Its table is kept per key (`changed`): the guard state when it changed, a
-    partition's watermark, a model's learned samples; never the whole per record."""
+    partition's watermark, a model's learned samples, each waiting candidate
+    (`pending|<seq>`, deleted once released); never the whole per record. (The
+    waiting candidates were one row: while a partition's owner was being replaced
+    they piled up and every batch wrote them all again, until the row outgrew a
+    Kafka message.)"""
 
     config: PolicyFile
     partitions: int
@@ -274,8 +278,10 @@ class GuardCore:
         self.guard = Guard(self.config.guardrails, verdicts=self.verdicts)
         self.history = ClusterHistory(self.config.rules, self.learned)
         self.learned = self.history.learned
-        self._seq = len(self.pending)
-        self._dirty: set[str] = {"state", "pending", "clock"}
+        # seq -> its pending entry; new seqs come after every restored one (ties by seq)
+        self._waiting = {entry[2]: entry for entry in self.pending}
+        self._seq = max(self._waiting, default=0)
+        self._dirty: set[str] = {"state", "clock"} | {f"pending|{s}" for s in self._waiting}
 
     @property
     def state(self) -> Any:
@@ -299,16 +305,19 @@ class GuardCore:
             # ready when they were made.
             kind = 0 if isinstance(record, Learned) else 1
             self._seq += 1
-            heapq.heappush(self.pending, (record.at, kind, self._seq, encode(record)))
-            self._dirty.add("pending")
+            entry = (record.at, kind, self._seq, encode(record))
+            heapq.heappush(self.pending, entry)
+            self._waiting[self._seq] = entry
+            self._dirty.add(f"pending|{self._seq}")
         return self._release()
 
     def _release(self) -> list[Released]:
         frontier = self.frontier
         out: list[Released] = []
         while self.pending and self.pending[0][0] <= frontier:
-            at, _, _, raw = heapq.heappop(self.pending)
-            self._dirty.add("pending")
+            at, _, seq, raw = heapq.heappop(self.pending)
+            del self._waiting[seq]
+            self._dirty.add(f"pending|{seq}")
             record = decode_wire(raw)
             if isinstance(record, Learned):
                 for key in self.history.learn(record.samples):
@@ -336,13 +345,17 @@ class GuardCore:
 
     # ---- the table, per key -------------------------------------------------------------
     def changed(self) -> dict[str, Any]:
-        """The table rows changed since the last call: key -> JSON-able value."""
+        """The table rows changed since the last call: key -> JSON-able value (None:
+        the row goes)."""
         rows: dict[str, Any] = {}
         for key in self._dirty:
             if key == "state":
                 rows[key] = self.guard.state.to_json()
+            elif key.startswith("pending|"):
+                entry = self._waiting.get(int(key.split("|", 1)[1]))
+                rows[key] = None if entry is None else [*entry[:3], entry[3].decode()]
             elif key == "pending":
-                rows[key] = [[a, k, s, r.decode()] for a, k, s, r in self.pending]
+                rows[key] = None  # an older worker's one row: now one per candidate
             elif key == "clock":
                 rows[key] = self.clock if math.isfinite(self.clock) else None
             elif key.startswith("watermark|"):
@@ -364,8 +377,9 @@ class GuardCore:
     ) -> GuardCore:
         learned = {k.split("|", 1)[1]: [float(x) for x in v] for k, v in rows.items()
                    if k.startswith("learned|")}  # fmt: skip
-        pending = [(float(a), int(k), int(s), str(r).encode()) for a, k, s, r in
-                   rows.get("pending") or []]  # fmt: skip
+        waiting = list(rows.get("pending") or [])  # an older worker's one row
+        waiting += [v for k, v in rows.items() if k.startswith("pending|") and v is not None]
+        pending = [(float(a), int(k), int(s), str(r).encode()) for a, k, s, r in waiting]
         heapq.heapify(pending)
         told = {k.split("|", 1)[1]: float(v) for k, v in rows.items() if k.startswith("told|")}
         core = cls(config, partitions, verdicts, pending=pending, learned=learned, told=told)
@@ -376,15 +390,18 @@ class GuardCore:
         clock = rows.get("clock")
         core.clock = -math.inf if clock is None else float(clock)
         core._dirty.clear()
+        if "pending" in rows:  # written again per candidate, the old row deleted
+            core._dirty |= {"pending"} | {f"pending|{s}" for s in core._waiting}
         return core
 
     def to_json(self) -> str:
         """Every row at once (tests, and a first write)."""
-        self._dirty |= {"state", "pending", "clock"}
+        self._dirty |= {"state", "clock"} | {f"pending|{s}" for s in self._waiting}
         self._dirty |= {f"watermark|{p}" for p in self.watermarks}
         self._dirty |= {f"learned|{k}" for k in self.learned}
         self._dirty |= {f"told|{k}" for k in self.told}
-        return json.dumps(self.changed(), sort_keys=True)
+        rows = {k: v for k, v in self.changed().items() if v is not None or k == "clock"}
+        return json.dumps(rows, sort_keys=True)
 
     @classmethod
     def from_json(cls, config: PolicyFile, partitions: int, text: str) -> GuardCore:

@@ -16,7 +16,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from prometheus_client import CollectorRegistry
 
 from remediator.contract.codec import encode
-from remediator.contract.decision import Decision
+from remediator.contract.decision import Decision, Suppressed
 from remediator.contract.records import GotThrough
 from remediator.inputs.records import InputError
 from remediator.policy_file import PolicyFile, load_policy, load_policy_file
@@ -334,3 +334,41 @@ def test_a_pods_timer_fires_at_the_clusters_time_not_its_partitions() -> None:
     ingest(0, {"type": "DELETED", "object": x})
     found = [c.decision for c in out if isinstance(c, Candidate)]
     assert [(d.action, d.target, d.at) for d in found] == [("delete-pod", "x", CT0 + 300)]
+
+
+def test_waiting_candidates_are_a_row_each_and_go_when_released() -> None:
+    """A table kept as the worker keeps it (None: the row deleted). The waiting
+    candidates were one row, written whole by every batch; now one row each."""
+    table: dict[str, object] = {}
+
+    def write(guard: GuardCore) -> None:
+        for row, value in guard.changed().items():
+            if value is None:
+                table.pop(row, None)
+            else:
+                table[row] = value
+
+    guard = GuardCore(PolicyFile(), partitions=2)
+    for i in range(3):
+        guard.take(Candidate(stuck(f"pod-{i}", f"inc-{i}", 40.0 + i), 40.0 + i, i % 2))
+    write(guard)
+    assert sorted(k for k in table if k.startswith("pending")) == [
+        "pending|1", "pending|2", "pending|3"
+    ]  # fmt: skip
+    restored = GuardCore.from_rows(PolicyFile(), 2, dict(table))
+    restored.take(Candidate(stuck("pod-9", "inc-9", 41.0), 41.0, 0))  # a tie: after pod-1
+    restored.take(Watermark(0, 60.0))
+    out = restored.take(Watermark(1, 60.0))
+    write(restored)
+    assert not [k for k in table if k.startswith("pending")], "released: their rows go"
+    order = [r.result.decision.target if isinstance(r.result, Suppressed) else r.result.target
+             for r in out if r.result is not None]  # fmt: skip
+    assert order == ["pod-0", "pod-1", "pod-9", "pod-2"]
+
+
+def test_an_older_workers_pending_row_is_read_and_rewritten_per_candidate() -> None:
+    entry = [40.0, 1, 7, encode(Candidate(stuck("pod-a", "inc-a", 40.0), 40.0, 0)).decode()]
+    guard = GuardCore.from_rows(PolicyFile(), 1, {"pending": [entry]})
+    assert guard.changed() == {"pending": None, "pending|7": entry}
+    out = guard.take(Watermark(0, 60.0))
+    assert [r.result.target for r in out if isinstance(r.result, Decision)] == ["pod-a"]
