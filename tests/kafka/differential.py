@@ -383,7 +383,7 @@ def compact(stream: Stream) -> Stream:
     """The same stream with a tick only where one can matter: a timer is due by the chunk's
     end, or something was decided or held in it (its feedback goes back at the tick); one
     right after an input that finished a cold start, at its time, when a timer is due
-    before the chunk's end (what a partition learned reaches the others at a tick:
+    before the chunk's end or progress-aware detection is on (what a partition learned reaches the others at a tick:
     docs/kafka.md, "History arrives a tick late"; live, a tick is a second); and one
     halfway through the lines (where the differential kills a worker). A chunk whose tick
     cannot matter is merged into the next. One `Session` (as in `through_session`) tells
@@ -393,6 +393,7 @@ def compact(stream: Stream) -> Stream:
     out: list[Chunk] = []
     lines: list[bytes] = []
     middle, seen = stream.inputs // 2, 0
+    progress = stream.config.rules.stuck_pod.progress.enabled
     for chunk in stream.chunks:
         sink = _Any()
         for line in chunk.lines:
@@ -407,10 +408,13 @@ def compact(stream: Stream) -> Stream:
             for item in items:
                 now = max(cluster.now(), session.now) if cluster.known else session.now
                 session.feed(item, sink, now=now)
-            # ... where a timer may judge by it before the chunk's end; and one halfway
-            # through the lines, where a worker is killed
+            # ... where a timer may judge by it before the chunk's end, or a step line may
+            # (progress-aware detection judges a pod on each of its engine's lines by what
+            # the siblings' steps took); and one halfway through the lines, where a worker
+            # is killed
             learned, due = session.decider.learned(), session.engine.next_deadline()
-            if (learned and due is not None and due <= chunk.until) or seen == middle:
+            judged = (due is not None and due <= chunk.until) or progress
+            if (learned and judged) or seen == middle:
                 out.append(Chunk(lines, session.now))
                 session.advance(session.now, sink)
                 lines = []
