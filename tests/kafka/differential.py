@@ -383,8 +383,9 @@ def compact(stream: Stream) -> Stream:
     """The same stream with a tick only where one can matter: a timer is due by the chunk's
     end, or something was decided or held in it (its feedback goes back at the tick); one
     right after an input that finished a cold start, at its time, when a timer is due
-    before the chunk's end or progress-aware detection is on (what a partition learned reaches the others at a tick:
-    docs/kafka.md, "History arrives a tick late"; live, a tick is a second); and one
+    before the chunk's end or progress-aware detection is on (what a partition learned
+    reaches the others at a tick: docs/kafka.md, "History arrives a tick late"; live, a
+    tick is a second); and one
     halfway through the lines (where the differential kills a worker). A chunk whose tick
     cannot matter is merged into the next. One `Session` (as in `through_session`) tells
     which; every run, the reference too, is given the result."""
