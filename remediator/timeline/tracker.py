@@ -40,6 +40,9 @@ _MAX_PARKED = 10_000
 _MAX_LABEL_SETS = 4_096
 _MAX_PARKED_STEPS = 64  # per pod: a start-up marks about ten steps, times TP workers
 DEFAULT_MAX_UNWATCHED = 10_000  # pods known from webhooks alone (the service's setting)
+# A list's Date header and an Event's creationTimestamp are whole seconds on the API server's
+# clock: an Event this much older than a list was made before it.
+LISTED_SLACK_S = 2.0
 _NO_TIME = float("-inf")  # a Pod object without any timestamp: older than any with one
 
 
@@ -82,6 +85,10 @@ class Tracker:
         # negative: behind), as their pods last proved it; and those not yet reported.
         self.node_skew: dict[str, float] = {}
         self.skew_news: dict[str, float] = {}
+        # Each namespace's last complete Pod list (no selector): an Event about a pod it did
+        # not hold, made before it, is about a pod deleted before the list (Events outlive
+        # their pods by an hour), not a pod to track.
+        self._pods_listed: dict[str, Relisted] = {}
 
     @property
     def unwatched(self) -> int:
@@ -143,6 +150,8 @@ class Tracker:
         elif isinstance(item, PodEvent):
             t = self._event_timeline(item)
             _event(t, item, self._watched)
+            if not t.pod_seen and not t.deleted and self._pods_listed:
+                self._unlisted(t, item)
             if self._watched and t.skew_lo is not None and t.node:
                 self._note_skew(t)
         elif isinstance(item, FirstToken):
@@ -205,11 +214,13 @@ class Tracker:
         if item.kind != "Pod":
             return []  # Events expire on their own; a missing one says nothing of its pod
         when = item.at if item.at is not None else now
+        if not item.selector and item.at is not None:
+            self._pods_listed[item.namespace] = item
         changes = []
         for t in list(self.by_uid.values()):
             if (
                 t.namespace != item.namespace
-                or not t.pod_seen
+                or (not t.pod_seen and t.uid.startswith("?"))  # (an orphan: its name only)
                 or t.deleted
                 or t.uid in item.uids
                 or not item.covers(t.name)
@@ -221,6 +232,21 @@ class Tracker:
             if change is not None:
                 changes.append(change)
         return changes
+
+    def _unlisted(self, t: PodTimeline, ev: PodEvent) -> None:
+        """An Event, made before the namespace's last complete Pod list, about a pod with a
+        UID that list did not hold: the pod was gone by then. (A pod made after the list has
+        Events made after it; should one still come, its pod's first sight brings it back.)"""
+        listed = self._pods_listed.get(t.namespace)
+        if (
+            listed is not None
+            and listed.at is not None
+            and ev.created is not None
+            and ev.created < listed.at - LISTED_SLACK_S
+            and not t.uid.startswith("?")
+            and t.uid not in listed.uids
+        ):
+            t.deleted, t.deleted_at = True, listed.at
 
     def _moved(self, t: PodTimeline, now: float) -> StateChange | None:
         after = t.state()
@@ -359,6 +385,8 @@ class Tracker:
         spec = p.spec
         if not t.pod_seen:
             t.pod_seen = True
+            if t.deleted and p.watch != "DELETED":
+                t.deleted, t.deleted_at = False, None  # a list's inference; the pod says no
             info = spec_info(spec, p.labels, self.engines)
             t.model, t.tp_size, t.gpu_util = _intern(info.model), info.tp_size, info.gpu_util
             t.gpus = info.gpus

@@ -39,6 +39,8 @@ __all__ = ["relayed"]  # the fixture, shared with the skew and pause test
 # Budgets long enough that the probe finds the gap (within about 10 s) before they lapse.
 POLICY = SKEW_POLICY.replace("engine_init: 10", "engine_init: 30")
 GAP_S = 45.0  # past every budget of the pods in engine init when the relay stopped
+# Names of this test's own (test_skew_and_pause has a `gap` and a `hung-gap`).
+OK, HUNG_ONE = "behind-ok", "behind-hung"
 
 
 def readyz(s: Serve) -> tuple[int, str]:
@@ -63,13 +65,13 @@ def in_engine_init_for_serve(s: Serve) -> set[str]:
     url = f"http://127.0.0.1:{s.port}/timelines?namespace={NS}&state=engine_init"
     with urllib.request.urlopen(url, timeout=10) as r:
         docs = [json.loads(line) for line in r.read().splitlines() if line.strip()]
-    return {str(d["pod"]) for d in docs if str(d["pod"]).startswith(("gap-", "hung-gap-"))}
+    return {str(d["pod"]) for d in docs if str(d["pod"]).startswith((f"{OK}-", f"{HUNG_ONE}-"))}
 
 
 def both_in_engine_init(s: Serve) -> bool:
     """The hung pod and at least one healthy one, in serve's picture."""
     now = in_engine_init_for_serve(s)
-    return len(now) >= 2 and any(p.startswith("hung-gap-") for p in now)
+    return len(now) >= 2 and any(p.startswith(f"{HUNG_ONE}-") for p in now)
 
 
 def said(s: Serve, msg: str) -> list[dict[str, Any]]:
@@ -87,14 +89,14 @@ def test_a_watch_gap_holds_pod_deletions_until_the_watch_has_caught_up(
     relay, kubeconfig = relayed
     s = serve(policy=POLICY, kubeconfig=kubeconfig, env={"REMEDIATOR_BEHIND_UNREADY": "3"})
     wait_for(lambda: readyz(s)[0] == 200, 60, "serve ready")
-    workloads(on(example_deployment("gap", 3, shape=HEALTHY, gpus=1), "kwok"))
-    workloads(on(example_deployment("hung-gap", 1, shape=HUNG, gpus=1), "kwok"))
-    wait_for(lambda: both_in_engine_init(s), 60, "the gap's pods in engine init")
-    hung = next(iter(uids(cluster, "hung-gap")))
+    workloads(on(example_deployment(OK, 3, shape=HEALTHY, gpus=1), "kwok"))
+    workloads(on(example_deployment(HUNG_ONE, 1, shape=HUNG, gpus=1), "kwok"))
+    wait_for(lambda: both_in_engine_init(s), 60, "this test's pods in engine init")
+    hung = next(iter(wait_for(lambda: uids(cluster, HUNG_ONE), 30, "the hung pod")))
     relay.pause()
     t0 = time.monotonic()
     try:
-        healthy = wait_for(lambda: all_ready(cluster, "gap", 3), 60, "Ready during the gap")
+        healthy = wait_for(lambda: all_ready(cluster, OK, 3), 60, "Ready during the gap")
         wait_for(lambda: s.sample("remediator_behind") == 1, 30, "serve knows it is behind")
         status, why = wait_for(
             lambda: (r := readyz(s))[0] == 503 and r, 30, "/readyz failing while held"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from remediator.inputs.records import Relisted
-from tests.policy.builders import T0, deployment, event, pod
+from tests.policy.builders import T0, deployment, event, pod, ts
 from tests.policy.conftest import Run
 
 UID_A = "11111111-2222-3333-4444-555555555555"
@@ -111,3 +111,50 @@ def test_no_timer_of_a_pod_gone_fires_on_the_way_to_the_lists_time(run: Run) -> 
     # Its budget lapses at T0 + 90; the list, taken at T0 + 120, no longer holds it.
     relist(run.feed(stuck()), relisted(at=120))
     assert run.decisions == [] and run.session.now == T0 + 120
+
+
+# Events outlive their pods by an hour: a new serve's Event list holds those of pods deleted
+# long ago. A pod the namespace's complete Pod list did not hold is not one to track.
+def made(doc: dict[str, Any], at: float) -> dict[str, Any]:
+    doc["object"]["metadata"]["creationTimestamp"] = ts(at)
+    return doc
+
+
+def old_started(at: float = 10) -> dict[str, Any]:
+    return made(event("Started", "Started container vllm", at), at)
+
+
+def test_events_of_a_pod_the_list_did_not_hold_are_of_a_pod_gone(run: Run) -> None:
+    run.feed(old_started())  # the Events list came first
+    relist(run, relisted())
+    t = run.session.tracker.get(UID_A)
+    assert t is not None and t.state() == "deleted"
+    run.at(T0 + 3600)
+    assert run.decisions == [] and run.session.tracker.in_state == {("llm", "deleted"): 1}
+
+
+def test_events_made_before_the_list_after_it_are_of_a_pod_gone(run: Run) -> None:
+    relist(run, relisted(UID_B))  # the Pod list came first
+    run.feed(old_started())
+    t = run.session.tracker.get(UID_A)
+    assert t is not None and t.state() == "deleted"
+    run.at(T0 + 3600)
+    assert run.decisions == []
+
+
+def test_events_made_after_the_list_are_of_a_new_pod(run: Run) -> None:
+    relist(run, relisted(UID_B, at=5))
+    run.feed(old_started(at=10))
+    t = run.session.tracker.get(UID_A)
+    assert t is not None and t.state() == "engine_init"
+
+
+def test_a_pod_made_after_the_list_comes_back_when_it_is_seen(run: Run) -> None:
+    run.feed(old_started(at=10))
+    relist(run, relisted(at=8))  # its list went out before the pod was made
+    assert run.session.tracker.in_state == {("llm", "deleted"): 1}
+    run.feed(stuck())
+    t = run.session.tracker.get(UID_A)
+    assert t is not None and t.state() == "engine_init"
+    run.at(T0 + 3600)
+    assert run.actions() == [("delete-pod", "vllm-70b-7c9d5b6f4-abcde")]
