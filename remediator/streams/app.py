@@ -57,6 +57,7 @@ from remediator.policy_file import PolicyFile
 from remediator.runtime.clock import ClusterTime, SystemClock
 from remediator.streams.config import StreamsConfig
 from remediator.streams.core import (
+    ENVELOPE,
     INTERNAL,
     Candidate,
     GuardCore,
@@ -69,6 +70,7 @@ from remediator.streams.core import (
     guard_batch,
     parse_guard_records,
     tick_record,
+    unpack,
 )
 from remediator.streams.executor import Executors, install_acting, would_have
 from remediator.streams.keys import NOW_HEADER
@@ -110,6 +112,30 @@ def arrival(headers: Any) -> float | None:
             except ValueError:
                 return None  # not ours: the record's own stamps move the clock
     return None
+
+
+Doc = tuple[bytes, str, float | None]  # a document, its partition key, when it arrived
+
+
+def documents(msg: Any, metrics: WorkerMetrics) -> list[Doc]:
+    """An input-topic record's documents, in order: an envelope's (the ingest's), or the
+    record itself (a worker's tick, the guard's feedback, an older ingest's document)."""
+    value = msg.value or b""
+    if not value.startswith(ENVELOPE):
+        return [(value, (msg.key or b"").decode(), arrival(msg.headers))]
+    try:
+        return [(bytes(d.raw), d.key, d.at) for d in unpack(value)]
+    except InputError as exc:
+        metrics.input_errors.inc()
+        log.warning(
+            "bad envelope skipped",
+            extra={"partition": msg.partition, "offset": msg.offset, "error": str(exc)},
+        )
+        return []
+
+
+def _is_tick(value: bytes) -> bool:
+    return value.startswith(INTERNAL) and b'"tick"' in value[:40]
 
 
 def _samples(out: Iterable[Candidate | Learned]) -> Iterator[tuple[str, str, float]]:
@@ -223,36 +249,40 @@ def build_app(
                     rows.prune(gone, event.message.offset)
                     metrics.pruned.inc(len(gone))
 
-    def take(
-        p: int, offset: int, value: bytes, key: bytes | None, at: float | None = None
-    ) -> list[GuardRecord]:
-        """One input-topic record into its partition's core: what goes to the guard."""
+    def take(p: int, offset: int, docs: Sequence[Doc]) -> list[GuardRecord]:
+        """One input-topic record into its partition's core, its documents in order (an
+        envelope's, or the record itself): what goes to the guard."""
         core = held.cores.get(p)
         out: list[GuardRecord] = []
         if core is None:
             core, resend = rebuild(p, offset)
             out.extend(resend)
             held.cores[p] = core
+        metrics.inputs.inc(len(docs))
         if offset <= held.applied.get(p, -1):
-            pass  # already in the table (redelivered after a crash): resent above
-        else:
+            # Already in the table (redelivered after a crash): its candidates were resent
+            # above; a tick's watermark goes again.
+            if any(_is_tick(value) for value, _, _ in docs):
+                out.append(Watermark(p, core.now))
+            metrics.candidates.inc(len(out))
+            return out
+        rows = held.rows[p]
+        for index, (value, name, at) in enumerate(docs):
             try:
                 fed = core.feed(value, at)
             except InputError as exc:
                 metrics.input_errors.inc()
                 log.warning("bad input skipped", extra={"partition": p, "error": str(exc)})
-                return out  # (what a rebuild resends still goes)
+                continue
             out.extend(fed)
-            text, name = value.decode(), (key or b"").decode()
-            held.rows[p].add(offset, text, name, at)
-            held.rows[p].taught(name, offset, _samples(fed))
-            held.applied[p] = offset
+            rows.add(offset, value.decode(), name, at, index)
+            rows.taught(name, offset, _samples(fed))
             if not value.startswith(INTERNAL):
                 cluster.observe(core.now)
-        metrics.inputs.inc()
+            elif _is_tick(value):
+                out.append(Watermark(p, core.now))
+        held.applied[p] = offset
         metrics.candidates.inc(len(out))
-        if value.startswith(INTERNAL) and b'"tick"' in value[:40]:
-            out.append(Watermark(p, core.now))
         return out
 
     @app.agent(inputs)
@@ -268,8 +298,7 @@ def build_app(
             for event in batch:
                 msg = event.message
                 last[msg.partition] = event
-                value = msg.value or b""
-                out.extend(take(msg.partition, msg.offset, value, msg.key, arrival(msg.headers)))
+                out.extend(take(msg.partition, msg.offset, documents(msg, metrics)))
             write_rows(stream, last)
             metrics.stage("partition", time.perf_counter() - started)
             for at in range(0, len(out), GUARD_BATCH):  # a rebuild may resend many
