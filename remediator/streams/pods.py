@@ -141,18 +141,21 @@ class PartitionRows:
 
     def prune(self, keys: Iterable[str], offset: int) -> int:
         """The records of `keys` (pods the core forgot) leave the table; what they taught
-        it goes to an `L` row at `offset` (the record being taken). Rows written."""
-        written = 0
+        it goes to an `L` row at `offset` (the record being taken). Rows written: each row
+        once, however many of the pods it held (a row is a batch: many pods share it)."""
+        gone = set(keys)
+        names: set[str] = set()
         kept: list[list[Any]] = []
-        for key in keys:
-            for name in sorted(self.where.pop(key, ())):
-                rest = [e for e in self.table[name] if e[2] != key]
-                if rest:
-                    self.table[name] = rest
-                else:
-                    del self.table[name]
-                written += 1
+        for key in gone:
+            names |= self.where.pop(key, set())
             kept.extend(self.learned.pop(key, ()))
+        for name in sorted(names):
+            rest = [e for e in self.table[name] if e[2] not in gone]
+            if rest:
+                self.table[name] = rest
+            else:
+                del self.table[name]
+        written = len(names)
         if kept:
             self.table[f"{self.prefix}L{offset:012d}"] = sorted(kept)
             written += 1

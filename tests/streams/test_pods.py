@@ -157,3 +157,25 @@ def test_a_tick_inside_an_envelope_is_replayed_in_its_place() -> None:
     live.rows.flush()
     assert [e.raw.encode() for e in live.rows.replay()] == docs
     assert rebuilt(table).core.now == live.core.now
+
+
+def test_pods_forgotten_together_rewrite_their_shared_row_once() -> None:
+    """A row is a batch of many pods' records: forgetting several of them writes it once
+    (each write is a changelog record as big as the row)."""
+    table: dict[str, Any] = {}
+    rows = PartitionRows(table, P)
+    names = [f"vllm-70b-7c9d5b6f4-gone{i}" for i in range(3)] + [ALIVE]
+    for offset, name in enumerate(names):
+        rows.add(offset, orjson.dumps(pod(name, f"uid-{name}")).decode(), f"llm/{name}")
+    rows.flush()
+    written: list[str] = []
+
+    class Watched(dict[str, Any]):
+        def __setitem__(self, key: str, value: Any) -> None:
+            written.append(key)
+            super().__setitem__(key, value)
+
+    rows.table = Watched(table)
+    assert rows.prune([f"llm/{n}" for n in names[:3]], 9) == 1
+    assert written == [f"{P}|{0:012d}"]
+    assert keys_in(rows.table) == {f"llm/{ALIVE}"}
