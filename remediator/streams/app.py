@@ -186,6 +186,7 @@ def build_app(
         broker_heartbeat_interval=min(3.0, streams.session_timeout_s / 3),
         autodiscover=False,
         topic_disable_leader=True,  # one more topic Faust would create with its own count
+        table_standby_replicas=streams.standby_replicas,
     )
     raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes}
     raw |= {"key_serializer": "raw", "value_serializer": "raw"}

@@ -108,6 +108,28 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     help="Records an agent takes at once (or what came within 50 ms): one table row and"
     " one record to the guard per batch.",
 )
+@click.option(
+    "--batch-within",
+    "batch_within_s",
+    envvar="REMEDIATOR_BATCH_WITHIN_S",
+    default=0.05,
+    show_default=True,
+    type=click.FloatRange(0.001, 10),
+    help="Seconds an agent waits for a batch to fill before it takes what came (an idle"
+    " agent wakes this often): each hop of a record (inputs, candidates, feedback) waits"
+    " up to this long; shorter is lower latency for more idle CPU.",
+)
+@click.option(
+    "--standby-replicas",
+    envvar="REMEDIATOR_KAFKA_STANDBY_REPLICAS",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 10),
+    help="Workers that keep a warm copy of each partition's tables besides its owner (they"
+    " read its changelog as it is written): a takeover needs no restore, but each worker"
+    " then also reads the others' changelogs, about as much work as its own. 0: the new"
+    " owner restores the tables from the changelogs when it takes a partition over.",
+)
 @options.argo_server("Argo Server URL; without it: dry run.")
 @options.argo_namespace()
 @options.slack_channel(
@@ -165,7 +187,9 @@ def worker(**kw: Any) -> None:
     listen = Listen.parse(kw["listen"])
     cfg = _config(kw, store=kw["store"], table_dir=kw["table_dir"], web_host=listen.host,
                   web_port=listen.port, tick_s=kw["tick_s"],
-                  session_timeout_s=kw["session_timeout_s"], batch=kw["batch"])  # fmt: skip
+                  session_timeout_s=kw["session_timeout_s"], batch=kw["batch"],
+                  standby_replicas=kw["standby_replicas"],
+                  batch_within_s=kw["batch_within_s"])  # fmt: skip
     policy = load_policy_file(kw["policy"]) if kw["policy"] else PolicyFile()
     cluster: Executor
     notifier: Executor | None = None
