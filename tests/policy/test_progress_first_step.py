@@ -7,8 +7,14 @@ as in test_progress.py."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from remediator.inputs.records import EngineStep
 from remediator.inputs.vllm_log import LOG_ENDED
+from tests.data import vllm_logs
 from tests.policy.builders import T0, pod
 from tests.policy.conftest import Run, make_run
 from tests.policy.test_progress import READY, STEPS, _line, _name, _start, _uid
@@ -62,6 +68,7 @@ def test_a_pod_hung_in_nccl_init_is_found_by_progress_before_its_phase_budget() 
         "start to their first step line (P95; limit 3× that, at least 30s)"
     )
     assert took in reason
+    assert run.decisions[0].stalled == "before_first_step"  # (min_age weighs it: its `stalled`)
 
 
 def test_once_the_first_step_line_is_seen_the_pod_is_judged_in_weights_again() -> None:
@@ -119,3 +126,41 @@ def test_a_log_no_longer_read_before_the_first_step_keeps_the_phase_budget() -> 
     run.at(T0 + started + 1000)
     assert _deleted_after(run, started) == 620
     assert "over its 600s budget" in run.decisions[0].reason
+
+
+def _hung_pod_inputs(created: float) -> list[dict[str, Any]]:
+    """The NCCL-hung pod's inputs as they happened: the pod through its start, its banner
+    twice (two TP workers' copies), then a line that marks no step (NCCL's)."""
+    started = created + 10.0
+    line = BANNER[1]
+    nccl = _line("2024-05-v0.4.2-kv-cache.log", "Found nccl")
+    return [
+        pod(_name(9), _uid(9), watch="ADDED", created=created),
+        pod(_name(9), _uid(9), created=created, scheduled=created + 1),
+        pod(_name(9), _uid(9), created=created, scheduled=created + 1, started=started),
+        vllm_logs.engine_log("llm", _name(9), line, T0 + started + 2),
+        vllm_logs.engine_log("llm", _name(9), line, T0 + started + 3),
+        vllm_logs.engine_log("llm", _name(9), nccl, T0 + started + 4),
+    ]
+
+
+def _decide(docs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    run = make_run(POLICY)
+    created = _siblings(run, WITH_BANNER)
+    run.feed(*docs).at(T0 + created + 700)
+    return [(d.action, d.target, d.at, d.reason, d.stalled) for d in run.decisions]
+
+
+HAPPENED = _hung_pod_inputs(5000.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.permutations(HAPPENED), st.lists(st.sampled_from(HAPPENED), max_size=4))
+def test_the_decision_on_a_pod_hung_before_its_first_step_does_not_depend_on_input_order(
+    shuffled: list[dict[str, Any]], dups: list[dict[str, Any]]
+) -> None:
+    """Its banner before its pod is seen, the second copy first, duplicates: the same
+    decision, at the same time, for the same reason."""
+    want = _decide(HAPPENED)
+    assert len(want) == 1 and "before vLLM's first step line" in want[0][3]
+    assert _decide([*shuffled, *dups]) == want

@@ -165,7 +165,7 @@ stuck_pod:
   progress: {enabled: true, factor: 3, quantile: 0.95, floor_s: 15, min_samples: 5}
 engine_logs: {follow: true, max_pods: 8}
 guardrails:
-  min_age: {factor: 1}
+  min_age: {factor: 1, stalled: true}
   cooldown: {seconds: 30}
   blast_radius: {max_pods: 5, max_percent: 25, max_pods_cluster: 20}
 """
