@@ -75,7 +75,11 @@ def stall_of(t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory) -> Stal
     after = TIMELINE_STEPS.index(last[0]) + 1 if last is not None else 0
     timed_as = next((s for s in TIMELINE_STEPS[after:] if history.count(model, step_key(s))), None)
     first_key = step_key(BEFORE_FIRST_STEP)
-    if t.engine.before_first_step(started) and history.count(model, first_key) >= cfg.min_samples:
+    if (
+        last is None
+        and history.count(model, first_key) >= cfg.min_samples
+        and t.engine.before_first_step(started)
+    ):
         timed_as = BEFORE_FIRST_STEP  # (too few such siblings yet: judged as in `weights`)
     if timed_as is None:
         return None
