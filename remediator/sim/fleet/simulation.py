@@ -13,6 +13,7 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable
+from itertools import chain, islice
 from typing import IO, Any
 
 from remediator.contract.decision import Decision
@@ -264,8 +265,8 @@ class Simulation:
         n = len(nodes)
         best, best_score, found = None, -1.0, 0
         start = self._next_node
-        for k in range(n):
-            node = nodes[(start + k) % n]
+        # (every node once, from `start` round to it: a slice each side, no index sums)
+        for k, node in enumerate(chain(islice(nodes, start, None), islice(nodes, start))):
             if node.free < need or node.cordoned or node.lost:
                 continue
             score = node.free + (100.0 if image in node.images else 0.0)
