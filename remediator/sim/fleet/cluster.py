@@ -58,7 +58,7 @@ class Pod:
                  "pull_start", "pulled", "pull_reported", "started", "ready", "first_token",
                  "deleted", "fate", "would_ready", "pending_since", "unsched_sent", "removed_by",
                  "hedge", "hang_at", "index", "draws", "lines", "followed", "statuses",
-                 "wire")  # fmt: skip
+                 "wire", "node_spec")  # fmt: skip
 
     def __init__(
         self, index: int, dep: Deployment, slot: Slot, created: float, fate: str, draws: PodDraws
@@ -94,6 +94,7 @@ class Pod:
         self.followed = False
         self.statuses: tuple[float, list[Any]] | None = None  # its engine's, as last written
         self.wire: tuple[Any, ...] | None = None  # what its records share (wire.pod_record)
+        self.node_spec: tuple[str, Any] | None = None  # (node, its spec there), likewise
 
     @property
     def alive(self) -> bool:

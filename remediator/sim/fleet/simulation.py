@@ -90,6 +90,9 @@ class Simulation:
         self.end = scenario.duration_s + DRAIN_S[scenario.profile]
         # Nobody listens (no remediation, no recording): do not build what nobody reads.
         self._loud = controller.wants_inputs or record is not None or wire_json
+        # Someone listens, to typed records only (no file, no JSON): fed straight through.
+        self._typed = controller.wants_inputs and record is None and not wire_json
+        self._feed = controller.feed
         # The controller's log follower: how many pods in engine init it reads at once (0:
         # none), oldest first, each from its first line (remediator/sources/engine_logs.py).
         self._follow_max = log_follows(controller)
@@ -180,11 +183,15 @@ class Simulation:
         heapq.heappush(self.heap, (t, self.seq, kind, obj))
 
     def _pod(self, pod: Pod, stage: str, watch: WatchType = "MODIFIED") -> None:
-        if self._loud:
+        if self._typed:
+            self._feed(wire.pod_record(pod, stage, watch))
+        elif self._loud:
             self._emit(wire.pod_record(pod, stage, watch), pod)
 
     def _event(self, pod: Pod, reason: str, message: str) -> None:
-        if self._loud:
+        if self._typed:
+            self._feed(wire.event_record(pod, reason, message, self.now))
+        elif self._loud:
             self._emit(wire.event_record(pod, reason, message, self.now), pod)
 
     def _emit(self, item: Input, pod: Pod | None = None) -> None:

@@ -133,7 +133,7 @@ def pod_record(p: Pod, stage: str, watch: WatchType = "MODIFIED") -> PodSeen:
         None,  # init_statuses
         deleting,
         labels_,
-        pending_spec if node is None else _spec(p, node),
+        pending_spec if node is None else _node_spec(p, node),
         owner,
         1,  # version, as pod_object writes it
         at,
@@ -147,6 +147,14 @@ def _fixed(p: Pod) -> tuple[dict[str, str], str, PodSpec, str]:
     """What a pod's records share for its life: labels, owner, its spec before it has a
     node, its IP."""
     return labels(p), _owner(p), _spec(p, None), pod_ip(p.index)
+
+
+def _node_spec(p: Pod, node: str) -> PodSpec:
+    """`_spec` once the pod has a node (kept on the pod: a pod never moves)."""
+    kept = p.node_spec
+    if kept is None or kept[0] != node:
+        kept = p.node_spec = (node, _spec(p, node))
+    return kept[1]
 
 
 def _statuses_of(p: Pod, started: float | None) -> list[ContainerStatus] | None:
