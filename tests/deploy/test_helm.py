@@ -19,7 +19,7 @@ from remediator.policy_file import load_policy
 from tests.deploy import helm as h
 from tests.deploy import support as s
 from tests.deploy.test_monitoring import ALERTMANAGER, RULES, RULES_TEST, _promtool
-from tests.deploy.test_rbac import TEMPLATES, rbac_violations, submittable
+from tests.deploy.test_rbac import TEMPLATES, grants, rbac_violations, submittable
 
 # --- lint -----------------------------------------------------------------------------------
 
@@ -160,21 +160,9 @@ def test_rbac_check_refuses_pod_deletion_outside_the_listed_namespaces() -> None
     assert any("pod deletion" in v for v in rbac_violations(docs, {"llm-inference"}))
 
 
-def _grants(docs: list[dict[str, Any]]) -> set[tuple[str | None, str, str, str]]:
-    return {
-        (d["metadata"].get("namespace"), group, resource, verb)
-        for d in docs
-        if d["kind"] in ("Role", "ClusterRole")
-        for rule in d["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
-
-
 def test_a_first_install_is_a_dry_run_three_times() -> None:
     docs = _rendered("defaults")
-    writes = {g for g in _grants(docs) if g[3] in {"create", "update", "patch", "delete"}}
+    writes = {g for g in grants(docs) if g[3] in {"create", "update", "patch", "delete"}}
     assert writes == {("remediator", "coordination.k8s.io", "leases", "update")}
     assert s.find(docs, "ConfigMap", "remediator-settings")["data"]["REMEDIATOR_DRY_RUN"] == "true"
     policy = load_policy(s.find(docs, "ConfigMap", "remediator-policy")["data"]["policy.yaml"])

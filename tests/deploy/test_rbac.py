@@ -171,7 +171,8 @@ def test_opt_in_cordon_component_is_least_privilege(tmp_path: Path) -> None:
     ]
 
 
-def _grants(docs: list[dict[str, Any]]) -> set[tuple[str | None, str, str, str]]:
+def grants(docs: list[dict[str, Any]]) -> set[tuple[str | None, str, str, str]]:
+    """(namespace, API group, resource, verb) of every rule of the Roles and ClusterRoles."""
     return {
         (d["metadata"].get("namespace"), group, resource, verb)
         for d in docs
@@ -185,7 +186,7 @@ def _grants(docs: list[dict[str, Any]]) -> set[tuple[str | None, str, str, str]]
 
 def test_dry_run_cannot_act_even_if_its_flag_is_ignored() -> None:
     docs = _rendered(s.DEPLOY / "overlays" / "dry-run")
-    writes = {g for g in _grants(docs) if g[3] in {"create", "update", "patch", "delete"}}
+    writes = {g for g in grants(docs) if g[3] in {"create", "update", "patch", "delete"}}
     assert writes == {("remediator", "coordination.k8s.io", "leases", "update")}
     settings = next(d for d in docs if d["metadata"]["name"].startswith("remediator-settings"))
     assert settings["data"]["REMEDIATOR_DRY_RUN"] == "true"
@@ -195,7 +196,7 @@ def test_dry_run_cannot_act_even_if_its_flag_is_ignored() -> None:
 
 
 def test_production_grants_what_the_workflows_need() -> None:
-    grants = _grants(_rendered(s.DEPLOY / "overlays" / "production"))
+    have = grants(_rendered(s.DEPLOY / "overlays" / "production"))
     needed = {
         ("llm-inference", "", "pods", "delete"),
         ("kube-system", "apps", "daemonsets", "patch"),
@@ -210,7 +211,7 @@ def test_production_grants_what_the_workflows_need() -> None:
         ("llm-inference", "apps", "deployments", "patch"),  # hedge-pod
         ("llm-inference", "", "pods", "list"),  # hedge-pod: which pod is new, which Ready
     }
-    assert needed <= grants, needed - grants
+    assert needed <= have, needed - have
 
 
 def submittable(docs: list[dict[str, Any]]) -> set[str]:
@@ -231,8 +232,8 @@ def test_the_submit_role_names_every_template_the_executor_submits() -> None:
 
 
 def test_pod_logs_are_read_only_in_the_inference_namespaces() -> None:
-    grants = _grants(_rendered(s.DEPLOY / "overlays" / "production"))
-    logs = {(ns, verb) for ns, group, res, verb in grants if res == "pods/log"}
+    have = grants(_rendered(s.DEPLOY / "overlays" / "production"))
+    logs = {(ns, verb) for ns, group, res, verb in have if res == "pods/log"}
     assert logs == {("llm-inference", "get")}
 
 

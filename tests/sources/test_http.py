@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -15,18 +13,6 @@ from tests.data import CAPTURES
 from tests.runtime.conftest import NS, WEBHOOK_TOKEN, running, stuck_pod, wait_until
 
 AUTH = {"Authorization": f"Bearer {WEBHOOK_TOKEN}"}
-
-
-@pytest.fixture
-async def service(config: ServiceConfig) -> AsyncIterator[Service]:
-    async with running(replace(config, watch=False)) as svc:
-        yield svc
-
-
-@pytest.fixture
-async def http(service: Service) -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(f"http://127.0.0.1:{service.port}") as client:
-        yield client
 
 
 def watch_event(name: str) -> dict[str, Any]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,18 +28,6 @@ AUTH = {"Authorization": f"Bearer {WEBHOOK_TOKEN}"}
 UID = "5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d"
 POD = "vllm-llama-70b-7c9d5b6f4-otlp"
 T = 1_764_000_000 * S
-
-
-@pytest.fixture
-async def service(config: ServiceConfig) -> AsyncIterator[Service]:
-    async with running(replace(config, watch=False)) as svc:
-        yield svc
-
-
-@pytest.fixture
-async def http(service: Service) -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(f"http://127.0.0.1:{service.port}") as client:
-        yield client
 
 
 def vllm_spans() -> tuple[ReadableSpan, ...]:
