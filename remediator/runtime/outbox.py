@@ -54,7 +54,7 @@ from typing import Any
 from remediator.contract.actions import action
 from remediator.contract.decision import Decision
 from remediator.guard.state import GuardState
-from remediator.runtime.rows import OPEN, STATES, Row, State, unknown_fields
+from remediator.runtime.rows import OPEN, STATES, SUBMITTING, Row, State, unknown_fields
 
 __all__ = ["OPEN", "STATES", "Outbox", "OutboxRows", "Row", "State"]
 
@@ -319,7 +319,9 @@ class Outbox:
         gone = [
             r
             for r in self._rows("WHERE state = 'pending' ORDER BY id")
-            if r.decision.uid == uid and _about_the_pod(r.decision.action)
+            if r.decision.uid == uid
+            and _about_the_pod(r.decision.action)
+            and r.phase != SUBMITTING  # perhaps submitted: the pod may be gone by its workflow
         ]
         if gone:
             now = self._now()

@@ -30,6 +30,8 @@ from typing import Literal, Protocol
 from remediator.contract.decision import Decision
 
 State = Literal["pending", "submitted", "ended", "failed", "expired", "dry"]
+# A pending row's phase once its submit has been tried: the workflow may exist.
+SUBMITTING = "submitting"
 STATES: tuple[State, ...] = ("pending", "submitted", "ended", "failed", "expired", "dry")
 OPEN: tuple[State, ...] = ("pending", "submitted")
 

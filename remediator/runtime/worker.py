@@ -66,7 +66,7 @@ from remediator.executors.protocol import (
 )
 from remediator.logfields import get_logger
 from remediator.runtime.clock import Clock
-from remediator.runtime.rows import Row, RowStore, State
+from remediator.runtime.rows import SUBMITTING, Row, RowStore, State
 
 log = get_logger("remediator.runtime")
 
@@ -255,13 +255,21 @@ class Acting:
         d = row.decision
         if not await self._still_stuck(row):
             return
+        if row.phase != SUBMITTING:
+            # On record before the call: were this process killed between the submit and
+            # its answer, the workflow may exist and may delete the pod, so the row must
+            # not be dropped once the pod is gone: the next leader submits again, and Argo's
+            # 409 hands it the workflow to follow to its end.
+            await self._mark(row, None, phase=SUBMITTING)
         out = await self._carry(row, Submit(d))
         if not isinstance(out, Submitted):
             return
         result = "submitted" if out.created else "duplicate"
         self.metrics.executions.labels(d.action, result).inc()
         self._submitted[row.id] = self.clock.monotonic()
-        await self._mark(row, "submitted", workflow=out.name, submitted_at=self.clock.now())
+        await self._mark(
+            row, "submitted", workflow=out.name, phase=None, submitted_at=self.clock.now()
+        )
         log.info(
             "outbox row submitted",
             extra={"incident": row.incident, "workflow": out.name, "result": result},

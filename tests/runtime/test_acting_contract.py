@@ -47,7 +47,7 @@ from remediator.executors.recorder import Recorder
 from remediator.runtime.clock import VirtualClock
 from remediator.runtime.metrics import ActingCounters
 from remediator.runtime.outbox import Outbox, OutboxRows
-from remediator.runtime.rows import Row
+from remediator.runtime.rows import SUBMITTING, Row
 from remediator.runtime.worker import Acting, WorkerSettings
 from remediator.streams.rows import TableRows
 from tests.executors.conftest import delete_decision
@@ -295,6 +295,20 @@ async def test_killed_mid_follow_the_next_process_follows_to_the_end(store: Stor
     (end,) = second.told()
     assert isinstance(end.note, Finished) and end.thread == "ts-1"
     assert await rows(store) == []
+
+
+async def test_a_submit_is_on_record_before_the_call(store: Store) -> None:
+    """Killed between the submit and its answer, the row says a workflow may exist (so a pod
+    gone meanwhile, perhaps by that workflow, does not drop it): here the answer never came."""
+    p = Process(store, Argo(down=1), slack_ok())
+    await store.add(delete_decision())
+    await p.at(0)
+    store.crash()
+    (row,) = await rows(store)
+    assert (row.state, row.phase, row.workflow) == ("pending", SUBMITTING, None)
+    await Process(store, Argo(running=0), slack_ok()).at(60)
+    (row,) = await rows(store)
+    assert (row.state, row.phase, row.workflow) == ("submitted", None, "wf-1")
 
 
 async def test_killed_mid_post_the_next_process_looks_before_posting_again(store: Store) -> None:

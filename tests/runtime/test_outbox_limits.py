@@ -15,6 +15,7 @@ from remediator.contract.decision import Decision
 from remediator.guard.state import GuardState
 from remediator.runtime.metrics import OutboxCollector
 from remediator.runtime.outbox import Outbox, decision_to_json
+from remediator.runtime.rows import SUBMITTING
 from tests.runtime.test_virtual_clock import T0, Argo, Rig, pod, slack_ok
 
 DAY = 86400.0
@@ -130,3 +131,16 @@ def test_pending_deletions_and_hedges_of_a_pod_gone_expire_and_nothing_else() ->
     states = {r.decision.incident: r.state for r in outbox.rows()}
     assert states == {"stuck-1": "expired", "hedge-1": "expired", "note-1": "pending",
                       "hedge-2": "pending"}  # fmt: skip
+
+
+def test_a_pending_deletion_whose_submit_was_tried_stays_when_its_pod_goes() -> None:
+    """Its workflow may exist and may be what deleted the pod: the next submit's 409 finds it,
+    and it is followed to its end (tests/live/argo/test_workflows.py, serve killed)."""
+    outbox = Outbox(":memory:", lambda: T0)
+    mine = "11111111-2222-3333-4444-555555555555"
+    outbox.record([Decision("delete-pod", "llm", "vllm-0", "hung", "stuck-1", T0, uid=mine)],
+                  GuardState())  # fmt: skip
+    (row,) = outbox.rows()
+    outbox.mark(row.id, None, phase=SUBMITTING)
+    assert outbox.drop_for_gone_pod(mine, "not executed: the pod was gone") == []
+    assert [r.state for r in outbox.rows()] == ["pending"]

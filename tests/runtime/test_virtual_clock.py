@@ -37,6 +37,7 @@ from remediator.runtime.clock import VirtualClock
 from remediator.runtime.driver import Driver
 from remediator.runtime.metrics import RuntimeMetrics
 from remediator.runtime.outbox import Outbox, OutboxRows
+from remediator.runtime.rows import SUBMITTING
 from remediator.runtime.worker import OutboxWorker, WorkerSettings
 from remediator.session import Session
 
@@ -202,7 +203,7 @@ async def test_unavailable_is_retried_and_refused_fails_the_row_and_tells() -> N
     rig = Rig(down, slack_ok())
     rig.feed(pod("vllm-0", started=T0))
     await rig.at(61)
-    assert rig.rows() == [("delete-pod", "pending", None, None)]
+    assert rig.rows() == [("delete-pod", "pending", SUBMITTING, None)]  # tried: it may exist
     assert rig.outbox.rows()[0].attempts == 1
     assert rig.counted("executions", action="delete-pod", result="unavailable") == 1
     down.submit = Refused("template not found")
@@ -306,20 +307,39 @@ async def test_the_timer_loop_fires_on_virtual_time() -> None:
 
 
 async def test_a_pending_delete_of_a_pod_that_went_away_is_dropped_not_submitted() -> None:
-    """Argo is down when the budget lapses, so the delete waits, pending; meanwhile the pod goes
-    (its DELETED, or a relist without it): the row is expired, and Argo, back, gets nothing."""
+    """The budget lapses on a standby (it writes the row, only the leader acts); the pod goes
+    (its DELETED, or a relist without it) before any submit was tried: the row is expired,
+    and the leader-to-be submits nothing."""
+    rig = Rig(Argo(), slack_ok(), leading=False)
+    stuck = pod("vllm-0", started=T0)
+    rig.feed(stuck)
+    await rig.at(61)
+    assert rig.rows() == [("delete-pod", "pending", None, None)]
+    rig.feed(deleted(stuck, 70))
+    rig.worker.lead(True, None)
+    await rig.at(600)
+    assert rig.rows() == [("delete-pod", "expired", None, None)]
+    assert rig.outbox.rows()[0].error == "not executed: the pod was gone"
+    assert rig.argo.carried == []  # nothing submitted for a pod no longer there
+
+
+async def test_a_pod_gone_after_a_submit_was_tried_keeps_its_row() -> None:
+    """Argo did not answer the submit (down, a timeout): the workflow may exist and may be what
+    deleted the pod. The row stays and is submitted again once Argo is back (a 409 there is
+    the workflow to follow; a new one's step finds the pod gone and deletes nothing)."""
     down = Argo(submit=Unavailable("argo down"))
     rig = Rig(down, slack_ok())
     stuck = pod("vllm-0", started=T0)
     rig.feed(stuck)
     await rig.at(61)
-    assert rig.rows() == [("delete-pod", "pending", None, None)]
-    submits = len(rig.argo.carried)
-    rig.feed({"type": "DELETED", "object": {**stuck, "metadata": {
-        **stuck["metadata"], "deletionTimestamp": iso(T0 + 70), "deletionGracePeriodSeconds": 0,
-    }}})  # fmt: skip
+    rig.feed(deleted(stuck, 70))
     down.submit = None  # Argo is back
-    await rig.at(600)
-    assert rig.rows() == [("delete-pod", "expired", None, None)]
-    assert rig.outbox.rows()[0].error == "not executed: the pod was gone"
-    assert len(rig.argo.carried) == submits  # nothing submitted for a pod no longer there
+    for t in (600, 605, 610, 615):
+        await rig.at(t)
+    assert [r.state for r in rig.outbox.rows()] == ["ended"]
+    assert sum(isinstance(c, Submit) for c in rig.argo.carried) == 2
+
+
+def deleted(doc: dict[str, Any], at: float) -> dict[str, Any]:
+    meta = {**doc["metadata"], "deletionTimestamp": iso(T0 + at), "deletionGracePeriodSeconds": 0}
+    return {"type": "DELETED", "object": {**doc, "metadata": meta}}
