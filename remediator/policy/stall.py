@@ -71,6 +71,10 @@ def stall_of(t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory) -> Stal
     began = last[1] if last is not None else started
     if began is None:
         return None
+    # The container's start and the log lines are the kubelet's stamps, on the node's clock;
+    # the stretch is timed on the API server's, as a phase budget is (a node an hour behind
+    # would otherwise make every stretch look an hour old).
+    began -= t.clock_skew()
     model = t.model or "unknown"
     after = TIMELINE_STEPS.index(last[0]) + 1 if last is not None else 0
     timed_as = next((s for s in TIMELINE_STEPS[after:] if history.count(model, step_key(s))), None)

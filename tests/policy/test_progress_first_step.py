@@ -164,3 +164,21 @@ def test_the_decision_on_a_pod_hung_before_its_first_step_does_not_depend_on_inp
     want = _decide(HAPPENED)
     assert len(want) == 1 and "before vLLM's first step line" in want[0][3]
     assert _decide([*shuffled, *dups]) == want
+
+
+def test_a_node_clock_an_hour_behind_does_not_age_the_stretch() -> None:
+    """The kubelet stamps the container's start and the log lines on the node's clock, an
+    hour behind the API server's here (proven: it started the container before the pod was
+    scheduled). Uncorrected, the stretch would look an hour old the moment the banner shows."""
+    run = make_run(POLICY)
+    created = _siblings(run, WITH_BANNER)
+    started, behind = created + 10.0, 3600.0
+    run.feed(pod(_name(9), _uid(9), created=created, scheduled=created + 1,
+                 started=started - behind))  # fmt: skip
+    run.feed(vllm_logs.engine_log("llm", _name(9), BANNER[1], T0 + started - behind + 2))
+    # What the evidence proves: the node is at least 3591 s behind (its start, 9 s after the
+    # pod was scheduled, is stamped 3591 s before it), so the stretch is timed from 9 s early.
+    run.at(T0 + started + 40)
+    assert run.decisions == []
+    run.at(T0 + started + 700)
+    assert _deleted_after(run, started) == 30 + 20 - 9
