@@ -37,6 +37,9 @@ class Decision:
     # The phase a stuck pod was found in: a look again before the delete spares it once it
     # has left that phase (policy.stuck.still_stuck).
     phase: str | None = None
+    # Progress-aware detection's finding (policy.stall): the stretch of engine init the pod
+    # stalled in, judged against its siblings' times there; min_age weighs it (its `stalled`).
+    stalled: str | None = None
     # A hedge's cost and what pays for it (guard.hedge_budget): the GPUs the hedge pod
     # holds, and the cold-start GPU-seconds the deciding engine has clocked in since
     # `clocked_since` (when it began counting).

@@ -31,6 +31,8 @@ from remediator.timeline.tracker import StateChange, Tracker
 
 __all__ = ["Decider", "DeciderSink", "Settle", "TimelineMetrics", "timeline_metrics"]
 
+_STEP_KINDS = (EngineStep, EngineSpan)  # (a tuple: `A | B` makes a union on every call)
+
 
 class DeciderSink(Protocol):
     """What the decider tells besides its candidates."""
@@ -170,7 +172,7 @@ class Decider:
         if change is not None:
             self.metrics.observe(change)
             out.transition(change)
-        elif isinstance(item, EngineStep | EngineSpan):
+        elif isinstance(item, _STEP_KINDS):
             t = self.tracker.timeline_of(item)
             if t is not None:
                 self.metrics.init_steps(t)

@@ -5,6 +5,12 @@ engine init is not stuck, it is loading weights. Robusta once deleted a freshly
 created healthy pod; this stage is why that cannot happen here. A pod whose
 creation time or expected cold start is unknown is not deleted: never guess.
 A "not yet" says when the pod will be old enough, so it is looked at again then.
+
+A pod that progress-aware detection found stalled (`Decision.stalled`: its engine said
+nothing for `progress.factor` times what its siblings took in the same stretch, at least
+`progress.floor_s`, for `checks` checks in a row) is judged by its step, not its age, where
+`stalled` is false: that rule is a minimum age per step (its age must still be known).
+`stalled: true` holds it to min_age all the same.
 """
 
 from __future__ import annotations
@@ -22,6 +28,10 @@ from remediator.guard.state import GuardState
 @dataclass(frozen=True, slots=True)
 class MinAgeConfig:
     factor: float = field(default=1.0, metadata=NON_NEGATIVE)
+    # Hold pods found stalled by their step to min_age too (see the module's doc). Off, by
+    # simulation (docs/simulation-defaults.md): it held hung pods on an untuned fleet until
+    # they were as old as their model's expected cold start (~650 s), whatever their step.
+    stalled: bool = False
 
 
 def _known(value: float | None) -> bool:
@@ -36,6 +46,10 @@ class MinAge:
     simulates: ClassVar[bool] = False
     config: MinAgeConfig = MinAgeConfig()
 
+    def _by_step(self, decision: Decision) -> bool:
+        """Found stalled by its step, and this stage leaves such pods to that rule."""
+        return decision.stalled is not None and not self.config.stalled
+
     def check(self, decision: Decision, now: float, state: GuardState) -> Verdict:
         if not deletes_pods(decision):
             return PASS
@@ -44,6 +58,8 @@ class MinAge:
         if created is None or not _known(created):
             why = f"pod {pod} creation time unknown: never delete a pod of unknown age"
             return suppress(why, now)  # a later look may know it
+        if self._by_step(decision):
+            return PASS
         if cold is None or not _known(cold) or cold < 0:
             why = f"pod {pod} expected cold start unknown: cannot tell it from slow"
             return suppress(why, now)
@@ -59,7 +75,7 @@ class MinAge:
     def not_before(self, decision: Decision, now: float) -> float | None:
         """When this stage would let the decision through, if that is after `now`."""
         created, cold = decision.pod_created_at, decision.expected_cold_start_s
-        if not deletes_pods(decision) or created is None or cold is None:
+        if not deletes_pods(decision) or self._by_step(decision) or created is None or cold is None:
             return None
         at = created + cold * self.config.factor
         return at if at > now else None

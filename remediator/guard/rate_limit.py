@@ -19,9 +19,10 @@ from remediator.guard.state import GuardState, read_number, read_object
 @dataclass(frozen=True, slots=True)
 class RateLimitConfig:
     # By simulation (docs/simulation-defaults.md), with the blast radius: hung pods come in
-    # waves (a scale-up's), and the bucket must let a wave's through at once (burst 10).
+    # waves (a scale-up's); with hung pods found by their step (spread over each pod's own
+    # stretch), a burst of 3 is within seed noise of 10, and a default moves only that far.
     per_minute: float = field(default=6.0, metadata={"gt": 0})
-    burst: int = field(default=10, metadata={"min": 1})  # 0 would silently stop everything
+    burst: int = field(default=3, metadata={"min": 1})  # 0 would silently stop everything
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,8 +28,13 @@ the step before it:
                       (≥0.6.5; "took 163.91 s (compilation: 54.58 s)" from 0.19): the
                       engine's init is over, the last step before the API server (the only
                       end it has with --enforce-eager, which captures no graphs).
+    ENGINE_STARTED    Initializing a V1 LLM engine (v0.9.1) with config: ...  / Initializing an
+                      LLM engine (v0.4.2) with config: ... (V0; "a V0 LLM engine" in 0.8): the
+                      engine's banner, before its workers start and NCCL comes up. It ends no
+                      step: it says the log is read from the engine's start, so the stretch to
+                      the first step line (NCCL init) can be judged while nothing else is logged.
     WEIGHTS_STARTED   Starting to load model meta-llama/Llama-3.1-8B...: the log is read and
-                      the engine is loading its weights (it ends no step)
+                      the engine is loading its weights (it ends no step; NCCL init is over)
     COMPILE_STARTED   Dynamo bytecode transform time / Using cache directory ... torch.compile
     COMPILE_MISSED    Cache the graph for dynamic shape for later use / Compiling a graph for
                       general|dynamic shape takes 13.62 s: torch.compile missed its cache and
@@ -51,6 +56,7 @@ import msgspec
 
 # In the order a V1 engine runs them; a V0 engine skips torch_compile.
 STEPS = ("weights", "torch_compile", "memory_profiling", "kv_cache", "cuda_graphs", "api_server")
+ENGINE_STARTED = "engine_started"
 WEIGHTS_STARTED = "weights_started"
 COMPILE_STARTED = "torch_compile_started"
 COMPILE_MISSED = "torch_compile_missed"
@@ -69,6 +75,7 @@ ENDS_BEFORE = {
 }
 MARKS = (
     *STEPS,
+    ENGINE_STARTED,
     WEIGHTS_STARTED,
     COMPILE_STARTED,
     COMPILE_MISSED,
@@ -89,6 +96,7 @@ KEYWORDS = (
     "torch.compile",
     "Starting vLLM",
     "Starting to load model",
+    "LLM engine (v",
     "Cache the graph",
     "Application startup complete",
 )
@@ -180,6 +188,7 @@ _FORMS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], StepMark]], ...] 
         _mark(COMPILE_STARTED),
     ),
     (re.compile(r"Starting to load model \S"), _mark(WEIGHTS_STARTED)),
+    (re.compile(r"Initializing an? (?:V\d )?LLM engine \(v"), _mark(ENGINE_STARTED)),
     (
         re.compile(r"Cache the graph .*for later use|Compiling a graph for \w+ shape takes"),
         _mark(COMPILE_MISSED),

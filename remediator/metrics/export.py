@@ -7,6 +7,7 @@ tracker, so the hot path pays nothing for them.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Histogram
@@ -24,9 +25,24 @@ _PHASE_BITS = _TOTAL_BIT - 1
 _ALL_BITS = (_TOTAL_BIT << 1) - 1
 
 
+class BisectHistogram(Histogram):
+    """prometheus-client's Histogram, its bucket found by bisection: the stock `observe`
+    scans the buckets in Python (about 1 µs of its 2 at 19 buckets, and the core observes
+    ~14 times per cold start). Same buckets, sum, locks and exposition (tests compare)."""
+
+    def observe(self, amount: float, exemplar: dict[str, str] | None = None) -> None:
+        if exemplar or amount != amount:  # (NaN: the stock code's answer, whatever it is)
+            super().observe(amount, exemplar)
+            return
+        self._raise_if_not_observable()  # type: ignore[no-untyped-call]
+        self._sum.inc(amount)
+        # The first bucket whose bound is >= amount, as the scan finds it (the last is +Inf).
+        self._buckets[bisect_left(self._upper_bounds, amount)].inc(1)
+
+
 class TimelineMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.phase_seconds = Histogram(
+        self.phase_seconds = BisectHistogram(
             "remediator_cold_start_phase_seconds",
             "Time an inference pod spent in each cold-start phase (total: creation to first "
             "token, else to Ready).",
@@ -34,14 +50,14 @@ class TimelineMetrics:
             buckets=COLD_START_BUCKETS,
             registry=registry,
         )
-        self.engine_init = Histogram(
+        self.engine_init = BisectHistogram(
             "vllm_engine_init_duration_seconds",
             "Engine init: main container start to Ready (weights, KV cache, CUDA graphs).",
             ["model", "tp_size", "gpu_util"],
             buckets=COLD_START_BUCKETS,
             registry=registry,
         )
-        self.engine_step = Histogram(
+        self.engine_step = BisectHistogram(
             "remediator_engine_init_step_seconds",
             "vLLM engine init by its own steps, from the pod's log (weights, torch_compile, "
             "memory_profiling, kv_cache, cuda_graphs, api_server; until_ready: the last "

@@ -49,12 +49,12 @@ class ProgressConfig:
     `min_samples` siblings' times, or a pod whose log is not read (or no longer is: the
     follow hit its byte bound or broke), keeps the phase budget.
 
-    On, at a 30 s floor and three times the siblings' P95, by simulation
+    On, at a 30 s floor and twice the siblings' P95, by simulation
     (docs/simulation-defaults.md): hangs in torch.compile and CUDA graph capture are found
     before the phase budget, and no healthy pod was deleted."""
 
     enabled: bool = True
-    factor: float = 3.0
+    factor: float = 2.0
     quantile: float = 0.95
     floor_s: float = 30.0
     min_samples: int = 5

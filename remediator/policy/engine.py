@@ -411,7 +411,8 @@ class PolicyEngine:
             if evidence is not None:
                 return self._hold(t, key, seconds, how, evidence, now)
             self._deciding[t.uid] = key
-        return decide_stuck(t, phase, why, facts, now, self._init_deletes)
+        stalled = stall.timed_as if stall is not None else None
+        return decide_stuck(t, phase, why, facts, now, self._init_deletes, stalled)
 
     def _too_tight(
         self, t: PodTimeline, key: tuple[str, str], seconds: float, sample: str

@@ -9,16 +9,22 @@ after its weights come memory_profiling's times; a V1 engine logs nothing betwee
 cache and ending graph capture, so there cuda_graphs' times judge kv_cache). A torch.compile
 that missed its cache is judged only by siblings' compiles that missed it too: a cache hit
 takes seconds, a miss minutes.
+
+Before the first step line (engine_steps.BEFORE_FIRST_STEP) the engine logs its banner, then
+starts its workers and NCCL, and says nothing until it loads its weights: a pod whose banner is
+seen and no step line after it is judged by what the container's start to the first step line
+took its siblings (those whose banner was seen too), with the same floor and factor, so a hang
+in NCCL init is found by progress as well. Without such siblings it is judged as in `weights`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from remediator.inputs.vllm_log import COMPILE_MISSED, LOG_ENDED
+from remediator.inputs.vllm_log import COMPILE_MISSED, ENGINE_STARTED, LOG_ENDED
 from remediator.policy.config import ProgressConfig
 from remediator.policy.history import PhaseHistory, step_key
-from remediator.timeline.engine_steps import TIMELINE_STEPS
+from remediator.timeline.engine_steps import BEFORE_FIRST_STEP, TIMELINE_STEPS
 from remediator.timeline.model import PodTimeline
 
 
@@ -39,13 +45,16 @@ class Stall:
 
     def reason(self, cfg: ProgressConfig, model: str, checks: int, now: float) -> str:
         """Which step stalled, and how its time compares with the siblings'."""
-        what = self.step
-        if self.timed_as != self.step:
+        what, there = f"in vLLM step {self.step}", "there"
+        if self.timed_as == BEFORE_FIRST_STEP:
+            what = "before vLLM's first step line (NCCL init)"
+            there = "from their container's start to their first step line"
+        elif self.timed_as != self.step:
             what += f" (timed as {self.timed_as})"
         return (
-            f"engine_init stalled in vLLM step {what} for {now - self.began:.0f}s, over its "
+            f"engine_init stalled {what} for {now - self.began:.0f}s, over its "
             f"{self.limit:.0f}s limit for {checks} checks in a row: {self.samples} siblings "
-            f"of {model} took {self.siblings_s:.0f}s there (P{cfg.quantile * 100:g}; limit "
+            f"of {model} took {self.siblings_s:.0f}s {there} (P{cfg.quantile * 100:g}; limit "
             f"{cfg.factor:g}× that, at least {cfg.floor_s:.0f}s)"
         )
 
@@ -62,9 +71,20 @@ def stall_of(t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory) -> Stal
     began = last[1] if last is not None else started
     if began is None:
         return None
+    # The container's start and the log lines are the kubelet's stamps, on the node's clock;
+    # the stretch is timed on the API server's, as a phase budget is (a node an hour behind
+    # would otherwise make every stretch look an hour old).
+    began -= t.clock_skew()
     model = t.model or "unknown"
     after = TIMELINE_STEPS.index(last[0]) + 1 if last is not None else 0
     timed_as = next((s for s in TIMELINE_STEPS[after:] if history.count(model, step_key(s))), None)
+    first_key = step_key(BEFORE_FIRST_STEP)
+    if (
+        last is None
+        and history.count(model, first_key) >= cfg.min_samples
+        and t.engine.before_first_step(started)
+    ):
+        timed_as = BEFORE_FIRST_STEP  # (too few such siblings yet: judged as in `weights`)
     if timed_as is None:
         return None
     if timed_as == "torch_compile" and t.engine.compile_missed(started):
@@ -89,6 +109,11 @@ def learn_steps(t: PodTimeline, history: PhaseHistory) -> None:
     steps = t.engine_steps()
     for step, seconds in steps.items():
         history.add(model, step_key(step), seconds)
+    started = t.started_at()
+    if t.engine is not None and t.engine.end(ENGINE_STARTED, started, None) is not None:
+        first = t.engine.first_step(started)
+        if started is not None and first is not None:
+            history.add(model, step_key(BEFORE_FIRST_STEP), max(0.0, first - started))
     compiled = steps.get("torch_compile")
-    if compiled is not None and t.engine is not None and t.engine.compile_missed(t.started_at()):
+    if compiled is not None and t.engine is not None and t.engine.compile_missed(started):
         history.add(model, step_key(COMPILE_MISSED), compiled)

@@ -39,7 +39,13 @@ def deletes_in(phase: str, init_deletes: bool = False) -> bool:
 
 
 def decide_stuck(
-    t: PodTimeline, phase: str, why: str, facts: Facts, now: float, init_deletes: bool = False
+    t: PodTimeline,
+    phase: str,
+    why: str,
+    facts: Facts,
+    now: float,
+    init_deletes: bool = False,
+    stalled: str | None = None,
 ) -> Decision:
     deletes = deletes_in(phase, init_deletes)
     then = "deleting it gives the engine a fresh start" if deletes else diagnose(t, phase)
@@ -57,6 +63,7 @@ def decide_stuck(
         expected_cold_start_s=facts.expected_cold_start_s if deletes else None,
         replicas=facts.replicas if deletes else None,
         phase=phase if deletes else None,
+        stalled=stalled if deletes else None,
     )
 
 

@@ -19,13 +19,22 @@ from remediator.inputs.vllm_log import (
     COMPILE_MISSED,
     COMPILE_STARTED,
     ENDS_BEFORE,
+    ENGINE_STARTED,
     KV_CACHE_STARTED,
+    MARKS,
     SERVER_STARTED,
     STEPS,
 )
 
 UNTIL_READY = "until_ready"  # the last step's line to Ready: what no line accounts for
 TIMELINE_STEPS = (*STEPS, UNTIL_READY)
+# The container's start to the engine's first step line: imports, config, the workers' start
+# and NCCL init, where vLLM logs no step (its banner, ENGINE_STARTED, comes before NCCL init).
+# Judged only where the banner says the log is read from the start; it overlaps `weights`
+# (which also runs from the container's start), so it is no step of `durations`.
+BEFORE_FIRST_STEP = "before_first_step"
+# The lines that end the stretch before the first step: any mark of vLLM's but its banner.
+_STEP_LINES = tuple(m for m in MARKS if m != ENGINE_STARTED)
 # Each step's marks: its own line and the lines that start the step after it.
 _MARKS_OF = {
     step: (step, *(m for m, ends in ENDS_BEFORE.items() if ends == step))
@@ -135,6 +144,23 @@ class EngineSteps:
             out[UNTIL_READY] = max(0.0, ready - prev)  # readiness probe, or lines not logged
         return out
 
+    def first_step(self, started: float | None) -> float | None:
+        """When this run's first step line was written (its first worker's): the end of the
+        stretch before the first step; None while only the banner (or nothing) is seen."""
+        first: float | None = None
+        for mark in _STEP_LINES:
+            for t in self._times(mark):
+                if (started is None or t >= started) and (first is None or t < first):
+                    first = t
+        return first
+
+    def before_first_step(self, started: float | None) -> bool:
+        """This run's banner is seen and no step line after it: the engine is starting its
+        workers and NCCL, and the log is known to be read (silence is then the engine's)."""
+        if started is None or self.end(ENGINE_STARTED, started, None) is None:
+            return False
+        return self.first_step(started) is None
+
     def compile_missed(self, started: float | None) -> bool:
         """torch.compile missed its cache in this run: it compiles, for minutes."""
         return self.end(COMPILE_MISSED, started, None) is not None
@@ -162,7 +188,7 @@ class EngineSteps:
         if compiling is not None and compiling >= last_at and last in (None, "weights"):
             return "torch_compile"
         if last is None:
-            return "weights"
+            return BEFORE_FIRST_STEP if self.before_first_step(started) else "weights"
         following = STEPS[STEPS.index(last) + 1 :]
         return next(s for s in following if s != "torch_compile")
 

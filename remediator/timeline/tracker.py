@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import msgspec
 
 from remediator.inputs.kubelet import already_present, pull_seconds
-from remediator.inputs.pods import engine_run, init_times, spec_info
+from remediator.inputs.pods import SpecInfo, engine_run, init_times, spec_info
 from remediator.inputs.records import (
     EngineSpan,
     EngineStep,
@@ -19,6 +19,7 @@ from remediator.inputs.records import (
     PodSeen,
     Relisted,
 )
+from remediator.inputs.schema import PodSpec
 from remediator.inputs.vllm_spans import marks
 from remediator.timeline.endpoint import Endpoint, port_of
 from remediator.timeline.engine_steps import EngineSteps
@@ -38,6 +39,7 @@ from remediator.timeline.model import (
 _SCHEDULED_TO = " to "
 _MAX_PARKED = 10_000
 _MAX_LABEL_SETS = 4_096
+_MAX_SPEC_INFOS = 64  # (spec, labels) objects whose spec_info is remembered: a few, kept alive
 _MAX_PARKED_STEPS = 64  # per pod: a start-up marks about ten steps, times TP workers
 DEFAULT_MAX_UNWATCHED = 10_000  # pods known from webhooks alone (the service's setting)
 # A list's Date header and an Event's creationTimestamp are whole seconds on the API server's
@@ -70,6 +72,7 @@ class Tracker:
         self._parked: dict[tuple[str, str], float] = {}  # name-only first tokens, pod unseen
         self._parked_steps: dict[tuple[str, str], list[EngineStep]] = {}  # likewise, log steps
         self._label_sets: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        self._spec_infos: dict[tuple[int, int], tuple[PodSpec, dict[str, str], SpecInfo]] = {}
         # Pruning (the service's memory bound; replay keeps everything to print it):
         self._ended: deque[tuple[float, str]] = deque()  # (deleted or first seen as orphan, uid)
         self._gone: dict[str, float] = {}  # pruned uid -> when: a late input is not a new pod
@@ -272,6 +275,21 @@ class Tracker:
             self._label_sets[key] = labels
         return labels
 
+    def _spec_info(self, spec: PodSpec, labels: dict[str, str]) -> SpecInfo:
+        """`spec_info`, remembered for the spec and label objects it was worked out from
+        (kept with the answer, so an identity is never reused while remembered): where a
+        source hands one spec object to many pods (a replay's, the simulator's), each
+        pod's is not parsed again."""
+        key = (id(spec), id(labels))
+        known = self._spec_infos.get(key)
+        if known is not None and known[0] is spec and known[1] is labels:
+            return known[2]
+        info = spec_info(spec, labels, self.engines)
+        if len(self._spec_infos) >= _MAX_SPEC_INFOS:
+            self._spec_infos.clear()
+        self._spec_infos[key] = (spec, labels, info)
+        return info
+
     def _park_first_token(self, item: FirstToken) -> None:
         key = (item.namespace, item.pod)
         self._parked[key] = min(item.at, self._parked.get(key, item.at))
@@ -387,7 +405,7 @@ class Tracker:
             t.pod_seen = True
             if t.deleted and p.watch != "DELETED":
                 t.deleted, t.deleted_at = False, None  # a list's inference; the pod says no
-            info = spec_info(spec, p.labels, self.engines)
+            info = self._spec_info(spec, p.labels)
             t.model, t.tp_size, t.gpu_util = _intern(info.model), info.tp_size, info.gpu_util
             t.gpus = info.gpus
             t.labels, t.owner = self._share(p.labels), _intern(p.owner)

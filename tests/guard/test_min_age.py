@@ -74,3 +74,28 @@ def test_only_pod_deletions_are_checked(action: str) -> None:
 def test_record_changes_nothing() -> None:
     state = GuardState()
     assert MinAge().record(make(), T0, state) is state
+
+
+STALLED = "before_first_step"  # progress-aware detection found it stalled in that stretch
+
+
+@pytest.mark.parametrize(("stalled", "held"), [(False, False), (True, True)])
+def test_a_pod_found_stalled_by_its_step_is_left_to_that_rule_unless_told(
+    stalled: bool, held: bool
+) -> None:
+    """60 s old, expected cold start 600 s: its engine said nothing for 3x what its siblings
+    took before their first step line (progress.factor, floor and checks: the step's own
+    minimum age). `stalled: false` lets it through; `stalled: true` holds it to min_age."""
+    stage = MinAge(MinAgeConfig(factor=1.0, stalled=stalled))
+    decision = make(pod_created_at=T0 - 60, expected_cold_start_s=600, stalled=STALLED)
+    verdict = stage.check(decision, T0, GuardState())
+    assert (verdict.reason is not None) == held
+    assert (stage.not_before(decision, T0) == T0 + 540) == held
+    judged_by_age = make(pod_created_at=T0 - 60, expected_cold_start_s=600)
+    assert stage.check(judged_by_age, T0, GuardState()).reason is not None
+
+
+def test_a_stalled_pod_of_unknown_age_is_still_not_deleted() -> None:
+    stage = MinAge(MinAgeConfig(factor=1.0, stalled=False))
+    decision = make(pod_created_at=None, expected_cold_start_s=600, stalled=STALLED)
+    assert stage.check(decision, T0, GuardState()).reason == UNKNOWN_AGE

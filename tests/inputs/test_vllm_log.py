@@ -13,6 +13,7 @@ from remediator.inputs.decode import decode
 from remediator.inputs.records import EngineStep, InputError
 from remediator.inputs.vllm_log import (
     ENGINE_READY,
+    ENGINE_STARTED,
     GRAPHS_STARTED,
     KV_CACHE_STARTED,
     MARKS,
@@ -39,6 +40,22 @@ def test_the_compile_total_in_every_wording() -> None:
     ):
         line = _line(name, "in total")
         assert parse_line(line) == StepMark("torch_compile", seconds), line
+
+
+def test_the_engine_banner_says_the_engine_began_its_init() -> None:
+    """Printed before the workers start and NCCL comes up (the stretch before the first step):
+    V0 "an LLM engine" (0.4 here), "a V0 LLM engine" (0.8), V1 "a V1 LLM engine"; the V1 and
+    0.8 forms are vLLM's own format strings (engine/llm_engine.py, v1/engine/core.py)."""
+    line = _line("2024-05-v0.4.2-kv-cache.log", "Initializing")
+    assert parse_line(line) == StepMark(ENGINE_STARTED)
+    for form in (
+        "INFO 03-20 10:01:02 [llm_engine.py:243] Initializing a V0 LLM engine (v0.8.1) with "
+        "config: model='Qwen/Qwen2.5-7B-Instruct', speculative_config=None",
+        "(EngineCore_DP0 pid=312) INFO 11-24 11:43:20 [core.py:93] Initializing a V1 LLM engine "
+        "(v0.11.2) with config: model='Qwen/Qwen3-0.6B', speculative_config=None",
+    ):
+        assert parse_line(form) == StepMark(ENGINE_STARTED), form
+    assert parse_line("INFO: Initializing an LLM engine cache warmer") is None
 
 
 def test_memory_profiling_in_every_wording() -> None:

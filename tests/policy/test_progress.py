@@ -172,7 +172,7 @@ def test_progress_is_on_by_default_with_its_log_follower() -> None:
     rules = load_policy("").rules
     cfg = rules.stuck_pod.progress
     assert cfg.enabled and rules.engine_logs.follow
-    assert (cfg.factor, cfg.quantile, cfg.floor_s, cfg.min_samples) == (3.0, 0.95, 30.0, 5)
+    assert (cfg.factor, cfg.quantile, cfg.floor_s, cfg.min_samples) == (2.0, 0.95, 30.0, 5)
 
 
 @pytest.mark.parametrize(

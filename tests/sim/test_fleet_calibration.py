@@ -130,13 +130,16 @@ def test_step_lines_split_engine_init_by_the_logged_shares(profile: Profile) -> 
     assert mean(per_step["weights"]) == pytest.approx(shares["weights"], rel=0.1)
     assert mean(per_step["cuda_graphs"]) == pytest.approx(shares["cuda_graphs"], rel=0.1)
     assert max(per_step["torch_compile_started"]) == 0.0  # printed as the weights are in
+    before_first = mean(per_step["engine_started"]) + mean(per_step["weights_started"])
+    assert before_first == pytest.approx(shares["engine_start"] + shares["nccl_init"], rel=0.1)
 
 
 def test_a_hung_engine_logs_the_steps_before_its_hang() -> None:
     counts = [hang_lines(u / 100) for u in range(1, 100)]
     assert {LOGGED[n] if n < len(LOGGED) else None for n in counts} == {
-        "weights",  # NCCL init: no line at all
-        "torch_compile",  # the weights' line and the compile's start
+        "weights_started",  # NCCL init: the banner only, no step line (as vLLM)
+        "torch_compile",  # the load's start, the weights' line and the compile's start
         "cuda_graphs",  # and the compile's and memory profiling's ends
     }
-    assert abs(counts.count(0) - counts.count(2)) <= 1
+    assert LOGGED[0] == "engine_started"
+    assert abs(counts.count(1) - counts.count(4)) <= 1

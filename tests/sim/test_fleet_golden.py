@@ -34,14 +34,15 @@ SCENARIO = Scenario(
 )  # fmt: skip
 
 # Recorded before the simulator's speed work (issue 20), from the code of that time; `core`
-# before the core's (the engine's step lines modelled, the core unchanged).
+# before the core's (the engine's step lines modelled, the core unchanged); `core` again when
+# the engine's banner and "Starting to load model" were modelled (NCCL init judged by progress).
 EXPECTED: dict[str, dict[str, Any]] = {
     "core": {
         "decisions": 31,
-        "decisions_sha256": "0bd6ff689d202ace7dfd85d370420cf57e9bb70b45df2b848a7ec95a3958a646",
+        "decisions_sha256": "2e0a3f5e494c3571172d8589048be603d7afed3870e18b3702f0c12e684e5014",
         "ready_s_sum": 24354.711482,
-        "stream_lines": 933,
-        "stream_sha256": "82c851f9ea06a0e103faa5f8028c5384d0c6074ec3fd8de4232776d803860bb3",
+        "stream_lines": 1067,
+        "stream_sha256": "da8902751665f8b4b7cc69944e9b0bbb9a66c3d8e7369859f6944564413d49cc",
         "summary": {
             "actions": {"delete-pod": 24, "notify": 2, "restart-warmup": 4, "verify-gpu-memory": 1},
             "censored": 28,
@@ -56,10 +57,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
                 "p99": 1800.0,
                 "spread": 1750.800854200888,
             },
-            "gpu_minutes": 715.844506239468,
+            "gpu_minutes": 715.8516980965131,
             "hedges": 0,
             "hedge_gpu_minutes": 0.0,
-            "held": 327,
+            "held": 336,
             "kill_loops": 0,
             "kind": "policy-summary",
             "policy": "core",
@@ -164,7 +165,7 @@ stuck_pod:
   progress: {enabled: true, factor: 3, quantile: 0.95, floor_s: 15, min_samples: 5}
 engine_logs: {follow: true, max_pods: 8}
 guardrails:
-  min_age: {factor: 1}
+  min_age: {factor: 1, stalled: true}
   cooldown: {seconds: 30}
   blast_radius: {max_pods: 5, max_percent: 25, max_pods_cluster: 20}
 """

@@ -1,11 +1,13 @@
 """Step-level hangs in the fleet simulator: a hung engine's log shows the steps before the one
 it hangs in, and the real core, following the logs, finds it by that step before its phase
-budget would have."""
+budget would have (one hung in NCCL init, by the stretch before its first step line: its
+banner is all it logs)."""
 
 from __future__ import annotations
 
 from remediator.contract.decision import Decision
 from remediator.inputs.records import Input
+from remediator.policy.history import budget
 from remediator.policy_file import PolicyFile, load_policy
 from remediator.sim.fleet.cluster import Pod
 from remediator.sim.fleet.controllers import CorePolicy
@@ -14,42 +16,56 @@ from remediator.sim.fleet.scenario import DeploymentSpec, Faults, ScaleLoad, Sce
 from remediator.sim.fleet.simulation import Simulation
 from remediator.sim.fleet.steps import LOGGED
 
+MODEL = "meta-llama/Llama-3.1-70B-Instruct"
 FLEET = Scenario(
     name="step-hangs", profile="tuned", duration_s=2 * 3600, seeds=(3,), node_count=8,
     gpus_per_node=8, scale=ScaleLoad(600, 4, 16), faults=Faults(engine_init_hang=0.2),
-    deployments=(DeploymentSpec("vllm-llama-70b", "meta-llama/Llama-3.1-70B-Instruct", 8),),
+    deployments=(DeploymentSpec("vllm-llama-70b", MODEL, 8),),
 )  # fmt: skip
-# Guardrails wide open: every hung pod is decided on, so each step's hangs show.
+# Guardrails wide open: every hung pod is decided on when the core finds it (min_age, which
+# waits for the model's expected cold start, off), so each step's hangs show.
 PROGRESS = """
 stuck_pod:
   progress: {enabled: true, floor_s: 15}
 engine_logs: {follow: true, max_pods: 64}
 guardrails:
+  min_age: {factor: 0}
   cooldown: {seconds: 0}
   blast_radius: {max_pods: 1000, max_percent: 100, max_pods_cluster: 1000}
   rate_limit: {per_minute: 1000, burst: 1000}
 """
 
 
-def _run(config: PolicyFile) -> tuple[dict[str, Pod], dict[str, Decision]]:
+def _run(
+    config: PolicyFile, budgets: dict[str, float] | None = None
+) -> tuple[dict[str, Pod], dict[str, Decision]]:
+    """The pods started and the first decision on each; `budgets`: each decided pod's engine
+    init budget (adaptive: what the core's history gave it) when it was decided on."""
     pods: dict[str, Pod] = {}
     decided: dict[str, Decision] = {}
+    ctl = CorePolicy("c", config)
+    stuck = config.rules.stuck_pod
 
     def watch(what: str, now: float, obj: object) -> None:
         if what == "started" and isinstance(obj, Pod):
             pods[obj.uid] = obj
         elif what == "decision" and isinstance(obj, Decision) and obj.uid:
             decided.setdefault(obj.uid, obj)
+            if budgets is not None:
+                history = ctl.session.engine.history
+                budgets.setdefault(obj.uid, budget(stuck, history, MODEL, "engine_init")[0])
 
-    Simulation(FLEET, FLEET.seeds[0], CorePolicy("c", config), observer=watch).run()
+    Simulation(FLEET, FLEET.seeds[0], ctl, observer=watch).run()
     return pods, decided
 
 
 def test_hung_engines_are_found_by_the_step_they_hang_in() -> None:
     config = load_policy(PROGRESS)
     stuck = config.rules.stuck_pod
-    pods, decided = _run(config)
+    budgets: dict[str, float] = {}
+    pods, decided = _run(config, budgets)
     by_step: dict[str, int] = {}
+    found_early: list[bool] = []
     for uid, pod in pods.items():
         d = decided.get(uid)
         if pod.fate != "init_hang" or d is None or d.action != "delete-pod":
@@ -57,14 +73,20 @@ def test_hung_engines_are_found_by_the_step_they_hang_in() -> None:
         assert pod.started is not None and pod.hang_at is not None
         hung_in = LOGGED[len(pod.lines)]
         by_step[hung_in] = by_step.get(hung_in, 0) + 1
-        phase_due = pod.started + stuck.budgets["engine_init"]
-        if hung_in == "weights":  # NCCL init: no step line, the phase budget finds it
-            assert "stalled in vLLM step" not in d.reason
-            continue
-        named = "torch_compile" if hung_in == "torch_compile" else "kv_cache (timed as cuda_graphs)"
-        assert f"stalled in vLLM step {named}" in d.reason, d.reason
-        assert d.at - BASE_TIME < phase_due + (stuck.checks - 1) * stuck.check_interval_s
-    assert set(by_step) == {"weights", "torch_compile", "cuda_graphs"}
+        phase_due = pod.started + budgets[uid]
+        named = {
+            "weights_started": "before vLLM's first step line (NCCL init)",
+            "torch_compile": "in vLLM step torch_compile",
+            "cuda_graphs": "in vLLM step kv_cache (timed as cuda_graphs)",
+        }[hung_in]
+        assert f"stalled {named}" in d.reason, d.reason
+        early = d.at - BASE_TIME < phase_due + (stuck.checks - 1) * stuck.check_interval_s
+        # (a hang late in a short engine init can be due by its step a moment after its phase
+        # budget: a step is judged by its siblings alone; one in NCCL init, never)
+        assert early or hung_in != "weights_started", d.reason
+        found_early.append(early)
+    assert set(by_step) == {"weights_started", "torch_compile", "cuda_graphs"}
+    assert sum(found_early) >= 0.9 * len(found_early), found_early
     assert all(n >= 3 for n in by_step.values()), by_step
 
 

@@ -44,12 +44,6 @@ async def service(config: ServiceConfig, token_file: Path) -> AsyncIterator[Serv
         yield svc
 
 
-@pytest.fixture
-async def http(service: Service) -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(f"http://127.0.0.1:{service.port}") as client:
-        yield client
-
-
 def event(i: int) -> dict[str, object]:
     obj = stuck_pod(f"vllm-rot-{i}")
     obj["metadata"]["uid"] = f"0f1e2d3c-4b5a-6978-8796-{i:012d}"

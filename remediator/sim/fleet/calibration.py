@@ -121,6 +121,15 @@ STEP_SECONDS: dict[str, tuple[float, ...]] = {
     "kv_cache": (2.0, 2.0, 3.0, 3.0, 4.0, 44.0),
     "cuda_graphs": (1.0, 2.0, 7.0, 14.0, 14.0, 15.0, 15.0, 17.0, 32.0, 37.0, 38.0),
 }
+# Before the first step line, two stretches that no line's figure measures: the container's
+# start to the engine's banner ("Initializing a V1 LLM engine ...": Python's imports of torch
+# and vLLM, the engine's config), and the banner to "Starting to load model" (the workers'
+# start and NCCL init, where vLLM logs no step). No public log here shows a container's start:
+# 5 s for the imports and config is an estimate. NCCL init: 2024-08-v0.5.4-ray-405b.log, NCCL's
+# lines at 10:27:36 and the load begun at 10:27:40 (2024-05-v0.4.2-kv-cache.log, TP 1: its
+# banner and the weights in within a second).
+ENGINE_START_S = 5.0
+NCCL_INIT_S = 4.0
 # The engine-ready line to the API server's (2025-06-v1-api-server.log: 11:03:55 → 11:03:56),
 # the one log that shows both.
 API_SERVER_S = 1.0
@@ -143,9 +152,13 @@ def _median(values: tuple[float, ...]) -> float:
 def step_shares() -> tuple[tuple[str, float], ...]:
     """Each stretch of a V1 engine's init that a log line ends, with its share of the phase.
     A V1 engine logs nothing between sizing its KV cache and ending graph capture, so the
-    cache's allocation is counted in cuda_graphs (as the core counts it)."""
+    cache's allocation is counted in cuda_graphs (as the core counts it). `engine_start` ends
+    with the banner, `nccl_init` with "Starting to load model", `weights` (vLLM's own figure
+    for the load alone) with the weights line."""
     m = {step: _median(v) for step, v in STEP_SECONDS.items()}
     stretches = (
+        ("engine_start", ENGINE_START_S),
+        ("nccl_init", NCCL_INIT_S),
         ("weights", m["weights"]),
         ("torch_compile", m["torch_compile"]),
         ("memory_profiling", m["memory_profiling"]),
@@ -158,10 +171,11 @@ def step_shares() -> tuple[tuple[str, float], ...]:
 
 
 STEP_SHARES = step_shares()
-# Where an engine init hangs (issue 20): NCCL's communicator init, before the weights load
-# (the log stops before the weights line), torch.compile, and CUDA graph capture (after the
-# KV cache is sized). Public reports give no frequencies; each is equally likely.
-HANG_STEPS = ("weights", "torch_compile", "cuda_graphs")
+# Where an engine init hangs (issue 20), by the stretch it hangs in: NCCL's communicator init
+# (the log stops at the engine's banner, before "Starting to load model": as in vLLM issues
+# 8058, 12292, 6370), torch.compile, and CUDA graph capture (after the KV cache is sized).
+# Public reports give no frequencies; each is equally likely.
+HANG_STEPS = ("nccl_init", "torch_compile", "cuda_graphs")
 
 
 def _z(q: float) -> float:

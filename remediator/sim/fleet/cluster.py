@@ -57,7 +57,8 @@ class Pod:
     __slots__ = ("uid", "name", "dep", "image", "rs_hash", "slot", "created", "node", "scheduled",
                  "pull_start", "pulled", "pull_reported", "started", "ready", "first_token",
                  "deleted", "fate", "would_ready", "pending_since", "unsched_sent", "removed_by",
-                 "hedge", "hang_at", "index", "draws", "lines", "followed", "statuses")  # fmt: skip
+                 "hedge", "hang_at", "index", "draws", "lines", "followed", "statuses",
+                 "wire", "node_spec")  # fmt: skip
 
     def __init__(
         self, index: int, dep: Deployment, slot: Slot, created: float, fate: str, draws: PodDraws
@@ -92,6 +93,8 @@ class Pod:
         self.lines: tuple[float, ...] = ()
         self.followed = False
         self.statuses: tuple[float, list[Any]] | None = None  # its engine's, as last written
+        self.wire: tuple[Any, ...] | None = None  # what its records share (wire.pod_record)
+        self.node_spec: tuple[str, Any] | None = None  # (node, its spec there), likewise
 
     @property
     def alive(self) -> bool:
@@ -132,12 +135,10 @@ def rs_hash(name: str, image: str) -> str:
 
 
 def _suffix(index: int) -> str:
-    n = (index * 7_368_787 + 12_345) % len(_SUFFIX) ** 5
-    out = []
-    for _ in range(5):
-        n, d = divmod(n, len(_SUFFIX))
-        out.append(_SUFFIX[d])
-    return "".join(out)
+    """Five characters of `_SUFFIX`, the low digit first (one name per cold start)."""
+    a, b = _SUFFIX, len(_SUFFIX)
+    n = (index * 7_368_787 + 12_345) % b**5
+    return a[n % b] + a[n // b % b] + a[n // b**2 % b] + a[n // b**3 % b] + a[n // b**4]
 
 
 def node_name(i: int) -> str:

@@ -95,19 +95,27 @@ class CorePolicy:
         self.sink = _Sink()
         logs = config.rules.engine_logs
         self.follows_logs = logs.max_pods if logs.follow else 0  # as serve's follower would
+        # Called once or more per simulated event: the session's pieces, bound once.
+        self._feed, self._advance = self.session.feed, self.session.advance
+        self._decider = self.session.decider
+        self._next_deadline = self._decider.engine.next_deadline
+        self._forget = self.session.tracker.forget
 
     def feed(self, item: Input) -> None:
-        self.session.feed(item, self.sink)
-        if isinstance(item, PodSeen) and item.watch == "DELETED":
-            self.session.tracker.forget(item.uid)  # as the runtime prunes deleted pods
+        self._feed(item, self.sink)
+        if type(item) is PodSeen and item.watch == "DELETED":
+            self._forget(item.uid)  # as the runtime prunes deleted pods
 
     def advance(self, now: float) -> None:
-        self.session.advance(now, self.sink)
+        self._advance(now, self.sink)
 
     def next_due(self) -> float | None:
-        due = self.session.engine.next_deadline()
+        due = self._next_deadline()
+        if due is None:
+            return None
         # A timer armed in the session's past fires on the next advance past its clock.
-        return None if due is None else max(due, self.session.now + 1e-3)
+        soonest = self._decider.now + 1e-3
+        return due if due > soonest else soonest
 
     def take(self) -> list[Decision]:
         out = self.sink.acts

@@ -49,11 +49,24 @@ class PodDraws:
         self._params = profile_params
 
     def u(self, i: int) -> float:
-        return uniform(self._key, i)
+        """`uniform(key, i)`, inlined (several per cold start)."""
+        h = (self._key + (i + 1) * _GAMMA) & _M
+        h = ((h ^ (h >> 30)) * _C1) & _M
+        h = ((h ^ (h >> 27)) * _C2) & _M
+        return (((h ^ (h >> 31)) >> 11) + 0.5) * _INV
 
     def normal(self, i: int) -> float:
-        """A standard normal by Box-Muller over draws `i` and `i + 100`."""
-        u1, u2 = uniform(self._key, i), uniform(self._key, i + 100)
+        """A standard normal by Box-Muller over draws `i` and `i + 100` (`uniform`, inlined:
+        one per vLLM step of every cold start)."""
+        key = self._key
+        h = (key + (i + 1) * _GAMMA) & _M
+        h = ((h ^ (h >> 30)) * _C1) & _M
+        h = ((h ^ (h >> 27)) * _C2) & _M
+        u1 = (((h ^ (h >> 31)) >> 11) + 0.5) * _INV
+        h = (key + (i + 101) * _GAMMA) & _M
+        h = ((h ^ (h >> 30)) * _C1) & _M
+        h = ((h ^ (h >> 27)) * _C2) & _M
+        u2 = (((h ^ (h >> 31)) >> 11) + 0.5) * _INV
         return math.sqrt(-2.0 * math.log(u1)) * math.cos(_TWO_PI * u2)
 
     def phase(self, name: str, i: int) -> float:

@@ -13,6 +13,7 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable
+from itertools import chain, islice
 from typing import IO, Any
 
 from remediator.contract.decision import Decision
@@ -89,6 +90,9 @@ class Simulation:
         self.end = scenario.duration_s + DRAIN_S[scenario.profile]
         # Nobody listens (no remediation, no recording): do not build what nobody reads.
         self._loud = controller.wants_inputs or record is not None or wire_json
+        # Someone listens, to typed records only (no file, no JSON): fed straight through.
+        self._typed = controller.wants_inputs and record is None and not wire_json
+        self._feed = controller.feed
         # The controller's log follower: how many pods in engine init it reads at once (0:
         # none), oldest first, each from its first line (remediator/sources/engine_logs.py).
         self._follow_max = log_follows(controller)
@@ -179,11 +183,15 @@ class Simulation:
         heapq.heappush(self.heap, (t, self.seq, kind, obj))
 
     def _pod(self, pod: Pod, stage: str, watch: WatchType = "MODIFIED") -> None:
-        if self._loud:
+        if self._typed:
+            self._feed(wire.pod_record(pod, stage, watch))
+        elif self._loud:
             self._emit(wire.pod_record(pod, stage, watch), pod)
 
     def _event(self, pod: Pod, reason: str, message: str) -> None:
-        if self._loud:
+        if self._typed:
+            self._feed(wire.event_record(pod, reason, message, self.now))
+        elif self._loud:
             self._emit(wire.event_record(pod, reason, message, self.now), pod)
 
     def _emit(self, item: Input, pod: Pod | None = None) -> None:
@@ -264,8 +272,8 @@ class Simulation:
         n = len(nodes)
         best, best_score, found = None, -1.0, 0
         start = self._next_node
-        for k in range(n):
-            node = nodes[(start + k) % n]
+        # (every node once, from `start` round to it: a slice each side, no index sums)
+        for k, node in enumerate(chain(islice(nodes, start, None), islice(nodes, start))):
             if node.free < need or node.cordoned or node.lost:
                 continue
             score = node.free + (100.0 if image in node.images else 0.0)

@@ -86,7 +86,11 @@ def _spec(p: Pod, node: str | None) -> PodSpec:
 def pod_record(p: Pod, stage: str, watch: WatchType = "MODIFIED") -> PodSeen:
     """The Pod as a watch event shows it at `stage` (pending, unschedulable, scheduled,
     running or ready). Times as `wall` writes them (whole epoch seconds), computed inline:
-    this runs for every pod change."""
+    this runs for every pod change (five or so per cold start)."""
+    fixed = p.wire
+    if fixed is None:
+        fixed = p.wire = _fixed(p)
+    labels_, owner, pending_spec, ip = fixed
     base = BASE_TIME
     created = float(base + floor(p.created))
     at = created
@@ -111,33 +115,46 @@ def pod_record(p: Pod, stage: str, watch: WatchType = "MODIFIED") -> PodSeen:
     # the API server's own stamp (managedFields): the create, then the kubelet's last write
     written = created
     node_latest = None  # the kubelet's newest stamp: its conditions and the start
+    statuses = None
     if started is not None:
         written = max(created, ready if ready is not None else started)
         node_latest = max(started, ready or 0.0, (scheduled or started) + 1.0)
+        statuses = _statuses_of(p, started)
+    # (positional, in PodSeen's field order: a keyword call costs more, once per change)
     return PodSeen(
-        watch=watch,
-        uid=p.uid,
-        namespace=p.dep.spec.namespace,
-        name=p.name,
-        created=created,
-        node=node if scheduled is not None else None,
-        phase="Running" if started is not None else "Pending",
-        scheduled=scheduled,
-        unschedulable=UNSCHEDULABLE if stage == "unschedulable" else None,
-        ready=ready,
-        initialized=scheduled if started is not None else None,  # no init containers
-        statuses=_statuses_of(p, started),
-        init_statuses=None,
-        deleting=deleting,
-        labels=labels(p),
-        spec=_spec(p, node),
-        owner=_owner(p),
-        version=1,  # as pod_object writes it
-        at=at,
-        pod_ip=pod_ip(p.index) if started else None,  # status.podIP once the sandbox runs
-        written=written,
-        node_latest=node_latest,
-    )
+        watch, p.uid, p.dep.spec.namespace, p.name, created,
+        node if scheduled is not None else None,  # node
+        "Running" if started is not None else "Pending",  # phase
+        scheduled,
+        UNSCHEDULABLE if stage == "unschedulable" else None,  # unschedulable
+        ready,
+        scheduled if started is not None else None,  # initialized: no init containers
+        statuses,
+        None,  # init_statuses
+        deleting,
+        labels_,
+        pending_spec if node is None else _node_spec(p, node),
+        owner,
+        1,  # version, as pod_object writes it
+        at,
+        ip if started else None,  # status.podIP once the sandbox runs
+        written,
+        node_latest,
+    )  # fmt: skip
+
+
+def _fixed(p: Pod) -> tuple[dict[str, str], str, PodSpec, str]:
+    """What a pod's records share for its life: labels, owner, its spec before it has a
+    node, its IP."""
+    return labels(p), _owner(p), _spec(p, None), pod_ip(p.index)
+
+
+def _node_spec(p: Pod, node: str) -> PodSpec:
+    """`_spec` once the pod has a node (kept on the pod: a pod never moves)."""
+    kept = p.node_spec
+    if kept is None or kept[0] != node:
+        kept = p.node_spec = (node, _spec(p, node))
+    return kept[1]
 
 
 def _statuses_of(p: Pod, started: float | None) -> list[ContainerStatus] | None:
