@@ -184,6 +184,15 @@ def build_app(
     cluster = ClusterTime(SystemClock())
     guard_box: dict[str, GuardCore] = {}
 
+    @app.on_rebalance_complete.connect  # type: ignore[arg-type]
+    async def hold_fetched(sender: Any, **_: Any) -> None:
+        """Faust, its tables recovered, resumes the stream partitions and seeks them to
+        their committed offsets, and only then resumes flow control, which clears every
+        stream's buffer: a record fetched in between was dropped, never acked and never
+        fetched again (a taken-over partition kept its lag for good). Suspended until
+        that resume, a record fetched in between waits for it instead."""
+        app.flow_control.suspend()
+
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
     async def on_revoked(sender: Any, revoked: set[TP], **_: Any) -> None:
         held.drop({tp.partition for tp in revoked if tp.topic == streams.inputs.name})
