@@ -37,13 +37,14 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import faust
-from faust.streams import Stream
+from faust.streams import Stream, _current_event  # see _event
 from faust.types import TP, EventT, StreamT
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -145,15 +146,20 @@ def _samples(out: Iterable[Candidate | Learned]) -> Iterator[tuple[str, str, flo
 
 
 @contextmanager
-def _event(stream: StreamT[bytes], event: EventT[bytes]) -> Iterator[None]:
+def _event(event: EventT[bytes]) -> Iterator[None]:
     """Table writes outside the stream's own iteration (after a batch) need Faust's
-    current event: its partition is the changelog partition the row goes to."""
-    faust_stream = cast(Stream[bytes], stream)
-    faust_stream._set_current_event(event)
+    current event: its partition is the changelog partition the row goes to.
+
+    Only this task's context variable is set, never the stream's `current_event`
+    attribute: `take_events` fills its next batch from another task that reads that
+    attribute after waiting for this batch, and a write here clobbered the event it had
+    just been given. That event was then never acked, so its offset was never committed
+    (a worker's takeover left lag on a partition for good)."""
+    token = _current_event.set(weakref.ref(event))
     try:
         yield
     finally:
-        faust_stream._set_current_event(None)
+        _current_event.reset(token)
 
 
 def _batches(stream: StreamT[bytes], cfg: StreamsConfig) -> AsyncIterator[Sequence[EventT[bytes]]]:
@@ -205,6 +211,15 @@ def build_app(
     cluster = ClusterTime(SystemClock())
     guard_box: dict[str, GuardCore] = {}
 
+    @app.on_rebalance_complete.connect  # type: ignore[arg-type]
+    async def hold_fetched(sender: Any, **_: Any) -> None:
+        """Faust, its tables recovered, resumes the stream partitions and seeks them to
+        their committed offsets, and only then resumes flow control, which clears every
+        stream's buffer: a record fetched in between was dropped, never acked and never
+        fetched again (a taken-over partition kept its lag for good). Suspended until
+        that resume, a record fetched in between waits for it instead."""
+        app.flow_control.suspend()
+
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
     async def on_revoked(sender: Any, revoked: set[TP], **_: Any) -> None:
         held.drop({tp.partition for tp in revoked if tp.topic == streams.inputs.name})
@@ -237,13 +252,13 @@ def build_app(
         log.info("partition rebuilt", extra={"partition": p, "records": len(entries)})
         return core, resend
 
-    def write_rows(stream: StreamT[bytes], last: dict[int, EventT[bytes]]) -> None:
+    def write_rows(last: dict[int, EventT[bytes]]) -> None:
         """Each partition's batch as one row; then the rows of pods its core forgot go."""
         for p, event in last.items():
             rows, core = held.rows.get(p), held.cores.get(p)
             if rows is None or core is None:
                 continue
-            with _event(stream, event):  # the changelog partition is the event's
+            with _event(event):  # the changelog partition is the event's
                 rows.flush()
                 gone = core.take_gone()
                 if gone:
@@ -300,7 +315,7 @@ def build_app(
                 msg = event.message
                 last[msg.partition] = event
                 out.extend(take(msg.partition, msg.offset, documents(msg, metrics)))
-            write_rows(stream, last)
+            write_rows(last)
             metrics.stage("partition", time.perf_counter() - started)
             for at in range(0, len(out), GUARD_BATCH):  # a rebuild may resend many
                 await candidates.send(key=CLUSTER, value=guard_batch(out[at : at + GUARD_BATCH]))
@@ -327,7 +342,7 @@ def build_app(
                     released.extend(core.take(record))
             # Once per batch, only the rows that changed: the guard state when it did,
             # the pending candidates, the watermarks that moved.
-            with _event(stream, batch[-1]):
+            with _event(batch[-1]):
                 for row, value in core.changed().items():
                     if value is not None:
                         guard_table[row] = value

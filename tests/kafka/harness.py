@@ -198,6 +198,11 @@ class Worker:
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
 
+    def dump_stacks(self) -> None:
+        """Every task's stack into its log (mode's SIGUSR1 handler), for a stuck worker."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGUSR1)
+
 
 # ---- Kafka views --------------------------------------------------------------------------
 
@@ -259,7 +264,11 @@ class Lag:
             await asyncio.sleep(0.05)
         left = await self.by_partition()
         lag = {f"{tp.topic}[{tp.partition}]": n for tp, n in left.items() if n}
-        raise TimeoutError(f"group {self.cfg.group} still has lag {lag}")
+        for w in workers:
+            w.dump_stacks()
+        await asyncio.sleep(2)  # the dumps land in the logs named below
+        logs = ", ".join(str(w.log_path) for w in workers)
+        raise TimeoutError(f"group {self.cfg.group} still has lag {lag}; stacks in {logs}")
 
 
 async def commands(cfg: StreamsConfig) -> list[Decision]:
