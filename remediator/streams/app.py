@@ -20,7 +20,7 @@ partition takes its history with it:
          "pending|<seq>" (a candidate waiting for the watermark), "clock",
          "watermark|<p>", and "learned|<model>\n<phase>" (the cluster's cold starts)
 
-Agents take their topics in batches (`take_events`): a batch costs one pods row per
+Agents take their topics in batches of what is waiting (`_batches`): a batch costs one pods row per
 partition, one record to the guard, one feedback record per partition.
 
 Every worker exports every metric on its /metrics: the cold-start histograms of the
@@ -35,6 +35,7 @@ submits nothing new); the acting component's rows live in a table of their own.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import weakref
@@ -45,7 +46,7 @@ from typing import Any, cast
 
 import faust
 from faust.streams import Stream, _current_event  # see _event
-from faust.types import TP, EventT, StreamT
+from faust.types import TP, ChannelT, EventT, StreamT
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from remediator.contract.codec import encode
@@ -162,10 +163,28 @@ def _event(event: EventT[bytes]) -> Iterator[None]:
         _current_event.reset(token)
 
 
-def _batches(stream: StreamT[bytes], cfg: StreamsConfig) -> AsyncIterator[Sequence[EventT[bytes]]]:
-    """Up to `cfg.batch` events at a time, or what came within `cfg.batch_within_s`
-    (Faust's `take_events`: it acks a batch's events once the next batch is asked for)."""
-    return cast(Stream[bytes], stream).take_events(cfg.batch, cfg.batch_within_s)
+async def _batches(
+    stream: StreamT[bytes], cfg: StreamsConfig
+) -> AsyncIterator[Sequence[EventT[bytes]]]:
+    """The events that are waiting, taken together (up to `cfg.batch`): a lone record goes
+    on at once, and under load batches grow by themselves. No wait for a batch to fill:
+    Faust's `take_events` waited up to its `within` on every hop of a record (inputs,
+    candidates, feedback), and a guardrail's "not yet" takes three.
+
+    Acks are manual (a `noack` stream): a batch's events are acked once the caller has
+    handled it and asks for the next, so a crash mid-batch leaves them uncommitted."""
+    manual = cast(Stream[bytes], stream).noack()
+    waiting = cast(ChannelT[bytes], manual.channel).queue
+    batch: list[EventT[bytes]] = []
+    async for event in manual.events():
+        batch.append(event)
+        if len(batch) < cfg.batch and waiting.empty():
+            await asyncio.sleep(0)  # the fetcher may be putting the rest of its fetch
+        if len(batch) >= cfg.batch or waiting.empty():
+            yield batch
+            for done in batch:
+                await manual.ack(done)
+            batch = []
 
 
 def build_app(

@@ -105,19 +105,8 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     default=500,
     show_default=True,
     type=click.IntRange(1, 100_000),
-    help="Records an agent takes at once (or what came within 50 ms): one table row and"
+    help="Records an agent takes at once, at most (it takes what is waiting): one table row and"
     " one record to the guard per batch.",
-)
-@click.option(
-    "--batch-within",
-    "batch_within_s",
-    envvar="REMEDIATOR_BATCH_WITHIN_S",
-    default=0.05,
-    show_default=True,
-    type=click.FloatRange(0.001, 10),
-    help="Seconds an agent waits for a batch to fill before it takes what came (an idle"
-    " agent wakes this often): each hop of a record (inputs, candidates, feedback) waits"
-    " up to this long; shorter is lower latency for more idle CPU.",
 )
 @click.option(
     "--standby-replicas",
@@ -188,8 +177,7 @@ def worker(**kw: Any) -> None:
     cfg = _config(kw, store=kw["store"], table_dir=kw["table_dir"], web_host=listen.host,
                   web_port=listen.port, tick_s=kw["tick_s"],
                   session_timeout_s=kw["session_timeout_s"], batch=kw["batch"],
-                  standby_replicas=kw["standby_replicas"],
-                  batch_within_s=kw["batch_within_s"])  # fmt: skip
+                  standby_replicas=kw["standby_replicas"])  # fmt: skip
     policy = load_policy_file(kw["policy"]) if kw["policy"] else PolicyFile()
     cluster: Executor
     notifier: Executor | None = None

@@ -25,8 +25,7 @@ class StreamsConfig:
     web_port: int = 6066
     session_timeout_s: float = 10.0  # the broker's group.min.session.timeout.ms is 6 s
     tick_s: float = 1.0  # a worker moves its partitions' clocks on this often (0: inputs only)
-    batch: int = 500  # records an agent takes at once ...
-    batch_within_s: float = 0.05  # ... or what came within this long (idle, it wakes as often)
+    batch: int = 500  # records an agent takes at once, at most (what is waiting)
     linger_s: float = 0.005  # the producer waits this long to fill a request
     # Workers that keep a warm copy of each table partition they do not own (reading its
     # changelog as it is written): a takeover needs no restore, but every worker then

@@ -1,54 +1,68 @@
-"""The worker's table writes between batches leave Faust's batching alone.
+"""How the worker's agents take their records: in batches of what is waiting.
 
-Real faust-streaming (`Stream.take_events` over an in-memory channel; no broker needed).
-`take_events` fills the next batch from another task, which reads the stream's current
-event after waiting for the batch being handled. A table write during that batch once set
-that attribute (and cleared it): the waiting event was then in no batch, never handled and
-never acked, so its offset was never committed (a takeover left lag on partitions for
-good). The interleaving is forced with the event loop's own turns, not wall-clock sleeps.
+Real faust-streaming (a stream over an in-memory channel; no broker needed). No test
+here waits on the wall clock: a batch that waited for more to come would hang the test
+(each `next` is bounded by `asyncio.wait_for` only to fail instead of hanging).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Sequence
 
 import faust
 from faust.streams import current_event
+from faust.types import EventT
 
-from remediator.streams.app import _event
+from remediator.streams.app import _batches, _event
+from remediator.streams.config import StreamsConfig, Topic
 
-BATCHES = 3
-
-
-async def turns(n: int = 20) -> None:
-    """Let every other task run until it waits (the drainer takes what was sent)."""
-    for _ in range(n):
-        await asyncio.sleep(0)
+CAP = 3
 
 
-async def test_a_table_write_inside_a_batch_loses_no_event_of_the_next() -> None:
-    app = faust.App("take-batches", broker="kafka://127.0.0.1:1", autodiscover=False)
+def config() -> StreamsConfig:
+    return StreamsConfig(broker="kafka://127.0.0.1:1", group="batches",
+                         inputs=Topic("in", 1), candidates=Topic("cand", 1),
+                         commands=Topic("cmd", 1), batch=CAP)  # fmt: skip
+
+
+async def setup() -> tuple[faust.ChannelT[int], AsyncIterator[Sequence[EventT[int]]]]:
+    app = faust.App("batches", broker="kafka://127.0.0.1:1", autodiscover=False)
     app.flow_control.resume()  # what a started app does; no broker is reached
-    channel = app.channel(maxsize=100)
-    stream = app.stream(channel)
-    batches: list[list[int]] = []
-    written: list[bool] = []
+    channel: faust.ChannelT[int] = app.channel(maxsize=100)
+    return channel, _batches(app.stream(channel), config())  # type: ignore[arg-type]
 
-    async def agent() -> None:
-        # Never full: each batch goes when `within` lapses, and the drainer is then free
-        # to take the next event and wait with it for this batch to be handled.
-        async for batch in stream.take_events(100, within=0.01):
-            assert batch, "an event was taken into no batch: never handled, never acked"
-            batches.append([e.value for e in batch])
-            if len(batches) == BATCHES:
-                break
-            await channel.send(value=len(batches))  # arrives while this batch is handled
-            await turns()
-            with _event(batch[-1]):  # as write_rows and the guard write their rows
-                written.append(current_event() is batch[-1])
 
+async def next_batch(batches: AsyncIterator[Sequence[EventT[int]]]) -> list[int]:
+    return [e.value for e in await asyncio.wait_for(batches.__anext__(), timeout=10)]
+
+
+async def test_waiting_records_go_together_up_to_the_cap_and_a_lone_one_at_once() -> None:
+    channel, batches = await setup()
+    for value in range(5):
+        await channel.send(value=value)
+    assert await next_batch(batches) == [0, 1, 2]  # the cap
+    assert await next_batch(batches) == [3, 4]  # what was left: no wait for a third
+    await channel.send(value=5)
+    assert await next_batch(batches) == [5]
+
+
+async def test_a_batch_is_acked_only_once_the_next_is_asked_for() -> None:
+    channel, batches = await setup()
+    for value in range(2):
+        await channel.send(value=value)
+    first = await asyncio.wait_for(batches.__anext__(), timeout=10)
+    assert not any(e.message.acked for e in first), "acked before it was handled"
+    await channel.send(value=2)
+    await asyncio.wait_for(batches.__anext__(), timeout=10)
+    assert all(e.message.acked for e in first)
+
+
+async def test_a_table_write_has_its_event_only_while_it_writes() -> None:
+    channel, batches = await setup()
     await channel.send(value=0)
-    await asyncio.wait_for(agent(), timeout=30)
-    assert batches == [[0], [1], [2]]
-    assert written == [True] * (BATCHES - 1), "each row went to its batch's partition"
-    assert current_event() is None, "the write's event is this task's only while it writes"
+    (event,) = await asyncio.wait_for(batches.__anext__(), timeout=10)
+    before = current_event()
+    with _event(event):  # as write_rows and the guard write their rows
+        assert current_event() is event  # the row's changelog partition is the event's
+    assert current_event() is before
