@@ -20,8 +20,9 @@ partition takes its history with it:
          "pending|<seq>" (a candidate waiting for the watermark), "clock",
          "watermark|<p>", and "learned|<model>\n<phase>" (the cluster's cold starts)
 
-Agents take their topics in batches of what is waiting (`_batches`): a batch costs one pods row per
-partition, one record to the guard, one feedback record per partition.
+Agents take their topics in batches of what is waiting (`streams.batches`): a batch
+costs one pods row per partition, one record to the guard, one feedback record per
+partition.
 
 Every worker exports every metric on its /metrics: the cold-start histograms of the
 partitions it holds (one set per worker), the guard's decisions and suppressions, and
@@ -35,18 +36,14 @@ submits nothing new); the acting component's rows live in a table of their own.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import faust
-from faust.streams import Stream, _current_event  # see _event
-from faust.types import TP, ChannelT, EventT, StreamT
+from faust.types import TP, EventT, StreamT
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from remediator.contract.codec import encode
@@ -57,6 +54,7 @@ from remediator.core.guard import Verdicts
 from remediator.inputs.records import InputError
 from remediator.policy_file import PolicyFile
 from remediator.runtime.clock import ClusterTime, SystemClock
+from remediator.streams.batches import waiting, written_under
 from remediator.streams.config import StreamsConfig
 from remediator.streams.core import (
     ENVELOPE,
@@ -144,47 +142,6 @@ def _samples(out: Iterable[Candidate | Learned]) -> Iterator[tuple[str, str, flo
     for record in out:
         if isinstance(record, Learned):
             yield from record.samples
-
-
-@contextmanager
-def _event(event: EventT[bytes]) -> Iterator[None]:
-    """Table writes outside the stream's own iteration (after a batch) need Faust's
-    current event: its partition is the changelog partition the row goes to.
-
-    Only this task's context variable is set, never the stream's `current_event`
-    attribute: `take_events` fills its next batch from another task that reads that
-    attribute after waiting for this batch, and a write here clobbered the event it had
-    just been given. That event was then never acked, so its offset was never committed
-    (a worker's takeover left lag on a partition for good)."""
-    token = _current_event.set(weakref.ref(event))
-    try:
-        yield
-    finally:
-        _current_event.reset(token)
-
-
-async def _batches(
-    stream: StreamT[bytes], cfg: StreamsConfig
-) -> AsyncIterator[Sequence[EventT[bytes]]]:
-    """The events that are waiting, taken together (up to `cfg.batch`): a lone record goes
-    on at once, and under load batches grow by themselves. No wait for a batch to fill:
-    Faust's `take_events` waited up to its `within` on every hop of a record (inputs,
-    candidates, feedback), and a guardrail's "not yet" takes three.
-
-    Acks are manual (a `noack` stream): a batch's events are acked once the caller has
-    handled it and asks for the next, so a crash mid-batch leaves them uncommitted."""
-    manual = cast(Stream[bytes], stream).noack()
-    waiting = cast(ChannelT[bytes], manual.channel).queue
-    batch: list[EventT[bytes]] = []
-    async for event in manual.events():
-        batch.append(event)
-        if len(batch) < cfg.batch and waiting.empty():
-            await asyncio.sleep(0)  # the fetcher may be putting the rest of its fetch
-        if len(batch) >= cfg.batch or waiting.empty():
-            yield batch
-            for done in batch:
-                await manual.ack(done)
-            batch = []
 
 
 def build_app(
@@ -277,7 +234,7 @@ def build_app(
             rows, core = held.rows.get(p), held.cores.get(p)
             if rows is None or core is None:
                 continue
-            with _event(event):  # the changelog partition is the event's
+            with written_under(event):  # the changelog partition is the event's
                 rows.flush()
                 gone = core.take_gone()
                 if gone:
@@ -326,7 +283,7 @@ def build_app(
         # (one record) before the next; Faust acks the batch's events when the next is
         # asked for, and commits them with the producer flushed.
         batch: Sequence[EventT[bytes]]
-        async for batch in _batches(stream, streams):
+        async for batch in waiting(stream, streams.batch):
             started = time.perf_counter()
             out: list[GuardRecord] = []
             last: dict[int, EventT[bytes]] = {}
@@ -352,7 +309,7 @@ def build_app(
     @app.agent(candidates)
     async def guard(stream: StreamT[bytes]) -> AsyncIterator[None]:
         batch: Sequence[EventT[bytes]]
-        async for batch in _batches(stream, streams):
+        async for batch in waiting(stream, streams.batch):
             core = guard_core()
             started = time.perf_counter()
             released: list[Released] = []
@@ -361,7 +318,7 @@ def build_app(
                     released.extend(core.take(record))
             # Once per batch, only the rows that changed: the guard state when it did,
             # the pending candidates, the watermarks that moved.
-            with _event(batch[-1]):
+            with written_under(batch[-1]):
                 for row, value in core.changed().items():
                     if value is not None:
                         guard_table[row] = value
@@ -408,7 +365,8 @@ def build_app(
             await inputs.send(key=FEEDBACK, value=feedback_batch(records), partition=p)
 
     # ---- executor: commands -> the acting component (Argo, Slack) ---------------------
-    install_acting(app, commands, streams.commands.partitions, executors, registry, metrics)
+    install_acting(app, commands, streams.commands.partitions, executors, registry, metrics,
+                   streams.batch)  # fmt: skip
 
     # ---- ticks: every partition's clock moves on with the wall clock ------------------
     if streams.tick_s > 0:

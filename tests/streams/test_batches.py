@@ -1,4 +1,5 @@
-"""How the worker's agents take their records: in batches of what is waiting.
+"""How the worker's agents take their records (`streams.batches`): in batches of what is
+waiting.
 
 Real faust-streaming (a stream over an in-memory channel; no broker needed). No test
 here waits on the wall clock: a batch that waited for more to come would hang the test
@@ -14,23 +15,16 @@ import faust
 from faust.streams import current_event
 from faust.types import EventT
 
-from remediator.streams.app import _batches, _event
-from remediator.streams.config import StreamsConfig, Topic
+from remediator.streams.batches import waiting, written_under
 
 CAP = 3
-
-
-def config() -> StreamsConfig:
-    return StreamsConfig(broker="kafka://127.0.0.1:1", group="batches",
-                         inputs=Topic("in", 1), candidates=Topic("cand", 1),
-                         commands=Topic("cmd", 1), batch=CAP)  # fmt: skip
 
 
 async def setup() -> tuple[faust.ChannelT[int], AsyncIterator[Sequence[EventT[int]]]]:
     app = faust.App("batches", broker="kafka://127.0.0.1:1", autodiscover=False)
     app.flow_control.resume()  # what a started app does; no broker is reached
     channel: faust.ChannelT[int] = app.channel(maxsize=100)
-    return channel, _batches(app.stream(channel), config())  # type: ignore[arg-type]
+    return channel, waiting(app.stream(channel), CAP)  # type: ignore[arg-type]
 
 
 async def next_batch(batches: AsyncIterator[Sequence[EventT[int]]]) -> list[int]:
@@ -63,6 +57,6 @@ async def test_a_table_write_has_its_event_only_while_it_writes() -> None:
     await channel.send(value=0)
     (event,) = await asyncio.wait_for(batches.__anext__(), timeout=10)
     before = current_event()
-    with _event(event):  # as write_rows and the guard write their rows
+    with written_under(event):  # as write_rows and the guard write their rows
         assert current_event() is event  # the row's changelog partition is the event's
     assert current_event() is before
