@@ -13,7 +13,8 @@ finished cold start's phase durations, for a guard that weighs decisions by hist
 did not see itself (one per cluster over many partitions).
 
 All are msgspec structs tagged by `type`, so `contract.codec` reads any of them back
-from one union.
+from one union. `Envelope` is the Kafka runtime's input-topic record: many raw input
+documents bound for one partition in one record (`streams.ingest` packs them).
 """
 
 from __future__ import annotations
@@ -74,3 +75,21 @@ class Watermark(msgspec.Struct, frozen=True, tag="watermark"):
 
     partition: int
     at: float
+
+
+class Packed(msgspec.Struct, frozen=True, array_like=True):
+    """One input-topic document as an `Envelope` carries it: its partition key, the
+    cluster's time the ingest took it at (None: not known yet) and the document itself,
+    byte for byte (a raw JSON document `inputs.decode` reads, or a tick)."""
+
+    key: str
+    at: float | None
+    raw: msgspec.Raw
+
+
+class Envelope(msgspec.Struct, frozen=True, tag="inputs", tag_field="remediator"):
+    """Many documents bound for one input partition, in order, as one Kafka record: the
+    broker's and the consumer's cost is per record, not per input. Written as
+    `{"remediator":"inputs","records":[[key, at, document], ...]}`."""
+
+    records: list[Packed]

@@ -2,7 +2,7 @@
 
     sources ──▶ backlog ──▶ Driver (session, timers, kill switch) ──▶ outbox (SQLite)
     POST /events ──▶ inbox ─┘ (stored first)                          │
-    leadership ──▶ OutboxWorker (leader only): rows ──carry──▶ executors (Argo, Slack)
+    leadership ──▶ Acting (leader only): rows ──carry──▶ executors (Argo, Slack)
 
 This module only wires the two halves together, supervises their tasks and answers the
 probes. Webhook inputs are written to the inbox (the state file) before `take` says yes; a
@@ -46,7 +46,7 @@ from remediator.runtime.metrics import RuntimeMetrics
 from remediator.runtime.outbox import Outbox, OutboxRows
 from remediator.runtime.statefile import StateFile
 from remediator.runtime.supervisor import Restarts, Supervisor
-from remediator.runtime.worker import OutboxWorker, WorkerSettings
+from remediator.runtime.worker import Acting, WorkerSettings
 from remediator.session import Session
 
 log = get_logger("remediator.runtime")
@@ -106,7 +106,7 @@ class Runtime:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.supervisor = Supervisor(self.clock, s.restarts, metrics.task_restarts, self._stop)
-        self.worker = OutboxWorker(
+        self.worker = Acting(
             OutboxRows(outbox),
             cluster or Recorder(),
             notifier,

@@ -507,6 +507,3 @@ class Acting:
         if previous is None:
             return row.decision
         return replace(row.decision, reason=f"{row.decision.reason} (taken over from {previous})")
-
-
-OutboxWorker = Acting  # the name serve's runtime has known it by

@@ -20,8 +20,9 @@ partition takes its history with it:
          "pending|<seq>" (a candidate waiting for the watermark), "clock",
          "watermark|<p>", and "learned|<model>\n<phase>" (the cluster's cold starts)
 
-Agents take their topics in batches (`take_events`): a batch costs one pods row per
-partition, one record to the guard, one feedback record per partition.
+Agents take their topics in batches of what is waiting (`streams.batches`): a batch
+costs one pods row per partition, one record to the guard, one feedback record per
+partition.
 
 Every worker exports every metric on its /metrics: the cold-start histograms of the
 partitions it holds (one set per worker), the guard's decisions and suppressions, and
@@ -37,14 +38,11 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import faust
-from faust.streams import Stream, _current_event  # see _event
 from faust.types import TP, EventT, StreamT
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -56,8 +54,10 @@ from remediator.core.guard import Verdicts
 from remediator.inputs.records import InputError
 from remediator.policy_file import PolicyFile
 from remediator.runtime.clock import ClusterTime, SystemClock
+from remediator.streams.batches import waiting, written_under
 from remediator.streams.config import StreamsConfig
 from remediator.streams.core import (
+    ENVELOPE,
     INTERNAL,
     Candidate,
     GuardCore,
@@ -70,6 +70,7 @@ from remediator.streams.core import (
     guard_batch,
     parse_guard_records,
     tick_record,
+    unpack,
 )
 from remediator.streams.executor import Executors, install_acting, would_have
 from remediator.streams.keys import NOW_HEADER
@@ -113,33 +114,34 @@ def arrival(headers: Any) -> float | None:
     return None
 
 
+Doc = tuple[bytes, str, float | None]  # a document, its partition key, when it arrived
+
+
+def documents(msg: Any, metrics: WorkerMetrics) -> list[Doc]:
+    """An input-topic record's documents, in order: an envelope's (the ingest's), or the
+    record itself (a worker's tick, the guard's feedback, an older ingest's document)."""
+    value = msg.value or b""
+    if not value.startswith(ENVELOPE):
+        return [(value, (msg.key or b"").decode(), arrival(msg.headers))]
+    try:
+        return [(bytes(d.raw), d.key, d.at) for d in unpack(value)]
+    except InputError as exc:
+        metrics.input_errors.inc()
+        log.warning(
+            "bad envelope skipped",
+            extra={"partition": msg.partition, "offset": msg.offset, "error": str(exc)},
+        )
+        return []
+
+
+def _is_tick(value: bytes) -> bool:
+    return value.startswith(INTERNAL) and b'"tick"' in value[:40]
+
+
 def _samples(out: Iterable[Candidate | Learned]) -> Iterator[tuple[str, str, float]]:
     for record in out:
         if isinstance(record, Learned):
             yield from record.samples
-
-
-@contextmanager
-def _event(event: EventT[bytes]) -> Iterator[None]:
-    """Table writes outside the stream's own iteration (after a batch) need Faust's
-    current event: its partition is the changelog partition the row goes to.
-
-    Only this task's context variable is set, never the stream's `current_event`
-    attribute: `take_events` fills its next batch from another task that reads that
-    attribute after waiting for this batch, and a write here clobbered the event it had
-    just been given. That event was then never acked, so its offset was never committed
-    (a worker's takeover left lag on a partition for good)."""
-    token = _current_event.set(weakref.ref(event))
-    try:
-        yield
-    finally:
-        _current_event.reset(token)
-
-
-def _batches(stream: StreamT[bytes], cfg: StreamsConfig) -> AsyncIterator[Sequence[EventT[bytes]]]:
-    """Up to `cfg.batch` events at a time, or what came within `cfg.batch_within_s`
-    (Faust's `take_events`: it acks a batch's events once the next batch is asked for)."""
-    return cast(Stream[bytes], stream).take_events(cfg.batch, cfg.batch_within_s)
 
 
 def build_app(
@@ -166,6 +168,7 @@ def build_app(
         broker_heartbeat_interval=min(3.0, streams.session_timeout_s / 3),
         autodiscover=False,
         topic_disable_leader=True,  # one more topic Faust would create with its own count
+        table_standby_replicas=streams.standby_replicas,
     )
     raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes}
     raw |= {"key_serializer": "raw", "value_serializer": "raw"}
@@ -231,43 +234,47 @@ def build_app(
             rows, core = held.rows.get(p), held.cores.get(p)
             if rows is None or core is None:
                 continue
-            with _event(event):  # the changelog partition is the event's
+            with written_under(event):  # the changelog partition is the event's
                 rows.flush()
                 gone = core.take_gone()
                 if gone:
                     rows.prune(gone, event.message.offset)
                     metrics.pruned.inc(len(gone))
 
-    def take(
-        p: int, offset: int, value: bytes, key: bytes | None, at: float | None = None
-    ) -> list[GuardRecord]:
-        """One input-topic record into its partition's core: what goes to the guard."""
+    def take(p: int, offset: int, docs: Sequence[Doc]) -> list[GuardRecord]:
+        """One input-topic record into its partition's core, its documents in order (an
+        envelope's, or the record itself): what goes to the guard."""
         core = held.cores.get(p)
         out: list[GuardRecord] = []
         if core is None:
             core, resend = rebuild(p, offset)
             out.extend(resend)
             held.cores[p] = core
+        metrics.inputs.inc(len(docs))
         if offset <= held.applied.get(p, -1):
-            pass  # already in the table (redelivered after a crash): resent above
-        else:
+            # Already in the table (redelivered after a crash): its candidates were resent
+            # above; a tick's watermark goes again.
+            if any(_is_tick(value) for value, _, _ in docs):
+                out.append(Watermark(p, core.now))
+            metrics.candidates.inc(len(out))
+            return out
+        rows = held.rows[p]
+        for index, (value, name, at) in enumerate(docs):
             try:
                 fed = core.feed(value, at)
             except InputError as exc:
                 metrics.input_errors.inc()
                 log.warning("bad input skipped", extra={"partition": p, "error": str(exc)})
-                return out  # (what a rebuild resends still goes)
+                continue
             out.extend(fed)
-            text, name = value.decode(), (key or b"").decode()
-            held.rows[p].add(offset, text, name, at)
-            held.rows[p].taught(name, offset, _samples(fed))
-            held.applied[p] = offset
+            rows.add(offset, value.decode(), name, at, index)
+            rows.taught(name, offset, _samples(fed))
             if not value.startswith(INTERNAL):
                 cluster.observe(core.now)
-        metrics.inputs.inc()
+            elif _is_tick(value):
+                out.append(Watermark(p, core.now))
+        held.applied[p] = offset
         metrics.candidates.inc(len(out))
-        if value.startswith(INTERNAL) and b'"tick"' in value[:40]:
-            out.append(Watermark(p, core.now))
         return out
 
     @app.agent(inputs)
@@ -276,15 +283,14 @@ def build_app(
         # (one record) before the next; Faust acks the batch's events when the next is
         # asked for, and commits them with the producer flushed.
         batch: Sequence[EventT[bytes]]
-        async for batch in _batches(stream, streams):
+        async for batch in waiting(stream, streams.batch):
             started = time.perf_counter()
             out: list[GuardRecord] = []
             last: dict[int, EventT[bytes]] = {}
             for event in batch:
                 msg = event.message
                 last[msg.partition] = event
-                value = msg.value or b""
-                out.extend(take(msg.partition, msg.offset, value, msg.key, arrival(msg.headers)))
+                out.extend(take(msg.partition, msg.offset, documents(msg, metrics)))
             write_rows(last)
             metrics.stage("partition", time.perf_counter() - started)
             for at in range(0, len(out), GUARD_BATCH):  # a rebuild may resend many
@@ -303,7 +309,7 @@ def build_app(
     @app.agent(candidates)
     async def guard(stream: StreamT[bytes]) -> AsyncIterator[None]:
         batch: Sequence[EventT[bytes]]
-        async for batch in _batches(stream, streams):
+        async for batch in waiting(stream, streams.batch):
             core = guard_core()
             started = time.perf_counter()
             released: list[Released] = []
@@ -312,7 +318,7 @@ def build_app(
                     released.extend(core.take(record))
             # Once per batch, only the rows that changed: the guard state when it did,
             # the pending candidates, the watermarks that moved.
-            with _event(batch[-1]):
+            with written_under(batch[-1]):
                 for row, value in core.changed().items():
                     if value is not None:
                         guard_table[row] = value
@@ -359,7 +365,8 @@ def build_app(
             await inputs.send(key=FEEDBACK, value=feedback_batch(records), partition=p)
 
     # ---- executor: commands -> the acting component (Argo, Slack) ---------------------
-    install_acting(app, commands, streams.commands.partitions, executors, registry, metrics)
+    install_acting(app, commands, streams.commands.partitions, executors, registry, metrics,
+                   streams.batch)  # fmt: skip
 
     # ---- ticks: every partition's clock moves on with the wall clock ------------------
     if streams.tick_s > 0:

@@ -105,8 +105,19 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     default=500,
     show_default=True,
     type=click.IntRange(1, 100_000),
-    help="Records an agent takes at once (or what came within 50 ms): one table row and"
+    help="Records an agent takes at once, at most (it takes what is waiting): one table row and"
     " one record to the guard per batch.",
+)
+@click.option(
+    "--standby-replicas",
+    envvar="REMEDIATOR_KAFKA_STANDBY_REPLICAS",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 10),
+    help="Workers that keep a warm copy of each partition's tables besides its owner (they"
+    " read its changelog as it is written): a takeover needs no restore, but each worker"
+    " then also reads the others' changelogs, about as much work as its own. 0: the new"
+    " owner restores the tables from the changelogs when it takes a partition over.",
 )
 @options.argo_server("Argo Server URL; without it: dry run.")
 @options.argo_namespace()
@@ -165,7 +176,8 @@ def worker(**kw: Any) -> None:
     listen = Listen.parse(kw["listen"])
     cfg = _config(kw, store=kw["store"], table_dir=kw["table_dir"], web_host=listen.host,
                   web_port=listen.port, tick_s=kw["tick_s"],
-                  session_timeout_s=kw["session_timeout_s"], batch=kw["batch"])  # fmt: skip
+                  session_timeout_s=kw["session_timeout_s"], batch=kw["batch"],
+                  standby_replicas=kw["standby_replicas"])  # fmt: skip
     policy = load_policy_file(kw["policy"]) if kw["policy"] else PolicyFile()
     cluster: Executor
     notifier: Executor | None = None

@@ -25,9 +25,14 @@ class StreamsConfig:
     web_port: int = 6066
     session_timeout_s: float = 10.0  # the broker's group.min.session.timeout.ms is 6 s
     tick_s: float = 1.0  # a worker moves its partitions' clocks on this often (0: inputs only)
-    batch: int = 500  # records an agent takes at once ...
-    batch_within_s: float = 0.05  # ... or what came within this long (idle, it wakes as often)
+    batch: int = 500  # records an agent takes at once, at most (what is waiting)
     linger_s: float = 0.005  # the producer waits this long to fill a request
+    # Workers that keep a warm copy of each table partition they do not own (reading its
+    # changelog as it is written): a takeover needs no restore, but every worker then
+    # reads every other's changelogs, so a second worker costs the pipeline nearly a
+    # second worker's CPU. 0: the new owner restores from the changelog (pruned: the pods
+    # alive), in seconds.
+    standby_replicas: int = 0
 
     def __post_init__(self) -> None:
         for topic in (self.inputs, self.candidates, self.commands):
@@ -35,6 +40,8 @@ class StreamsConfig:
                 raise ValueError(f"topic {topic.name}: partitions must be at least 1")
         if self.batch < 1:
             raise ValueError("batch must be at least 1")
+        if self.standby_replicas < 0:
+            raise ValueError("standby_replicas must be at least 0")
         if self.candidates.partitions != 1:
             raise ValueError(
                 "the candidates topic must have exactly 1 partition: the cluster-wide"

@@ -32,22 +32,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import orjson
 
 from remediator.contract.codec import Wire, decode, decode_wire, encode
 from remediator.contract.decision import Decision, Suppressed
 from remediator.contract.records import (
     Candidate,
+    Envelope,
     Feedback,
     GotThrough,
     Learned,
+    Packed,
     RetryAt,
     Watermark,
 )
 from remediator.core.decider import Decider, TimelineMetrics
 from remediator.core.guard import ClusterHistory, Guard, Verdicts
 from remediator.inputs.decode import decode as decode_input
-from remediator.inputs.records import WorkloadSeen
+from remediator.inputs.records import InputError, WorkloadSeen
 from remediator.inputs.stamps import api_server_time
 from remediator.policy_file import PolicyFile
 from remediator.streams.keys import owner, workload_owner_key
@@ -55,6 +58,7 @@ from remediator.streams.keys import owner, workload_owner_key
 __all__ = [
     "FORGET_AFTER_S",
     "INTERNAL",
+    "ENVELOPE",
     "Candidate",
     "GuardCore",
     "GuardRecord",
@@ -62,12 +66,14 @@ __all__ = [
     "PartitionCore",
     "Released",
     "Watermark",
+    "envelope",
     "feedback_batch",
     "feedback_record",
     "guard_batch",
     "parse_guard_record",
     "parse_guard_records",
     "tick_record",
+    "unpack",
 ]
 
 # A deleted pod's timeline is kept this long (stream time), then forgotten, and its
@@ -78,6 +84,23 @@ FORGET_AFTER_S = 600.0
 INTERNAL = b'{"remediator":'
 _FEEDBACK = b'{"remediator":"feedback","record":'
 _FEEDBACKS = b'{"remediator":"feedback","records":'
+
+
+# An input-topic record that is an envelope of documents (the ingest's, `Envelope`).
+ENVELOPE = b'{"remediator":"inputs",'
+
+
+def envelope(records: Sequence[Packed]) -> bytes:
+    """Documents for one partition as one input-topic record, in order."""
+    return encode(Envelope(list(records)))
+
+
+def unpack(raw: bytes) -> list[Packed]:
+    """An envelope's documents, in order (InputError: not an envelope we can read)."""
+    try:
+        return decode(raw, Envelope).records
+    except msgspec.DecodeError as exc:  # ValidationError is one
+        raise InputError(f"an envelope that does not decode: {exc}") from None
 
 
 def tick_record(at: float) -> bytes:

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import orjson
+from aiokafka.partitioner import murmur2
 
 from remediator.inputs.decode import decode
 from remediator.inputs.kinds import BROADCAST, key_of
@@ -39,6 +40,7 @@ __all__ = [
     "arrived",
     "key_of",
     "owner",
+    "partition_of",
     "split",
     "split_key",
     "workload_owner_key",
@@ -46,6 +48,14 @@ __all__ = [
 
 # The cluster's time when the ingest took the record (ASCII seconds since the epoch).
 NOW_HEADER = "remediator-now"
+
+
+def partition_of(key: str, partitions: int) -> int:
+    """The input partition of a pod's key: Kafka's default partitioner (murmur2, as
+    the Java client and aiokafka hash a record's key), so a pod's records stay in the
+    partition they went to when each was a record of its own."""
+    hashed: int = murmur2(key.encode())
+    return (hashed & 0x7FFFFFFF) % partitions
 
 
 def owner(key: str, partitions: int) -> int:

@@ -12,7 +12,9 @@ _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 class WorkerMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.inputs = Counter(
-            "remediator_kafka_records_total", "Input-topic records processed.", registry=registry
+            "remediator_kafka_records_total",
+            "Input-topic documents processed (each of an envelope's).",
+            registry=registry,
         )
         self.input_errors = Counter(
             "remediator_kafka_input_errors_total",

@@ -3,12 +3,17 @@
 Pure: the table is any `MutableMapping` (a Faust Table in the worker, a dict in tests);
 the worker makes the writes under the batch's event (Faust's changelog partition).
 
-    "<p>|<first offset>"  a batch's records: [[offset, record, key, arrived], ...]
-                          (`arrived`: the cluster's time the ingest took it at, or null)
-    "<p>|\\x00tick"        the partition's last tick: [offset, record]
+    "<p>|<first offset>"  a batch's records: [[offset, record, key, arrived, index], ...]
+                          (`arrived`: the cluster's time the ingest took it at, or null;
+                          `index`: its place in the envelope at `offset`, 0 if alone)
+    "<p>|\\x00tick"        the partition's last tick: [offset, record, index]
     "<p>|L<offset>"       cold starts learned from pods since pruned: [[offset, model,
                           phase, seconds], ...], learned at the record at `offset`
     "<p>|<offset>"        (an older worker's row: one record, or [arrived, record])
+
+An envelope (many documents at one offset) is never cut between two rows: a row is one
+changelog record, so a worker killed while writing leaves an envelope in the table
+whole or not at all, and the offset alone says whether it was applied.
 
 A deleted pod is forgotten by its partition's core `FORGET_AFTER_S` after it ended, as
 the embedded runtime forgets it; its records then leave the table (`prune`: the rows
@@ -38,7 +43,8 @@ def _parts(batch: list[list[Any]]) -> Iterator[list[list[Any]]]:
     part: list[list[Any]] = []
     size = 0
     for entry in batch:
-        if part and size + len(entry[1]) > ROW_BYTES:
+        # Cut only between offsets: an envelope's documents stay in one row.
+        if part and size + len(entry[1]) > ROW_BYTES and entry[0] != part[-1][0]:
             yield part
             part, size = [], 0
         part.append(entry)
@@ -56,6 +62,7 @@ class Entry:
     key: str = ""
     at: float | None = None  # the cluster's time the ingest took it at
     samples: tuple[Sample, ...] = ()
+    index: int = 0  # its place in the envelope at `offset`
 
 
 @dataclass
@@ -82,28 +89,31 @@ class PartitionRows:
                 continue
             rest = name[len(prefix) :]
             if rest == TICK:
-                entries.append(Entry(int(value[0]), str(value[1])))
+                index = int(value[2]) if len(value) > 2 else 0
+                entries.append(Entry(int(value[0]), str(value[1]), index=index))
             elif rest.startswith("L"):
                 entries.extend(Entry(int(o), samples=((m, ph, float(s)),)) for o, m, ph, s in value)
             elif isinstance(value, list) and value and isinstance(value[0], list):
-                for offset, raw, key, at in value:
-                    entries.append(Entry(int(offset), raw, key, at))
+                for offset, raw, key, at, *index in value:  # (an older row: no index)
+                    place = int(index[0]) if index else 0
+                    entries.append(Entry(int(offset), raw, key, at, index=place))
                     if key:
                         self.where.setdefault(key, set()).add(name)
             elif isinstance(value, list):  # an older worker's [arrived, record]
                 entries.append(Entry(int(rest), str(value[1]), at=value[0]))
             else:
                 entries.append(Entry(int(rest), str(value)))
-        entries.sort(key=lambda e: (e.offset, not e.samples))
+        entries.sort(key=lambda e: (e.offset, not e.samples, e.index))
         return entries
 
     # ---- writing ------------------------------------------------------------------------
-    def add(self, offset: int, raw: str, key: str, at: float | None = None) -> None:
-        """A record the core took (`at`: when it arrived); written with the batch."""
+    def add(self, offset: int, raw: str, key: str, at: float | None = None, index: int = 0) -> None:
+        """A document the core took (`at`: when it arrived; `index`: its place in the
+        envelope at `offset`); written with the batch."""
         if raw.startswith(_TICK_PREFIX):
-            self._tick = [offset, raw]  # of the ticks only the last matters
+            self._tick = [offset, raw, index]  # of the ticks only the last matters
         else:
-            self._batch.append([offset, raw, key, at])
+            self._batch.append([offset, raw, key, at, index])
 
     def taught(self, key: str, offset: int, samples: Iterable[Sample]) -> None:
         """What the record at `offset` (under `key`) taught the core: cold starts."""
@@ -117,7 +127,8 @@ class PartitionRows:
         for part in _parts(self._batch):
             name = f"{self.prefix}{part[0][0]:012d}"
             self.table[name] = part
-            for _, _, key, _ in part:
+            for entry in part:
+                key = entry[2]
                 if key:
                     self.where.setdefault(key, set()).add(name)
             written += 1
@@ -130,18 +141,21 @@ class PartitionRows:
 
     def prune(self, keys: Iterable[str], offset: int) -> int:
         """The records of `keys` (pods the core forgot) leave the table; what they taught
-        it goes to an `L` row at `offset` (the record being taken). Rows written."""
-        written = 0
+        it goes to an `L` row at `offset` (the record being taken). Rows written: each row
+        once, however many of the pods it held (a row is a batch: many pods share it)."""
+        gone = set(keys)
+        names: set[str] = set()
         kept: list[list[Any]] = []
-        for key in keys:
-            for name in sorted(self.where.pop(key, ())):
-                rest = [e for e in self.table[name] if e[2] != key]
-                if rest:
-                    self.table[name] = rest
-                else:
-                    del self.table[name]
-                written += 1
+        for key in gone:
+            names |= self.where.pop(key, set())
             kept.extend(self.learned.pop(key, ()))
+        for name in sorted(names):
+            rest = [e for e in self.table[name] if e[2] not in gone]
+            if rest:
+                self.table[name] = rest
+            else:
+                del self.table[name]
+        written = len(names)
         if kept:
             self.table[f"{self.prefix}L{offset:012d}"] = sorted(kept)
             written += 1

@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,11 +21,13 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from remediator.contract.decision import Decision, Suppressed
 from remediator.inputs.decode import decode
+from remediator.inputs.records import InputError
 from remediator.policy.outcome import Ignored
 from remediator.policy_file import PolicyFile
 from remediator.runtime.outbox import decision_from_json
 from remediator.session import Session
 from remediator.streams.config import StreamsConfig, Topic
+from remediator.streams.ingest import Publisher
 from remediator.timeline.tracker import StateChange
 from tests.kafka.broker import free_port
 from tests.simstream import watch_stream
@@ -98,6 +101,22 @@ def embedded(stream: list[Chunk], policy: PolicyFile) -> list[Decision]:
                 session.feed(item, sink)
         session.advance(chunk.until, sink)
     return sink.decided
+
+
+async def send_chunk(pub: Publisher, lines: list[bytes], until: float) -> int:
+    """A chunk's lines, then a tick to every partition at its end, packed into envelopes
+    (many documents each) and sent at once; returns once the broker acked them all. A
+    line the ingest refuses (400) is skipped: nothing of it is published."""
+    acks: list[asyncio.Future[None]] = []
+    taken = 0
+    for line in lines:
+        with suppress(InputError):
+            acks.extend((await pub.enqueue(line))[1])
+            taken += 1
+    acks.extend(await pub.enqueue_tick(until))
+    await pub.flush()
+    await asyncio.gather(*acks)
+    return taken
 
 
 # ---- workers ------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
-"""Agents take records in batches (`take_events`) and commit every batch, the last one too.
+"""Agents take records in batches and commit every batch, the last one too.
 
 Real broker, real worker process. The batch size (7) does not divide the stream, so the
-last batch of each agent is a short one that only the `within` timeout lets go: the
-group's lag reaches 0 only if that batch is acked and committed. The worker is then
+last batch of each agent is a short one (what was waiting): the group's lag reaches 0
+only if that batch is acked and committed. The worker is then
 SIGKILLed (no goodbye commit could hide a missing one) and started again: nothing is
 delivered to it again, so nothing is decided again.
 """

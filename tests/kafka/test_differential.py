@@ -9,7 +9,8 @@ Real: Apache Kafka 4.0 (KRaft), faust-streaming, aiokafka, the workers as proces
 the dry-run recorder as executor. The ingest's `Publisher` stamps each record with the
 cluster's time on a clock that stands still (delivery is instant here), so the reference
 `Session` can be given the same times (tests/kafka/differential.py). A stream is published
-chunk by chunk, each followed by a tick, and the pipeline goes idle between chunks.
+chunk by chunk, each followed by a tick, packed into envelopes of many documents as the
+ingest packs what comes at once; the pipeline goes idle between chunks.
 The killed worker is scraped once the pipeline is idle, just before it dies: what it
 counted is lost with it, and its partitions are taken over without counting again.
 """
@@ -19,12 +20,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
-from remediator.inputs.records import InputError
 from remediator.streams.ingest import Publisher
 from remediator.streams.topics import ensure_topics
 from tests.kafka.differential import (
@@ -39,7 +39,7 @@ from tests.kafka.differential import (
     said,
     through_session,
 )
-from tests.kafka.harness import Lag, Worker, commands, config, group_owner
+from tests.kafka.harness import Lag, Worker, commands, config, group_owner, send_chunk
 
 STREAMS = [s.name for s in recorded_streams()] + list(FLEETS)
 PARTITIONS = 4
@@ -64,11 +64,8 @@ class Run:
         pipeline idle, a worker is SIGKILLed (the guard's, where one shows)."""
         sent = 0
         for chunk in stream.chunks:
-            for line in chunk.lines:
-                with suppress(InputError):  # the ingest answers 400: nothing is published
-                    await self.pub.publish(line)
-                sent += 1
-            await self.pub.tick(chunk.until)
+            await send_chunk(self.pub, chunk.lines, chunk.until)  # envelopes of many lines
+            sent += len(chunk.lines)
             await self.lag.wait_idle(self.workers)
             if kill_after is not None and sent >= kill_after and not self.scraped:
                 self.kill()

@@ -39,6 +39,7 @@ from tests.kafka.harness import (
     group_owner,
     key,
     recorded,
+    send_chunk,
 )
 
 PODS, SEED, STEP_S, TAIL_S = 80, 3, 30.0, 600.0
@@ -75,9 +76,7 @@ class Run:
 
     async def publish(self, part: list[Chunk]) -> None:
         for chunk in part:
-            for line in chunk.lines:
-                await self.pub.publish(line)
-            await self.pub.tick(chunk.until)
+            await send_chunk(self.pub, chunk.lines, chunk.until)
             await self.lag.wait_idle(self.workers)
 
 
@@ -179,5 +178,35 @@ async def test_a_broker_restart_loses_nothing(
             got = await commands(run.cfg)
     finally:
         own.stop()
+    assert dump(list({key(d): d for d in got}.values())) == dump(expected)
+    assert_once_each(tmp_path, expected)
+
+
+async def test_a_worker_killed_inside_envelopes_applies_each_document_once(
+    bootstrap: str, tmp_path: Path, policy_file: Path, stream, expected
+) -> None:
+    """The biggest chunk goes as envelopes of many documents, and the only worker is
+    SIGKILLed as soon as the broker has them, with work left (the group still has lag:
+    envelopes not taken yet, one half applied, or applied and not committed; which one
+    is up to the scheduler). Started again, it rebuilds from its table (an envelope is
+    in it whole or not at all) and is given the uncommitted envelopes again: every
+    decision is made, none twice."""
+    half = len(stream) // 2
+    big = max(range(half), key=lambda i: len(stream[i].lines))
+    async with running(bootstrap, "cut", tmp_path, policy_file, n=1) as run:
+        (only,) = run.workers
+        only.stop()
+        only.batch = 1  # an envelope at a time: committed envelope by envelope
+        only.start()
+        only.wait_ready()
+        await run.publish(stream[:big])
+        await send_chunk(run.pub, stream[big].lines, stream[big].until)
+        only.kill()  # SIGKILL: no goodbye, no commit, no flush
+        assert await run.lag() > 0, "killed with work left: the kill cut the chunk short"
+        only.start()
+        only.wait_ready()
+        await run.lag.wait_idle(run.workers)
+        await run.publish(stream[big + 1 :])
+        got = await commands(run.cfg)
     assert dump(list({key(d): d for d in got}.values())) == dump(expected)
     assert_once_each(tmp_path, expected)

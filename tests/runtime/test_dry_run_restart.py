@@ -26,7 +26,7 @@ from remediator.runtime.clock import VirtualClock
 from remediator.runtime.driver import Driver
 from remediator.runtime.metrics import RuntimeMetrics
 from remediator.runtime.outbox import Outbox, OutboxRows
-from remediator.runtime.worker import OutboxWorker, WorkerSettings
+from remediator.runtime.worker import Acting, WorkerSettings
 from remediator.session import Session
 from tests.core.differential import Advance, Feed, Step, through_driver
 from tests.policy import builders
@@ -59,13 +59,13 @@ class Serve:
         self.driver.feed(normalize(orjson.loads(orjson.dumps(doc))))
 
 
-class Acting(Serve):
+class ServeActing(Serve):
     """A serve that carries its rows out too: the outbox worker, Argo recorded."""
 
     def __init__(self, path: Path, clock: VirtualClock, policy: str) -> None:
         super().__init__(path, clock, policy)
         self.argo = Recorder(Argo(running=0))
-        self.worker = OutboxWorker(
+        self.worker = Acting(
             OutboxRows(self.outbox),
             self.argo,
             Recorder(slack_ok()),
@@ -89,12 +89,12 @@ class Acting(Serve):
         return [c.decision.target for c in self.argo.carried if isinstance(c, Submit)]
 
 
-async def _serves(tmp_path: Path, *dry: bool) -> list[Acting]:
+async def _serves(tmp_path: Path, *dry: bool) -> list[ServeActing]:
     """One hung pod; one serve after another on one state file, dry or acting by turn."""
     clock = VirtualClock(T0)
-    served: list[Acting] = []
+    served: list[ServeActing] = []
     for each in dry:
-        serve = Acting(tmp_path / "state.db", clock, POLICY + ONE % str(each).lower())
+        serve = ServeActing(tmp_path / "state.db", clock, POLICY + ONE % str(each).lower())
         await serve.run(clock, 100)
         await serve.worker.close()
         serve.outbox.close()

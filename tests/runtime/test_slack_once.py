@@ -22,7 +22,7 @@ from remediator.runtime.clock import VirtualClock
 from remediator.runtime.driver import Driver
 from remediator.runtime.metrics import RuntimeMetrics
 from remediator.runtime.outbox import Outbox, OutboxRows
-from remediator.runtime.worker import OutboxWorker, WorkerSettings
+from remediator.runtime.worker import Acting, WorkerSettings
 from remediator.session import Session
 from tests.runtime.test_virtual_clock import POLICY, T0, Argo, pod
 from tests.standins.fixtures import slack_config as standin_config
@@ -56,7 +56,7 @@ class Replica:
         settings = {"retries": 2, "retry_initial_s": 0.01, **slack_config}  # 3 tries a message
         config = standin_config(slack, tmp_path / "slack-token", CHANNEL, TOKEN, **settings)
         self.argo = Recorder(argo)
-        self.worker = OutboxWorker(
+        self.worker = Acting(
             OutboxRows(self.outbox),
             self.argo,
             SlackNotifier(config),  # a 429 here says Retry-After: 0

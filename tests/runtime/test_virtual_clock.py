@@ -38,7 +38,7 @@ from remediator.runtime.driver import Driver
 from remediator.runtime.metrics import RuntimeMetrics
 from remediator.runtime.outbox import Outbox, OutboxRows
 from remediator.runtime.rows import SUBMITTING
-from remediator.runtime.worker import OutboxWorker, WorkerSettings
+from remediator.runtime.worker import Acting, WorkerSettings
 from remediator.session import Session
 
 T0 = 1_750_000_000.0
@@ -133,7 +133,7 @@ class Rig:
         self.session = Session(load_policy(policy))
         self.metrics = RuntimeMetrics.on(CollectorRegistry())
         self.argo, self.slack = Recorder(argo), Recorder(slack)
-        self.worker = OutboxWorker(
+        self.worker = Acting(
             OutboxRows(self.outbox),
             self.argo,
             self.slack,

@@ -20,7 +20,7 @@ from remediator.guard.state import GuardState
 from remediator.runtime.clock import VirtualClock
 from remediator.runtime.metrics import RuntimeMetrics
 from remediator.runtime.outbox import Outbox, OutboxRows
-from remediator.runtime.worker import OutboxWorker, WorkerSettings
+from remediator.runtime.worker import Acting, WorkerSettings
 from tests.executors.conftest import TOKEN as ARGO_TOKEN
 from tests.executors.conftest import delete_decision
 from tests.runtime.test_virtual_clock import T0, Argo, Rig, pod, slack_ok
@@ -170,9 +170,9 @@ def _worker(
     argo: Callable[[Command], Outcome] | Executor,
     notifier: Executor | None = None,
     start_within_s: float = 300.0,
-) -> OutboxWorker:
+) -> Acting:
     cluster = argo if isinstance(argo, ArgoExecutor) else Recorder(argo)  # type: ignore[arg-type]
-    worker = OutboxWorker(
+    worker = Acting(
         OutboxRows(Outbox(tmp_path / "state.db", clock.now)),
         cluster,
         notifier or Recorder(slack_ok()),
@@ -185,13 +185,13 @@ def _worker(
     return worker
 
 
-async def _pass(worker: OutboxWorker, clock: VirtualClock, t: float) -> None:
+async def _pass(worker: Acting, clock: VirtualClock, t: float) -> None:
     await clock.advance(T0 + t - clock.now())
     await worker.step()
     await worker.idle()
 
 
-def _told(worker: OutboxWorker) -> list[str]:
+def _told(worker: Acting) -> list[str]:
     carried = getattr(worker.notifier, "carried", [])
     return [
         type(c.note).__name__
@@ -200,6 +200,6 @@ def _told(worker: OutboxWorker) -> list[str]:
     ]
 
 
-def _outbox(worker: OutboxWorker) -> Outbox:
+def _outbox(worker: Acting) -> Outbox:
     assert isinstance(worker.store, OutboxRows)
     return worker.store.outbox

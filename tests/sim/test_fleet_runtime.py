@@ -1,4 +1,4 @@
-"""The demo's controller: the embedded runtime (Driver, Outbox, OutboxWorker) unchanged, on
+"""The demo's controller: the embedded runtime (Driver, Outbox, Acting) unchanged, on
 the simulator's virtual time, with the simulator as its Argo and Slack."""
 
 from __future__ import annotations

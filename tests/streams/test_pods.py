@@ -124,3 +124,58 @@ def test_a_big_batch_is_cut_into_rows_under_the_message_size() -> None:
     assert rows.flush() >= 3
     assert all(len(orjson.dumps(v)) < 2 * ROW_BYTES for v in table.values())
     assert [e.offset for e in rows.replay()] == list(range(count))
+
+
+def test_an_envelope_is_never_cut_between_rows() -> None:
+    """A row is one changelog record: an envelope's documents (one offset) all in one, so a
+    worker killed while writing leaves the envelope whole or not at all."""
+    table: dict[str, Any] = {}
+    rows = PartitionRows(table, P)
+    doc = orjson.dumps(pod(ALIVE, "uid-live", watch="ADDED")).decode()
+    count = 2 * ROW_BYTES // len(doc)
+    for offset in (7, 8):
+        for index in range(count):
+            rows.add(offset, doc, f"llm/{ALIVE}", None, index)
+    rows.flush()
+    assert sorted({e[0] for e in row} for row in table.values()) == [{7}, {8}]
+    assert [(e.offset, e.index) for e in rows.replay()] == [
+        (o, i) for o in (7, 8) for i in range(count)
+    ]
+
+
+def test_a_tick_inside_an_envelope_is_replayed_in_its_place() -> None:
+    """The last tick has a row of its own; its index puts it back between the documents
+    it came between, or a rebuilt core would move its clock at another moment."""
+    table: dict[str, Any] = {}
+    live = Partition(table)
+    first, then = life(ALIVE, "uid-live", 0.0, deleted=False)[:3], pod(ALIVE, "uid-live")
+    docs = [orjson.dumps(d) for d in first] + [tick_record(T0 + 30.0), orjson.dumps(then)]
+    for index, raw in enumerate(docs):
+        live.core.feed(raw)
+        key = "\x00tick" if raw.startswith(b'{"remediator"') else f"llm/{ALIVE}"
+        live.rows.add(5, raw.decode(), key, None, index)
+    live.rows.flush()
+    assert [e.raw.encode() for e in live.rows.replay()] == docs
+    assert rebuilt(table).core.now == live.core.now
+
+
+def test_pods_forgotten_together_rewrite_their_shared_row_once() -> None:
+    """A row is a batch of many pods' records: forgetting several of them writes it once
+    (each write is a changelog record as big as the row)."""
+    table: dict[str, Any] = {}
+    rows = PartitionRows(table, P)
+    names = [f"vllm-70b-7c9d5b6f4-gone{i}" for i in range(3)] + [ALIVE]
+    for offset, name in enumerate(names):
+        rows.add(offset, orjson.dumps(pod(name, f"uid-{name}")).decode(), f"llm/{name}")
+    rows.flush()
+    written: list[str] = []
+
+    class Watched(dict[str, Any]):
+        def __setitem__(self, key: str, value: Any) -> None:
+            written.append(key)
+            super().__setitem__(key, value)
+
+    rows.table = Watched(table)
+    assert rows.prune([f"llm/{n}" for n in names[:3]], 9) == 1
+    assert written == [f"{P}|{0:012d}"]
+    assert keys_in(rows.table) == {f"llm/{ALIVE}"}

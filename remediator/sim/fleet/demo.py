@@ -1,4 +1,4 @@
-"""`remediator demo`: the embedded runtime (Driver, Outbox, OutboxWorker) fed by the fleet
+"""`remediator demo`: the embedded runtime (Driver, Outbox, Acting) fed by the fleet
 simulator in accelerated time, in one process, with a live terminal view (rich) of pods by
 phase, incidents, the actions taken and held, and the Slack messages the worker posts (act
 messages and their thread replies). No cluster, no network: the simulator is the cluster,

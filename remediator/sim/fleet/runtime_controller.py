@@ -2,7 +2,7 @@
 
     simulator ──feed──▶ Driver (Session, timers, guard state) ──▶ Outbox (SQLite file)
         ▲                                                            │
-        └── take ◀── SimArgo ◀──Submit/Poll── OutboxWorker ──Tell──▶ SimSlack (rendered)
+        └── take ◀── SimArgo ◀──Submit/Poll── Acting ──Tell──▶ SimSlack (rendered)
 
 Everything runs on one `VirtualClock` that the simulation moves (`advance`), and one
 event loop owned here: the worker's passes are run to their end inside each step, as
@@ -53,7 +53,7 @@ from remediator.runtime.clock import VirtualClock
 from remediator.runtime.driver import Driver
 from remediator.runtime.metrics import RuntimeMetrics
 from remediator.runtime.outbox import Outbox, OutboxRows
-from remediator.runtime.worker import OutboxWorker, WorkerSettings
+from remediator.runtime.worker import Acting, WorkerSettings
 from remediator.session import Session
 from remediator.sim.fleet.kube import BASE_TIME, rfc3339
 
@@ -142,7 +142,7 @@ class SimSlack:
 
 
 class RuntimePolicy:
-    """The runtime (Driver, Outbox, OutboxWorker) with the simulator as its cluster, Argo
+    """The runtime (Driver, Outbox, Acting) with the simulator as its cluster, Argo
     and Slack. Call `close()` when done (the event loop and the state file)."""
 
     wants_inputs = True
@@ -165,7 +165,7 @@ class RuntimePolicy:
         self.session = Session(config)
         self.metrics = RuntimeMetrics.on(CollectorRegistry())
         self.argo, self.slack = SimArgo(self.clock), SimSlack(self.clock, show)
-        self.worker = OutboxWorker(OutboxRows(self.outbox), self.argo, self.slack, self.clock,
+        self.worker = Acting(OutboxRows(self.outbox), self.argo, self.slack, self.clock,
                                    self.metrics, "sim",
                                    WorkerSettings(poll_s=workflow_poll_s))  # fmt: skip
         self.worker.lead(True, None)

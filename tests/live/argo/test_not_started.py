@@ -20,7 +20,7 @@ from remediator.guard.state import GuardState
 from remediator.runtime.clock import VirtualClock
 from remediator.runtime.metrics import RuntimeMetrics
 from remediator.runtime.outbox import Outbox, OutboxRows
-from remediator.runtime.worker import OutboxWorker, WorkerSettings
+from remediator.runtime.worker import Acting, WorkerSettings
 from tests.live.conftest import CHANNEL
 from tests.live.harness import LiveCluster
 from tests.standins.fixtures import slack_config
@@ -51,7 +51,7 @@ def no_controller(cluster: LiveCluster, real_argo: Argo) -> Iterator[Argo]:
 
 def worker_for(
     tmp_path: Path, clock: VirtualClock, host: str, token: str, standin: SlackStandin
-) -> OutboxWorker:
+) -> Acting:
     (tmp_path / "argo-token").write_text(token)
     argo = ArgoExecutor(
         ArgoConfig(
@@ -66,7 +66,7 @@ def worker_for(
     settings = WorkerSettings(poll_s=5.0, start_within_s=60.0)
     outbox = Outbox(tmp_path / "state.db", clock.now)
     metrics = RuntimeMetrics.on(CollectorRegistry())
-    worker = OutboxWorker(OutboxRows(outbox), argo, slack, clock, metrics, "live", settings)
+    worker = Acting(OutboxRows(outbox), argo, slack, clock, metrics, "live", settings)
     worker.lead(True, None)
     return worker
 
@@ -108,6 +108,6 @@ async def test_a_workflow_the_real_server_takes_and_nothing_starts_is_told_once(
     _outbox(worker).close()
 
 
-def _outbox(worker: OutboxWorker) -> Outbox:
+def _outbox(worker: Acting) -> Outbox:
     assert isinstance(worker.store, OutboxRows)
     return worker.store.outbox
