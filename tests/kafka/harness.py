@@ -16,7 +16,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from remediator.contract.decision import Decision, Suppressed
@@ -271,28 +271,30 @@ class Lag:
         raise TimeoutError(f"group {self.cfg.group} still has lag {lag}; stacks in {logs}")
 
 
-async def commands(cfg: StreamsConfig) -> list[Decision]:
-    """Every record of the commands topic, from the start."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=cfg.bootstrap, auto_offset_reset="earliest")
+async def whole_topic(bootstrap: str, topic: Topic) -> list[ConsumerRecord[bytes, bytes]]:
+    """Every record of a topic from its start, partition by partition in offset order."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
     await consumer.start()
     try:
-        tps = [TopicPartition(cfg.commands.name, p) for p in range(cfg.commands.partitions)]
+        tps = [TopicPartition(topic.name, p) for p in range(topic.partitions)]
         consumer.assign(tps)
         ends = await consumer.end_offsets(tps)
         for tp in tps:
             consumer.seek(tp, 0)
-        out: list[Decision] = []
+        out: list[ConsumerRecord[bytes, bytes]] = []
         while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
-            batch = await consumer.getmany(timeout_ms=1000)
-            for records in batch.values():
-                out.extend(
-                    decision_from_json(r.value.decode())
-                    for r in records
-                    if not r.value.startswith(b'{"type":')
-                )  # a note: no decision
+            for records in (await consumer.getmany(timeout_ms=1000)).values():
+                out.extend(records)
         return out
     finally:
         await consumer.stop()
+
+
+async def commands(cfg: StreamsConfig) -> list[Decision]:
+    """Every decision on the commands topic, from the start (a note is none)."""
+    return [decision_from_json(r.value.decode())
+            for r in await whole_topic(cfg.bootstrap, cfg.commands)
+            if r.value is not None and not r.value.startswith(b'{"type":')]  # fmt: skip
 
 
 def group_owner(cfg: StreamsConfig, workers: list[Worker]) -> Iterator[Worker]:

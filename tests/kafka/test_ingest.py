@@ -8,7 +8,6 @@ import asyncio
 
 import aiohttp
 import orjson
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from prometheus_client import CollectorRegistry
 
 from remediator.runtime.clock import VirtualClock
@@ -17,7 +16,7 @@ from remediator.streams.core import unpack
 from remediator.streams.ingest import Publisher, make_ingest_app
 from remediator.streams.keys import partition_of
 from remediator.streams.topics import ensure_topics
-from tests.kafka.harness import config
+from tests.kafka.harness import config, whole_topic
 
 TOKEN = "ingest-test-token"
 
@@ -30,24 +29,12 @@ def alert(pod: str) -> dict[str, object]:
 async def records(cfg) -> list[tuple[bytes, bytes]]:
     """(key, document) of every document on the inputs topic, out of their envelopes; a
     document in another partition than its key's would be lost to its pod."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=cfg.bootstrap)
-    await consumer.start()
-    try:
-        tps = [TopicPartition(cfg.inputs.name, p) for p in range(cfg.inputs.partitions)]
-        consumer.assign(tps)
-        ends = await consumer.end_offsets(tps)
-        for tp in tps:
-            consumer.seek(tp, 0)
-        out = []
-        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
-            for tp, batch in (await consumer.getmany(timeout_ms=1000)).items():
-                for r in batch:
-                    for doc in unpack(r.value):
-                        assert partition_of(doc.key, cfg.inputs.partitions) == tp.partition
-                        out.append((doc.key.encode(), bytes(doc.raw)))
-        return out
-    finally:
-        await consumer.stop()
+    out = []
+    for r in await whole_topic(cfg.bootstrap, cfg.inputs):
+        for doc in unpack(r.value):
+            assert partition_of(doc.key, cfg.inputs.partitions) == r.partition
+            out.append((doc.key.encode(), bytes(doc.raw)))
+    return out
 
 
 async def test_ingest_answers_after_the_broker_acked(bootstrap: str) -> None:
@@ -89,21 +76,7 @@ async def test_ingest_answers_after_the_broker_acked(bootstrap: str) -> None:
 
 async def envelopes(cfg) -> list[bytes]:
     """The inputs topic's records as they are (each an envelope)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=cfg.bootstrap)
-    await consumer.start()
-    try:
-        tps = [TopicPartition(cfg.inputs.name, p) for p in range(cfg.inputs.partitions)]
-        consumer.assign(tps)
-        ends = await consumer.end_offsets(tps)
-        for tp in tps:
-            consumer.seek(tp, 0)
-        out = []
-        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
-            for batch in (await consumer.getmany(timeout_ms=1000)).values():
-                out.extend(r.value for r in batch)
-        return out
-    finally:
-        await consumer.stop()
+    return [r.value for r in await whole_topic(cfg.bootstrap, cfg.inputs)]
 
 
 def firing(pod: str) -> bytes:
