@@ -764,6 +764,9 @@ class KubeApiServer:
         if method != "GET" or query.get("watch", ["false"])[0] not in ("true", "1"):
             return None
         self.requests.append(Recorded(method, url.path, query, headers, None))
+        # A stream accepted before close_watches() ends with the others, even if its
+        # generator first runs after it (it did not: a test's cut then missed that stream).
+        epoch = self._watch_epoch
         try:
             self._authorize(headers)
             self._inject_fault(method, url.path)
@@ -775,10 +778,10 @@ class KubeApiServer:
         except ApiError as e:
             return e.code, e.status()
         req = Request(method, res, m["ns"], None, query, "", None)
-        return self._watch(req)
+        return self._watch(req, epoch)
 
-    def _watch(self, r: Request) -> Iterator[Any]:
-        store, epoch = self.store, self._watch_epoch
+    def _watch(self, r: Request, epoch: int) -> Iterator[Any]:
+        store = self.store
         labels, fields = r.arg("labelSelector"), r.arg("fieldSelector")
         bookmarks = r.arg("allowWatchBookmarks") in ("true", "1")
         timeout = float(r.arg("timeoutSeconds") or 1800)
