@@ -159,6 +159,8 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
 def worker(**kw: Any) -> None:
     """Run the core as a Faust worker on Kafka; start as many as the inputs topic has
     partitions. Topics are created (or checked) with their partition counts first."""
+    import logging
+
     import faust
     from prometheus_client import CollectorRegistry
 
@@ -173,6 +175,10 @@ def worker(**kw: Any) -> None:
     from remediator.streams.topics import ensure_topics
 
     setup_logging(kw["log_level"])
+    # A takeover's table recovery, step by step (restoring, seeking, resuming the flow): a
+    # few lines per rebalance, and what tells a recovery that waits for good from one that
+    # runs long.
+    logging.getLogger("faust.tables.recovery").setLevel(kw["log_level"].upper())
     listen = Listen.parse(kw["listen"])
     cfg = _config(kw, store=kw["store"], table_dir=kw["table_dir"], web_host=listen.host,
                   web_port=listen.port, tick_s=kw["tick_s"],
