@@ -73,7 +73,9 @@ def cpu_s(pid: int) -> float:
 
 def jit_s(pid: int) -> float:
     """CPU seconds of a JVM's JIT compiler threads (C1/C2: `C1 CompilerThre`, ...): a
-    fresh broker spends much of a first run compiling, which a broker up for days does not."""
+    fresh broker spends much of a first run compiling, which a broker up for days does not.
+    A compiler thread the JVM stops takes its seconds with it: a lower bound between two
+    reads, good for a share, not for an account."""
     total = 0.0
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
