@@ -115,29 +115,16 @@ class BlastRadius:
                 f"blast radius: {mine} pod deletion(s) or hedge(s) in {key} in the last {window}; "
                 f"cap {cap} (max_pods {self.config.max_pods}, "
                 f"{self.config.max_percent:g}% of {size} replicas)",
-                # A cap set by the workload's size may rise with it (a scale-up): asked
-                # again at the next look. One set by max_pods frees only as the window slides.
-                self._frees_at([at for k, at in recent if k == key], cap, now)
-                if cap == self.config.max_pods
-                else now,
+                now,  # ask again at the next look: the window moves on
             )
-        cluster_cap = self.config.max_pods_cluster
-        if len(recent) >= cluster_cap:
+        if len(recent) >= self.config.max_pods_cluster:
             return suppress(
                 f"blast radius: {len(recent)} pod deletion(s) or hedge(s) cluster-wide in the "
-                f"last {window}; cap {cluster_cap} (max_pods_cluster)",
-                self._frees_at([at for _, at in recent], cluster_cap, now),
+                f"last {window}; "
+                f"cap {self.config.max_pods_cluster} (max_pods_cluster)",
+                now,
             )
         return PASS
-
-    def _frees_at(self, counted: list[float], cap: int, now: float) -> float:
-        """When fewer than `cap` of these deletions are left in the window: at a fixed cap no
-        look before then can pass, since the window only loses them as it slides (a new
-        one only adds), and the pod need not be judged again and again till then. A cap of
-        0 never frees: asked again at the next look, as the pod may have moved on."""
-        if cap <= 0 or len(counted) < cap:
-            return now
-        return sorted(counted)[len(counted) - cap] + self.config.window_s
 
     def record(self, decision: Decision, now: float, state: GuardState) -> GuardState:
         if not _counted(decision) or self._hedged(decision, now, state):

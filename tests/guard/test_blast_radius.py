@@ -118,34 +118,3 @@ def test_record_appends_and_drops_what_left_the_window() -> None:
 
 def test_record_ignores_other_actions() -> None:
     assert STAGE.record(make(action="restart-warmup"), T0, GuardState()) == GuardState()
-
-
-@pytest.mark.parametrize(
-    ("history", "decision", "now", "retry_at"),
-    [
-        # max_pods binds (2 of 8 replicas at 25%): not before the oldest leaves the window
-        (((VLLM, T0 + 5), (VLLM, T0)), make(target="vllm-2"), T0 + 10, T0 + 600),
-        # three in it (a cap lowered since): two must leave; the second oldest frees it
-        (((VLLM, T0), (VLLM, T0 + 3), (VLLM, T0 + 7)), make(target="v"), T0 + 9, T0 + 603),
-        # the workload's size binds (25% of 4): it may scale up, so the next look
-        (((VLLM, T0),), make(target="vllm-1", replicas=4), T0 + 1, T0 + 1),
-        (((VLLM, T0),), make(target="vllm-1", replicas=None), T0 + 1, T0 + 1),
-        # the cluster-wide cap is fixed: not before the oldest of the cluster's leaves
-        (
-            tuple((f"ml/Deployment/w{i}", T0 + i) for i in range(5)),
-            make(workload="ml/Deployment/w9"),
-            T0 + 10,
-            T0 + 600,
-        ),
-    ],
-)
-def test_held_until_the_window_frees_where_the_cap_cannot_move(
-    history: tuple[tuple[str, float], ...], decision: Decision, now: float, retry_at: float
-) -> None:
-    verdict = STAGE.check(decision, now, _deleted(*history))
-    assert verdict.reason is not None
-    assert verdict.retry_at == retry_at
-    if retry_at > now:  # and a look just before it is held again, one at it is not
-        before = STAGE.check(decision, retry_at - 0.001, _deleted(*history))
-        assert before.reason is not None
-        assert STAGE.check(decision, retry_at, _deleted(*history)).reason is None
