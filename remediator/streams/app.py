@@ -76,6 +76,7 @@ from remediator.streams.executor import Executors, install_acting, would_have
 from remediator.streams.keys import NOW_HEADER
 from remediator.streams.metrics import WorkerMetrics
 from remediator.streams.pods import TICK, PartitionRows
+from remediator.streams.recovery_watch import RecoveryWatch
 
 log = logging.getLogger("remediator.worker")
 
@@ -388,11 +389,33 @@ def build_app(
         # aiohttp refuses a charset in content_type: the exposition's header goes as is.
         return web.bytes(generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
+    # ---- liveness: a table recovery that reads nothing for long is stalled --------------
+    watch = RecoveryWatch(streams.recovery_stall_s)
+
+    @app.timer(1.0)  # type: ignore[untyped-decorator]
+    async def watch_recovery() -> None:
+        recovery = app.tables.recovery  # type: ignore[attr-defined]
+        now = time.monotonic()
+        was = watch.stalled(now)
+        watch.sample(recovery.active_remaining_total() if recovery.in_recovery else 0, now)
+        stalled = watch.stalled(now)
+        if stalled is not None and was is None:  # once per stall
+            log.error(
+                "table recovery stalled: /healthz fails until it moves (a liveness probe"
+                " restarts the worker; its partitions are restored from the changelogs)",
+                extra={"remaining": stalled.remaining, "for_s": round(stalled.for_s, 1)},
+            )
+
     @app.page("/healthz")
     async def healthz(web: Any, request: Any) -> Any:
         crashed = [a.name for a in app.agents.values() if a.crash_reason is not None]
-        ok = not crashed
-        return web.json({"ok": ok, "crashed": crashed}, status=200 if ok else 503)
+        stalled = watch.stalled(time.monotonic())
+        ok = not crashed and stalled is None
+        body: dict[str, Any] = {"ok": ok, "crashed": crashed}
+        if stalled is not None:
+            body["recovery_stalled"] = {"remaining": stalled.remaining,
+                                        "for_s": round(stalled.for_s, 1)}  # fmt: skip
+        return web.json(body, status=200 if ok else 503)
 
     @app.page("/readyz")
     async def readyz(web: Any, request: Any) -> Any:

@@ -100,6 +100,18 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     "group.min.session.timeout.ms (6 s by default).",
 )
 @click.option(
+    "--recovery-stall",
+    "recovery_stall_s",
+    envvar="REMEDIATOR_KAFKA_RECOVERY_STALL_S",
+    default=120.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Seconds a table restore (a start, a takeover) may read none of the changelog "
+    "records it still needs before /healthz fails, so a liveness probe restarts the worker "
+    "and a fresh consumer restores its partitions (Faust's restore can wait for good; "
+    "docs/kafka.md). A slow restore that reads on never fails it. 0: never.",
+)
+@click.option(
     "--batch",
     envvar="REMEDIATOR_BATCH",
     default=500,
@@ -183,6 +195,7 @@ def worker(**kw: Any) -> None:
     cfg = _config(kw, store=kw["store"], table_dir=kw["table_dir"], web_host=listen.host,
                   web_port=listen.port, tick_s=kw["tick_s"],
                   session_timeout_s=kw["session_timeout_s"], batch=kw["batch"],
+                  recovery_stall_s=kw["recovery_stall_s"],
                   standby_replicas=kw["standby_replicas"])  # fmt: skip
     policy = load_policy_file(kw["policy"]) if kw["policy"] else PolicyFile()
     cluster: Executor

@@ -33,6 +33,9 @@ class StreamsConfig:
     # second worker's CPU. 0: the new owner restores from the changelog (pruned: the pods
     # alive), in seconds.
     standby_replicas: int = 0
+    # A table recovery that reads none of its remaining changelog records for this long
+    # is stalled: /healthz fails, so a liveness probe restarts the worker (0: never).
+    recovery_stall_s: float = 120.0
 
     def __post_init__(self) -> None:
         for topic in (self.inputs, self.candidates, self.commands):
@@ -40,6 +43,8 @@ class StreamsConfig:
                 raise ValueError(f"topic {topic.name}: partitions must be at least 1")
         if self.batch < 1:
             raise ValueError("batch must be at least 1")
+        if self.recovery_stall_s < 0:
+            raise ValueError("recovery_stall_s must be at least 0")
         if self.standby_replicas < 0:
             raise ValueError("standby_replicas must be at least 0")
         if self.candidates.partitions != 1:
