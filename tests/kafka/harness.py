@@ -135,6 +135,9 @@ class Worker:
     batch: int | None = None  # records an agent takes at once (None: the worker's default)
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
+    # Each time the liveness probe restarted it, what it had counted (its /metrics just
+    # before): lost with the process, as a killed worker's is.
+    restarts: list[str] = field(default_factory=list)
 
     def start(self) -> None:
         self.port = self.port or free_port()
@@ -156,7 +159,9 @@ class Worker:
         if self.cpus:
             cmd = ["taskset", "-c", self.cpus, *cmd]
         log = open(self.workdir / f"worker-{self.name}.log", "ab")  # noqa: SIM115
-        env = {**os.environ, "PYTHONPATH": str(REPO), **self.env}
+        # A restore that reads nothing this long fails /healthz (`probe_liveness`).
+        env = {**os.environ, "PYTHONPATH": str(REPO), "REMEDIATOR_KAFKA_RECOVERY_STALL_S": "15"}
+        env |= self.env
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
         log.close()
 
@@ -197,6 +202,26 @@ class Worker:
 
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
+
+    def probe_liveness(self) -> bool:
+        """What a kubelet's liveness probe does (a stand-in: no kubelet runs these
+        processes): a worker whose /healthz fails because its table restore stalled (Faust
+        waits for good for changelog records, docs/kafka.md) is scraped, killed and started
+        again, with the same name and port; its partitions are restored by the fresh one.
+        True: it was restarted."""
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        try:
+            status, body = self.get("/healthz")
+        except OSError:
+            return False
+        if status == 200 or b"recovery_stalled" not in body:
+            return False
+        self.restarts.append(self.get("/metrics")[1].decode())
+        print(f"liveness: worker {self.name} restarted: {body.decode()}", file=sys.stderr)
+        self.kill()
+        self.start()
+        return True
 
     def dump_stacks(self) -> None:
         """Every task's stack into its log (mode's SIGUSR1 handler), for a stuck worker."""
@@ -254,10 +279,15 @@ class Lag:
         may be on its way)."""
         deadline = time.monotonic() + timeout
         calm = 0
+        probed = time.monotonic()
         while time.monotonic() < deadline:
             for w in workers:
                 if w.proc is not None and w.proc.poll() not in (None, -signal.SIGKILL):
                     raise RuntimeError(f"worker {w.name} exited; see {w.log_path}")
+            if time.monotonic() - probed >= 1.0:  # a liveness probe's period
+                probed = time.monotonic()
+                if any([w.probe_liveness() for w in workers]):
+                    deadline = max(deadline, time.monotonic() + 60.0)  # the restore's time
             calm = calm + 1 if await self() == 0 else 0
             if calm >= 2:
                 return

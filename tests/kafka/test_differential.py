@@ -102,8 +102,9 @@ async def running(
             yield run
             alive = [w for w in workers if w.proc is not None and w.proc.poll() is None]
             run.observed.decisions = [said(d) for d in await commands(cfg)]
+            restarted = [m for w in workers for m in w.restarts]  # by the liveness probe
             run.observed.histograms = histograms(
-                run.scraped + [w.get("/metrics")[1].decode() for w in alive]
+                run.scraped + restarted + [w.get("/metrics")[1].decode() for w in alive]
             )
     finally:
         await pub.stop()
