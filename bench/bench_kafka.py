@@ -208,6 +208,7 @@ async def bench_kafka(
     for w in workers:
         for agent, s in stage_seconds(w.get("/metrics")[1]).items():
             stages[agent] = stages.get(agent, 0.0) + s
+    records = await census(cfg)
     await pub.stop()
     for w in workers:
         w.stop()
@@ -228,7 +229,32 @@ async def bench_kafka(
         "broker_jit": broker_jit,
         "ingest_cpu": (self1.ru_utime + self1.ru_stime) - (self0.ru_utime + self0.ru_stime),
         "stages": stages,
+        "records": records,
     }
+
+
+async def census(cfg: StreamsConfig) -> dict[str, int]:
+    """Records written to each topic of the run, the tables' changelogs too (every record
+    costs the broker and a worker, whatever it carries): its end offsets, summed."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=cfg.bootstrap)
+    await consumer.start()
+    try:
+        out: dict[str, int] = {}
+        named = zip(("inputs", "candidates", "commands"), cfg.topics, strict=True)
+        labelled = [*named, *((t.name.removeprefix(cfg.group + "-"), t) for t in cfg.changelogs)]
+        for label, t in labelled:
+            tps = [TopicPartition(t.name, p) for p in range(t.partitions)]
+            ends = await consumer.end_offsets(tps)
+            out[label] = sum(ends.values())
+        return out
+    finally:
+        await consumer.stop()
+
+
+def records(r: dict[str, object]) -> str:
+    counts = r["records"]
+    assert isinstance(counts, dict)
+    return "records written: " + ", ".join(f"{k} {v}" for k, v in counts.items())
 
 
 def per_input(r: dict[str, object], inputs: int) -> str:
@@ -302,6 +328,7 @@ async def main() -> None:
         print(f"{'kafka, 1 worker':<24} {rate:>7.0f} inputs/s = {ratio:.2f}x embedded"
               f" (goal >= {GOAL_VS_EMBEDDED}x: {goal(ratio >= GOAL_VS_EMBEDDED)})")  # fmt: skip
         print(f"{'':<24} {per_input(one, n)}")
+        print(f"{'':<24} {records(one)}")
         half = await bench_kafka(b, lines, workdir, cpus[:1], "half", pace=rate / 2)
         p99 = float(half["p99"])  # type: ignore[arg-type]
         print(f"{'kafka, 1 worker, half':<24} {rate / 2:>7.0f} inputs/s offered: {latency(half)}"
