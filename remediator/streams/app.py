@@ -40,9 +40,10 @@ import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import faust
+from faust.transport.consumer import Consumer
 from faust.types import TP, EventT, StreamT
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -76,6 +77,7 @@ from remediator.streams.executor import Executors, install_acting, would_have
 from remediator.streams.keys import NOW_HEADER
 from remediator.streams.metrics import WorkerMetrics
 from remediator.streams.pods import TICK, PartitionRows
+from remediator.streams.progress import QUIET_S, Progress
 from remediator.streams.recovery_watch import RecoveryWatch
 
 log = logging.getLogger("remediator.worker")
@@ -187,6 +189,9 @@ def build_app(
     # by the monotonic clock, never by the local wall clock (see runtime.clock.ClusterTime).
     cluster = ClusterTime(SystemClock())
     guard_box: dict[str, GuardCore] = {}
+    # The last offset each partition delivered to an agent: what Faust fetched and
+    # dropped is sought back (`rewind_stuck`, streams/progress.py).
+    progress: Progress[TP] = Progress(time.monotonic)
 
     @app.on_rebalance_complete.connect  # type: ignore[arg-type]
     async def hold_fetched(sender: Any, **_: Any) -> None:
@@ -199,6 +204,7 @@ def build_app(
 
     @app.on_partitions_revoked.connect  # type: ignore[arg-type]
     async def on_revoked(sender: Any, revoked: set[TP], **_: Any) -> None:
+        progress.forget(revoked)
         held.drop({tp.partition for tp in revoked if tp.topic == streams.inputs.name})
         if any(tp.topic == streams.candidates.name for tp in revoked):
             guard_box.clear()
@@ -284,7 +290,7 @@ def build_app(
         # (one record) before the next; Faust acks the batch's events when the next is
         # asked for, and commits them with the producer flushed.
         batch: Sequence[EventT[bytes]]
-        async for batch in waiting(stream, streams.batch):
+        async for batch in waiting(stream, streams.batch, progress):
             started = time.perf_counter()
             out: list[GuardRecord] = []
             last: dict[int, EventT[bytes]] = {}
@@ -310,7 +316,7 @@ def build_app(
     @app.agent(candidates)
     async def guard(stream: StreamT[bytes]) -> AsyncIterator[None]:
         batch: Sequence[EventT[bytes]]
-        async for batch in waiting(stream, streams.batch):
+        async for batch in waiting(stream, streams.batch, progress):
             core = guard_core()
             started = time.perf_counter()
             released: list[Released] = []
@@ -367,7 +373,37 @@ def build_app(
 
     # ---- executor: commands -> the acting component (Argo, Slack) ---------------------
     install_acting(app, commands, streams.commands.partitions, executors, registry, metrics,
-                   streams.batch)  # fmt: skip
+                   streams.batch, progress)  # fmt: skip
+
+    # ---- records fetched and dropped by Faust around a rebalance: sought back ----------
+    ours = {t.name for t in streams.topics}
+
+    @app.timer(1.0)  # type: ignore[untyped-decorator]
+    async def rewind_stuck() -> None:
+        consumer = app.consumer
+        if app.rebalancing or not app.tables.recovery.completed.is_set():  # type: ignore[attr-defined]
+            progress.rewound()  # quiet is counted from the end of the rebalance
+            return
+        if not progress.quiet():
+            return
+        held = [tp for tp in consumer.assignment() if tp.topic in ours]
+        stuck = progress.stuck(await consumer.highwaters(*held)) if held else {}
+        if not stuck:
+            return
+        # Back to the committed offsets, as Faust does after a rebalance; and where none
+        # is committed (Faust leaves those as they are), to the start (offset reset is
+        # "earliest"). Records delivered again are known by their offsets and change nothing.
+        committed = await cast(Consumer, consumer).seek_to_committed()
+        for tp in stuck:
+            if not committed.get(tp):
+                await consumer.seek(tp, 0)
+        progress.rewound()
+        metrics.rewinds.inc(len(stuck))
+        log.warning(
+            "records waiting, none delivered: sought back to the committed offsets",
+            extra={"partitions": {f"{tp.topic}[{tp.partition}]": committed.get(tp) or 0
+                                  for tp in sorted(stuck)}},
+        )  # fmt: skip
 
     # ---- ticks: every partition's clock moves on with the wall clock ------------------
     if streams.tick_s > 0:
@@ -398,6 +434,17 @@ def build_app(
         now = time.monotonic()
         was = watch.stalled(now)
         watch.sample(recovery.active_remaining_total() if recovery.in_recovery else 0, now)
+        if watch.seek_again(now, QUIET_S):
+            # Where the restore stands, as Faust seeks at its start: a changelog record it
+            # fetched and dropped is never fetched again otherwise (no offset is committed
+            # for a changelog), and the restore waits for it for good.
+            at = {tp: max(o, 0) for tp, o in recovery.active_offsets.items()
+                  if tp in recovery.active_tps}  # fmt: skip
+            log.warning("table restore reads nothing: its changelogs sought again",
+                        extra={"partitions": {f"{tp.topic}[{tp.partition}]": o
+                                              for tp, o in sorted(at.items())}})  # fmt: skip
+            await cast(Consumer, app.consumer).seek_wait(at)
+            metrics.rewinds.inc(len(at))
         stalled = watch.stalled(now)
         if stalled is not None and was is None:  # once per stall
             log.error(

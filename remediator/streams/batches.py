@@ -18,15 +18,22 @@ from contextlib import contextmanager
 from typing import cast
 
 from faust.streams import Stream, _current_event  # see written_under
-from faust.types import ChannelT, EventT, StreamT
+from faust.types import TP, ChannelT, EventT, StreamT
+
+from remediator.streams.progress import Progress
 
 
-async def waiting(stream: StreamT[bytes], most: int) -> AsyncIterator[Sequence[EventT[bytes]]]:
-    """The stream's events in batches of what is waiting, at most `most` each."""
+async def waiting(
+    stream: StreamT[bytes], most: int, progress: Progress[TP] | None = None
+) -> AsyncIterator[Sequence[EventT[bytes]]]:
+    """The stream's events in batches of what is waiting, at most `most` each; each
+    partition's last offset delivered goes to `progress`."""
     manual = cast(Stream[bytes], stream).noack()
     buffered = cast(ChannelT[bytes], manual.channel).queue
     batch: list[EventT[bytes]] = []
     async for event in manual.events():
+        if progress is not None:
+            progress.saw(event.message.tp, event.message.offset)
         batch.append(event)
         if len(batch) < most and buffered.empty():
             await asyncio.sleep(0)  # the fetcher may be putting the rest of its fetch

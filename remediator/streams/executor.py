@@ -66,6 +66,7 @@ from remediator.runtime.rows import Row
 from remediator.runtime.worker import Acting, Look, WorkerSettings
 from remediator.streams.batches import waiting
 from remediator.streams.metrics import WorkerMetrics
+from remediator.streams.progress import Progress
 from remediator.streams.rows import TableRows
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,7 @@ def install_acting(
     registry: CollectorRegistry,
     metrics: WorkerMetrics,
     batch_most: int = 500,
+    progress: Progress[TP] | None = None,
 ) -> Acting:
     """The executor agent, the acting table and the acting component, on `app`."""
     table = app.Table(TABLE, partitions=partitions, store="memory://", key_type=bytes,
@@ -165,7 +167,7 @@ def install_acting(
         # as the acting component carries them): their writes share the producer's
         # flushes, where one command at a time waited for each of its own in turn.
         batch: Sequence[EventT[bytes]]
-        async for batch in waiting(stream, batch_most):
+        async for batch in waiting(stream, batch_most, progress):
             added = await asyncio.gather(*(take(event) for event in batch))
             await asyncio.gather(*(acting.act_now(row) for row in added if row is not None))
             yield None

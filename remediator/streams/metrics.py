@@ -31,6 +31,12 @@ class WorkerMetrics:
             "Deleted pods whose records left the pods table (their grace passed).",
             registry=registry,
         )
+        self.rewinds = Counter(
+            "remediator_kafka_rewinds_total",
+            "Partitions sought back to their committed offset: records fetched and never"
+            " delivered to an agent (Faust drops some around a rebalance).",
+            registry=registry,
+        )
         self.candidates = Counter(
             "remediator_kafka_candidates_total",
             "Decisions sent to the guard (before the guardrails).",

@@ -32,13 +32,22 @@ class RecoveryWatch:
     stall_s: float
     _remaining: int = 0
     _since: float | None = None  # when `_remaining` was last seen to change
+    _sought: bool = False  # the changelogs were sought again in this wait
 
     def sample(self, remaining: int, now: float) -> None:
         """`remaining`: records left to restore now (0: not recovering, or done)."""
         if remaining <= 0:
-            self._remaining, self._since = 0, None
+            self._remaining, self._since, self._sought = 0, None, False
         elif remaining != self._remaining or self._since is None:
-            self._remaining, self._since = remaining, now
+            self._remaining, self._since, self._sought = remaining, now, False
+
+    def seek_again(self, now: float, after_s: float) -> bool:
+        """True once per wait, `after_s` into it: time to seek the changelogs again (what
+        was fetched and dropped is fetched again) before giving up on the worker."""
+        if self._since is None or self._sought or now - self._since < after_s:
+            return False
+        self._sought = True
+        return True
 
     def stalled(self, now: float) -> Stalled | None:
         if self.stall_s <= 0 or self._since is None:

@@ -48,3 +48,13 @@ def test_a_restore_that_reads_every_tick_is_never_stalled(steps: list[int]) -> N
         watch.sample(remaining, now=float(t))
         assert watch.stalled(float(t) + 1.0) is None
         remaining -= step + 1
+
+
+def test_the_changelogs_are_sought_again_once_per_wait() -> None:
+    watch = RecoveryWatch(stall_s=60.0)
+    watch.sample(7, now=100.0)
+    assert not watch.seek_again(104.0, after_s=5.0)
+    assert watch.seek_again(105.0, after_s=5.0)
+    assert not watch.seek_again(106.0, after_s=5.0), "once per wait"
+    watch.sample(6, now=107.0)  # it read one: a new wait
+    assert watch.seek_again(112.0, after_s=5.0)

@@ -1,0 +1,72 @@
+"""Which stream partitions have records that never reached their agent: Faust drops a
+fetched record in a few places around a rebalance, and only a seek back to the committed
+offset brings it again, which Faust does for partitions with an offset committed only.
+
+Seen here (docs/kafka.md): a worker whose group was rebalancing as the first records
+came took them from the consumer and never gave them to its agents; the partitions had
+no committed offset yet, so Faust's seek after the rebalance left them where they were,
+one record short for good (the lag stayed 1, the worker idle). Faust's own paths that
+drop: a stream skips an event fetched in an earlier generation or while flow control is
+suspended; the fetcher abandons a record whose delivery a rebalance interrupts.
+
+Pure: fed the last offset each partition delivered, on an injected clock. A worker that
+delivered nothing for `quiet_s` while a partition it holds has records past what it
+delivered is stuck on that partition, not busy: it seeks back (`streams.app`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+__all__ = ["QUIET_S", "Progress"]
+
+# A worker that delivered nothing this long while records wait is stuck, not slow: a
+# worker that works delivers its own ticks' records every --tick (1 s by default).
+QUIET_S = 5.0
+
+P = TypeVar("P", bound=Hashable)
+
+
+@dataclass
+class Progress(Generic[P]):
+    """The last offset each partition delivered to an agent, and when any did last."""
+
+    clock: Callable[[], float]
+    quiet_s: float = QUIET_S
+    last: dict[P, int] = field(default_factory=dict)
+    _at: float | None = None
+
+    def saw(self, tp: P, offset: int) -> None:
+        self.last[tp] = max(offset, self.last.get(tp, -1))
+        self._at = self.clock()
+
+    def forget(self, tps: Iterable[P]) -> None:
+        """Partitions revoked: another worker delivers them now."""
+        for tp in tps:
+            self.last.pop(tp, None)
+
+    def quiet(self) -> bool:
+        """Nothing delivered for `quiet_s` (counted from the first look, if ever)."""
+        now = self.clock()
+        if self._at is None:
+            self._at = now
+        return now - self._at >= self.quiet_s
+
+    def stuck(self, ends: Mapping[P, int | None]) -> dict[P, int]:
+        """`ends`: each partition held, and the offset its next record will take (None:
+        not known). Once `quiet`, the partitions with records past the last delivered,
+        and the offset delivery should go on from (0: none delivered here); else none."""
+        if not self.quiet():
+            return {}
+        out: dict[P, int] = {}
+        for tp, end in ends.items():
+            following = self.last.get(tp, -1) + 1
+            if end is not None and end > following:
+                out[tp] = following
+        return out
+
+    def rewound(self) -> None:
+        """A seek back was made: give it `quiet_s` to deliver before looking again."""
+        self._at = self.clock()
