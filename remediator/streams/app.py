@@ -378,22 +378,35 @@ def build_app(
     # ---- records fetched and dropped by Faust around a rebalance: sought back ----------
     ours = {t.name for t in streams.topics}
 
+    def settled() -> bool:
+        """No rebalance and no table restore under way (each seeks on its own)."""
+        return not app.rebalancing and not app.tables.recovery.in_recovery  # type: ignore[attr-defined]
+
     @app.timer(1.0)  # type: ignore[untyped-decorator]
     async def rewind_stuck() -> None:
-        consumer = app.consumer
-        if app.rebalancing or not app.tables.recovery.completed.is_set():  # type: ignore[attr-defined]
+        if not settled():
             progress.rewound()  # quiet is counted from the end of the rebalance
             return
         if not progress.quiet():
             return
+        consumer, generation = app.consumer, app.consumer_generation_id
+
+        def moved() -> bool:  # a rebalance began while this awaited: it seeks, not this
+            if settled() and app.consumer_generation_id == generation:
+                return False
+            progress.rewound()
+            return True
+
         held = [tp for tp in consumer.assignment() if tp.topic in ours]
-        stuck = progress.stuck(await consumer.highwaters(*held)) if held else {}
-        if not stuck:
+        ends = await consumer.highwaters(*held) if held else {}
+        if moved() or not (stuck := progress.stuck(ends)):
             return
         # Back to the committed offsets, as Faust does after a rebalance; and where none
         # is committed (Faust leaves those as they are), to the start (offset reset is
         # "earliest"). Records delivered again are known by their offsets and change nothing.
         committed = await cast(Consumer, consumer).seek_to_committed()
+        if moved():
+            return
         for tp in stuck:
             if not committed.get(tp):
                 await consumer.seek(tp, 0)
