@@ -401,22 +401,22 @@ def build_app(
         ends = await consumer.highwaters(*held) if held else {}
         if moved() or not (stuck := progress.stuck(ends)):
             return
-        # Back to the committed offsets, as Faust does after a rebalance; and where none
-        # is committed (Faust leaves those as they are), to the start (offset reset is
-        # "earliest"). Records delivered again are known by their offsets and change nothing.
+        # Each back to the first record its agent never got; one that got none here, to
+        # its committed offset, or the start where none is (the offset reset is
+        # "earliest"). `seek` also moves Faust's read offset, below which it drops what
+        # it fetches. A record delivered twice is known by its offset and changes nothing.
         committed = await cast(Consumer, consumer).seek_to_committed()
         if moved():
             return
-        for tp in stuck:
-            if not committed.get(tp):
-                await consumer.seek(tp, 0)
+        to = {tp: following or committed.get(tp) or 0 for tp, following in stuck.items()}
+        for tp, offset in to.items():
+            await consumer.seek(tp, offset)
         progress.rewound()
-        metrics.rewinds.inc(len(stuck))
+        metrics.rewinds.inc(len(to))
         log.warning(
-            "records waiting, none delivered: sought back to the committed offsets",
-            extra={"partitions": {f"{tp.topic}[{tp.partition}]": committed.get(tp) or 0
-                                  for tp in sorted(stuck)}},
-        )  # fmt: skip
+            "records waiting, none delivered: sought back to them",
+            extra={"partitions": {f"{t.topic}[{t.partition}]": o for t, o in sorted(to.items())}},
+        )
 
     # ---- ticks: every partition's clock moves on with the wall clock ------------------
     if streams.tick_s > 0:

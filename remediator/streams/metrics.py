@@ -33,8 +33,8 @@ class WorkerMetrics:
         )
         self.rewinds = Counter(
             "remediator_kafka_rewinds_total",
-            "Partitions sought back to their committed offset: records fetched and never"
-            " delivered to an agent (Faust drops some around a rebalance).",
+            "Partitions sought back to the first record their agent never got: records"
+            " Faust fetched and dropped (around a rebalance), fetched again.",
             registry=registry,
         )
         self.candidates = Counter(
