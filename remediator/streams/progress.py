@@ -37,6 +37,7 @@ class Progress(Generic[P]):
     quiet_s: float = QUIET_S
     last: dict[P, int] = field(default_factory=dict)
     _at: float | None = None
+    _suspect: dict[P, int] = field(default_factory=dict)  # stuck at the last look
 
     def saw(self, tp: P, offset: int) -> None:
         self.last[tp] = max(offset, self.last.get(tp, -1))
@@ -57,16 +58,23 @@ class Progress(Generic[P]):
     def stuck(self, ends: Mapping[P, int | None]) -> dict[P, int]:
         """`ends`: each partition held, and the offset its next record will take (None:
         not known). Once `quiet`, the partitions with records past the last delivered,
-        and the offset delivery should go on from (0: none delivered here); else none."""
+        found so at this look and the one before with nothing delivered in between, and
+        the offset delivery should go on from (0: none delivered here); else none. (Two
+        looks: a record delivered while one look awaited the ends is not taken for lost.)"""
         if not self.quiet():
+            self._suspect = {}
             return {}
-        out: dict[P, int] = {}
+        found: dict[P, int] = {}
         for tp, end in ends.items():
             following = self.last.get(tp, -1) + 1
             if end is not None and end > following:
-                out[tp] = following
-        return out
+                found[tp] = following
+        confirmed = {tp: at for tp, at in found.items() if self._suspect.get(tp) == at}
+        self._suspect = found
+        return confirmed
 
     def rewound(self) -> None:
-        """A seek back was made: give it `quiet_s` to deliver before looking again."""
+        """A seek back was made (or a rebalance did one): give it `quiet_s` to deliver
+        before looking again."""
         self._at = self.clock()
+        self._suspect = {}

@@ -24,8 +24,24 @@ def test_records_past_the_last_delivered_are_stuck_once_quiet() -> None:
     clock.now = 4.9
     assert progress.stuck({"inputs-0": 6, "inputs-1": 2}) == {}, "not quiet yet"
     clock.now = 5.0
-    # inputs-0 delivered up to 3 of 0..5; inputs-1 never delivered its 0..1.
+    # inputs-0 delivered up to 3 of 0..5; inputs-1 never delivered its 0..1: suspected at
+    # this look, stuck at the next one with nothing delivered in between.
+    assert progress.stuck({"inputs-0": 6, "inputs-1": 2}) == {}
+    clock.now = 6.0
     assert progress.stuck({"inputs-0": 6, "inputs-1": 2}) == {"inputs-0": 4, "inputs-1": 0}
+
+
+def test_a_record_delivered_between_two_looks_clears_the_suspicion() -> None:
+    clock = Clock()
+    progress: Progress[str] = Progress(clock, quiet_s=5.0)
+    progress.saw("inputs-0", 3)
+    clock.now = 5.0
+    assert progress.stuck({"inputs-0": 6}) == {}  # suspected
+    progress.saw("inputs-0", 4)  # the look awaited; meanwhile one came
+    clock.now = 10.0
+    assert progress.stuck({"inputs-0": 6}) == {}, "suspected anew, from 5"
+    clock.now = 11.0
+    assert progress.stuck({"inputs-0": 6}) == {"inputs-0": 5}
 
 
 def test_a_partition_delivered_to_its_end_or_not_known_is_not_stuck() -> None:
@@ -54,6 +70,7 @@ def test_a_revoked_partition_is_forgotten() -> None:
     progress: Progress[str] = Progress(clock, quiet_s=0.0)
     progress.saw("inputs-0", 9)
     progress.forget(["inputs-0"])
+    assert progress.stuck({"inputs-0": 10}) == {}
     assert progress.stuck({"inputs-0": 10}) == {"inputs-0": 0}
 
 
