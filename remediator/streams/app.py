@@ -387,8 +387,6 @@ def build_app(
         if not settled():
             progress.rewound()  # quiet is counted from the end of the rebalance
             return
-        if not progress.quiet():
-            return
         consumer, generation = app.consumer, app.consumer_generation_id
 
         def moved() -> bool:  # a rebalance began while this awaited: it seeks, not this

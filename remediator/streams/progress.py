@@ -9,21 +9,23 @@ one record short for good (the lag stayed 1, the worker idle). Faust's own paths
 drop: a stream skips an event fetched in an earlier generation or while flow control is
 suspended; the fetcher abandons a record whose delivery a rebalance interrupts.
 
-Pure: fed the last offset each partition delivered, on an injected clock. A worker that
-delivered nothing for `quiet_s` while a partition it holds has records past what it
-delivered is stuck on that partition, not busy: it seeks back (`streams.app`).
+Pure: fed the last offset each partition delivered, on an injected clock. A partition
+that delivered nothing for `quiet_s` while it has records past what it delivered, found
+so at two looks in a row, is stuck, not slow: the worker seeks it back (`streams.app`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 __all__ = ["QUIET_S", "Progress"]
 
-# A worker that delivered nothing this long while records wait is stuck, not slow: a
-# worker that works delivers its own ticks' records every --tick (1 s by default).
+# A partition that delivered nothing this long while records wait is stuck, not slow:
+# an agent takes what is waiting at once, and a worker's own ticks reach every input
+# partition it holds every --tick (1 s by default).
 QUIET_S = 5.0
 
 P = TypeVar("P", bound=Hashable)
@@ -31,43 +33,40 @@ P = TypeVar("P", bound=Hashable)
 
 @dataclass
 class Progress(Generic[P]):
-    """The last offset each partition delivered to an agent, and when any did last."""
+    """The last offset each partition delivered to an agent, and when."""
 
     clock: Callable[[], float]
     quiet_s: float = QUIET_S
     last: dict[P, int] = field(default_factory=dict)
-    _at: float | None = None
+    _at: dict[P, float] = field(default_factory=dict)  # when each delivered last
+    _since: float | None = None  # the first look, the last seek back or rebalance
     _suspect: dict[P, int] = field(default_factory=dict)  # stuck at the last look
 
     def saw(self, tp: P, offset: int) -> None:
         self.last[tp] = max(offset, self.last.get(tp, -1))
-        self._at = self.clock()
+        self._at[tp] = self.clock()
 
     def forget(self, tps: Iterable[P]) -> None:
         """Partitions revoked: another worker delivers them now."""
         for tp in tps:
             self.last.pop(tp, None)
-
-    def quiet(self) -> bool:
-        """Nothing delivered for `quiet_s` (counted from the first look, if ever)."""
-        now = self.clock()
-        if self._at is None:
-            self._at = now
-        return now - self._at >= self.quiet_s
+            self._at.pop(tp, None)
 
     def stuck(self, ends: Mapping[P, int | None]) -> dict[P, int]:
         """`ends`: each partition held, and the offset its next record will take (None:
-        not known). Once `quiet`, the partitions with records past the last delivered,
-        found so at this look and the one before with nothing delivered in between, and
-        the offset delivery should go on from (0: none delivered here); else none. (Two
-        looks: a record delivered while one look awaited the ends is not taken for lost.)"""
-        if not self.quiet():
-            self._suspect = {}
-            return {}
+        not known). The partitions with records past the last delivered and nothing
+        delivered for `quiet_s`, found so at this look and the one before with nothing
+        delivered in between, and the offset delivery should go on from (0: none
+        delivered here). (Two looks: a record delivered while a look awaited the ends is
+        not taken for lost.)"""
+        now = self.clock()
+        if self._since is None:
+            self._since = now  # quiet is counted from the first look
         found: dict[P, int] = {}
         for tp, end in ends.items():
             following = self.last.get(tp, -1) + 1
-            if end is not None and end > following:
+            quiet = now - max(self._at.get(tp, -math.inf), self._since) >= self.quiet_s
+            if quiet and end is not None and end > following:
                 found[tp] = following
         confirmed = {tp: at for tp, at in found.items() if self._suspect.get(tp) == at}
         self._suspect = found
@@ -76,5 +75,5 @@ class Progress(Generic[P]):
     def rewound(self) -> None:
         """A seek back was made (or a rebalance did one): give it `quiet_s` to deliver
         before looking again."""
-        self._at = self.clock()
+        self._since = self.clock()
         self._suspect = {}

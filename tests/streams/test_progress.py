@@ -1,5 +1,5 @@
-"""A worker that delivered nothing for `quiet_s` while a partition it holds has records
-past what it delivered is stuck on that partition (remediator.streams.progress)."""
+"""A partition that delivered nothing for `quiet_s` while it has records past what it
+delivered, found so at two looks in a row, is stuck (remediator.streams.progress)."""
 
 from __future__ import annotations
 
@@ -17,23 +17,36 @@ class Clock:
         return self.now
 
 
-def test_records_past_the_last_delivered_are_stuck_once_quiet() -> None:
+def test_records_past_the_last_delivered_are_stuck_once_quiet_at_two_looks() -> None:
     clock = Clock()
     progress: Progress[str] = Progress(clock, quiet_s=5.0)
     progress.saw("inputs-0", 3)
-    clock.now = 4.9
-    assert progress.stuck({"inputs-0": 6, "inputs-1": 2}) == {}, "not quiet yet"
-    clock.now = 5.0
-    # inputs-0 delivered up to 3 of 0..5; inputs-1 never delivered its 0..1: suspected at
-    # this look, stuck at the next one with nothing delivered in between.
-    assert progress.stuck({"inputs-0": 6, "inputs-1": 2}) == {}
+    ends = {"inputs-0": 6, "inputs-1": 2}
+    clock.now = 1.0
+    assert progress.stuck(ends) == {}, "quiet is counted from the first look"
+    clock.now = 5.9
+    assert progress.stuck(ends) == {}, "not quiet yet"
     clock.now = 6.0
-    assert progress.stuck({"inputs-0": 6, "inputs-1": 2}) == {"inputs-0": 4, "inputs-1": 0}
+    # inputs-0 delivered up to 3 of 0..5, inputs-1 none of its 0..1: suspected at this
+    # look, stuck at the next one with nothing delivered in between.
+    assert progress.stuck(ends) == {}
+    clock.now = 7.0
+    assert progress.stuck(ends) == {"inputs-0": 4, "inputs-1": 0}
+
+
+def test_a_partition_that_delivers_is_never_stuck_whatever_the_others_do() -> None:
+    clock = Clock()
+    progress: Progress[str] = Progress(clock, quiet_s=5.0)
+    for t in range(30):
+        clock.now = float(t)
+        progress.saw("inputs-0", t)  # one record a second, always one behind the end
+        assert "inputs-0" not in progress.stuck({"inputs-0": t + 2, "inputs-1": 5})
 
 
 def test_a_record_delivered_between_two_looks_clears_the_suspicion() -> None:
     clock = Clock()
     progress: Progress[str] = Progress(clock, quiet_s=5.0)
+    progress.stuck({})  # the first look
     progress.saw("inputs-0", 3)
     clock.now = 5.0
     assert progress.stuck({"inputs-0": 6}) == {}  # suspected
@@ -49,20 +62,23 @@ def test_a_partition_delivered_to_its_end_or_not_known_is_not_stuck() -> None:
     progress: Progress[str] = Progress(clock, quiet_s=5.0)
     progress.saw("inputs-0", 5)
     clock.now = 60.0
-    assert progress.stuck({"inputs-0": 6, "inputs-1": 0, "inputs-2": None}) == {}
+    ends = {"inputs-0": 6, "inputs-1": 0, "inputs-2": None}
+    assert progress.stuck(ends) == {}
+    assert progress.stuck(ends) == {}
 
 
-def test_quiet_counts_from_the_first_look_and_again_after_a_rewind() -> None:
+def test_quiet_counts_again_after_a_seek_back() -> None:
     clock = Clock()
     progress: Progress[str] = Progress(clock, quiet_s=5.0)
-    clock.now = 100.0
-    assert not progress.quiet()  # the first look: quiet counted from now
-    clock.now = 105.0
-    assert progress.quiet()
+    progress.stuck({})
+    clock.now = 5.0
+    progress.stuck({"inputs-0": 1})
     progress.rewound()
-    assert not progress.quiet()
-    clock.now = 110.0
-    assert progress.quiet()
+    clock.now = 6.0
+    assert progress.stuck({"inputs-0": 1}) == {}
+    clock.now = 10.0
+    assert progress.stuck({"inputs-0": 1}) == {}  # suspected again
+    assert progress.stuck({"inputs-0": 1}) == {"inputs-0": 0}
 
 
 def test_a_revoked_partition_is_forgotten() -> None:
@@ -84,4 +100,5 @@ def test_delivering_every_record_leaves_nothing_stuck(seen: list[tuple[int, int]
     for tp, offset in seen:
         progress.saw(tp, offset)
         ends[tp] = max(ends.get(tp, 0), offset + 1)
+    assert progress.stuck(ends) == {}
     assert progress.stuck(ends) == {}
