@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import faust
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from faust.transport.consumer import Consumer
 from faust.types import TP, EventT, StreamT
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -397,24 +399,37 @@ def build_app(
 
         held = [tp for tp in consumer.assignment() if tp.topic in ours]
         ends = await consumer.highwaters(*held) if held else {}
+        if unknown := progress.unknown(ends):
+            progress.learn(await committed_offsets(unknown))
         if moved() or not (stuck := progress.stuck(ends)):
             return
-        # Each back to the first record its agent never got; one that got none here, to
-        # its committed offset, or the start where none is (the offset reset is
-        # "earliest"). `seek` also moves Faust's read offset, below which it drops what
-        # it fetches. A record delivered twice is known by its offset and changes nothing.
-        committed = await cast(Consumer, consumer).seek_to_committed()
-        if moved():
-            return
-        to = {tp: following or committed.get(tp) or 0 for tp, following in stuck.items()}
-        for tp, offset in to.items():
+        # Each back to the first record its agents never got (of one that got none here:
+        # the group's committed offset, or the start where none is, the offset reset
+        # being "earliest"). `seek` also moves Faust's read offset, below which it drops
+        # what it fetches: only what was never delivered comes again.
+        for tp, offset in stuck.items():
             await consumer.seek(tp, offset)
         progress.rewound()
-        metrics.rewinds.inc(len(to))
+        metrics.rewinds.inc(len(stuck))
         log.warning(
             "records waiting, none delivered: sought back to them",
-            extra={"partitions": {f"{t.topic}[{t.partition}]": o for t, o in sorted(to.items())}},
-        )
+            extra={"partitions": {f"{t.topic}[{t.partition}]": o
+                                  for t, o in sorted(stuck.items())}},
+        )  # fmt: skip
+
+    admin: list[AIOKafkaAdminClient] = []  # one, made at the first need
+
+    async def committed_offsets(tps: list[TP]) -> dict[TP, int]:
+        """The group's committed offsets of `tps` (0: none), from the broker."""
+        if not admin:
+            client = AIOKafkaAdminClient(bootstrap_servers=streams.bootstrap,
+                                         client_id=f"{streams.group}-progress")  # fmt: skip
+            await client.start()
+            admin.append(client)
+        asked = [TopicPartition(tp.topic, tp.partition) for tp in tps]
+        got = await admin[0].list_consumer_group_offsets(streams.group, partitions=asked)
+        return {tp: max(got[a].offset, 0) if a in got else 0
+                for tp, a in zip(tps, asked, strict=True)}  # fmt: skip
 
     # ---- ticks: every partition's clock moves on with the wall clock ------------------
     if streams.tick_s > 0:

@@ -22,6 +22,8 @@ def test_records_past_the_last_delivered_are_stuck_once_quiet_at_two_looks() -> 
     progress: Progress[str] = Progress(clock, quiet_s=5.0)
     progress.saw("inputs-0", 3)
     ends = {"inputs-0": 6, "inputs-1": 2}
+    assert progress.unknown(ends) == ["inputs-1"]
+    progress.learn({"inputs-1": 0})  # the group committed none of it
     clock.now = 1.0
     assert progress.stuck(ends) == {}, "quiet is counted from the first look"
     clock.now = 5.9
@@ -70,6 +72,7 @@ def test_a_partition_delivered_to_its_end_or_not_known_is_not_stuck() -> None:
 def test_quiet_counts_again_after_a_seek_back() -> None:
     clock = Clock()
     progress: Progress[str] = Progress(clock, quiet_s=5.0)
+    progress.learn({"inputs-0": 0})
     progress.stuck({})
     clock.now = 5.0
     progress.stuck({"inputs-0": 1})
@@ -81,13 +84,21 @@ def test_quiet_counts_again_after_a_seek_back() -> None:
     assert progress.stuck({"inputs-0": 1}) == {"inputs-0": 0}
 
 
-def test_a_revoked_partition_is_forgotten() -> None:
+def test_a_partition_taken_over_is_judged_from_what_the_group_committed() -> None:
+    """Delivered nothing here: what came before was delivered by its previous owner, up
+    to the committed offset; until that is known, it is not judged."""
     clock = Clock()
     progress: Progress[str] = Progress(clock, quiet_s=0.0)
     progress.saw("inputs-0", 9)
-    progress.forget(["inputs-0"])
-    assert progress.stuck({"inputs-0": 10}) == {}
-    assert progress.stuck({"inputs-0": 10}) == {"inputs-0": 0}
+    progress.forget(["inputs-0"])  # revoked, then given back
+    ends = {"inputs-0": 10, "inputs-1": 3, "inputs-2": 0}
+    assert progress.unknown(ends) == ["inputs-0", "inputs-1"], "no records: nothing to ask"
+    assert progress.stuck(ends) == {}
+    assert progress.stuck(ends) == {}, "not known: not judged"
+    progress.learn({"inputs-0": 10, "inputs-1": 1})
+    assert progress.unknown(ends) == []
+    assert progress.stuck(ends) == {}
+    assert progress.stuck(ends) == {"inputs-1": 1}, "inputs-0 was delivered to its end"
 
 
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 50)), max_size=40))
