@@ -397,8 +397,14 @@ def build_app(
             progress.rewound()
             return True
 
-        held = [tp for tp in consumer.assignment() if tp.topic in ours]
-        ends = await consumer.highwaters(*held) if held else {}
+        # Each partition's end as the last fetch saw it: no request (a look a second
+        # must not queue behind the fetches and commits in the consumer's thread).
+        try:
+            ends = {tp: consumer.highwater(tp) for tp in consumer.assignment()
+                    if tp.topic in ours}  # fmt: skip
+        except AssertionError:  # aiokafka's: not assigned any more (a rebalance began)
+            progress.rewound()
+            return
         if unknown := progress.unknown(ends):
             progress.learn(await committed_offsets(unknown))
         if moved() or not (stuck := progress.stuck(ends)):
