@@ -405,16 +405,21 @@ def build_app(
         except AssertionError:  # aiokafka's: not assigned any more (a rebalance began)
             progress.rewound()
             return
-        if unknown := progress.unknown(ends):
-            progress.learn(await committed_offsets(unknown))
-        if moved() or not (stuck := progress.stuck(ends)):
+        try:
+            if unknown := progress.unknown(ends):
+                progress.learn(await committed_offsets(unknown))
+            if moved() or not (stuck := progress.stuck(ends)):
+                return
+            # Each back to the first record its agents never got (of one that got none
+            # here: the group's committed offset, or the start where none is, the offset
+            # reset being "earliest"). `seek` also moves Faust's read offset, below which
+            # it drops what it fetches: only what was never delivered comes again.
+            for tp, offset in stuck.items():
+                await consumer.seek(tp, offset)
+        except Exception as exc:  # the broker away, a partition gone: the next look retries
+            log.warning("looking for stuck partitions failed", extra={"error": repr(exc)})
+            progress.rewound()
             return
-        # Each back to the first record its agents never got (of one that got none here:
-        # the group's committed offset, or the start where none is, the offset reset
-        # being "earliest"). `seek` also moves Faust's read offset, below which it drops
-        # what it fetches: only what was never delivered comes again.
-        for tp, offset in stuck.items():
-            await consumer.seek(tp, offset)
         progress.rewound()
         metrics.rewinds.inc(len(stuck))
         log.warning(
@@ -424,6 +429,12 @@ def build_app(
         )  # fmt: skip
 
     admin: list[AIOKafkaAdminClient] = []  # one, made at the first need
+
+    @app.on_before_shutdown.connect  # type: ignore[arg-type]
+    async def close_admin(sender: Any, **_: Any) -> None:
+        for client in admin:
+            await client.close()
+        admin.clear()
 
     async def committed_offsets(tps: list[TP]) -> dict[TP, int]:
         """The group's committed offsets of `tps` (0: none), from the broker."""
@@ -475,8 +486,11 @@ def build_app(
             log.warning("table restore reads nothing: its changelogs sought again",
                         extra={"partitions": {f"{tp.topic}[{tp.partition}]": o
                                               for tp, o in sorted(at.items())}})  # fmt: skip
-            await cast(Consumer, app.consumer).seek_wait(at)
-            metrics.rewinds.inc(len(at))
+            try:
+                await cast(Consumer, app.consumer).seek_wait(at)
+                metrics.rewinds.inc(len(at))
+            except Exception as exc:  # a new rebalance, the broker away: Faust seeks again
+                log.warning("seeking the changelogs again failed", extra={"error": repr(exc)})
         stalled = watch.stalled(now)
         if stalled is not None and was is None:  # once per stall
             log.error(
