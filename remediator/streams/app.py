@@ -4,7 +4,10 @@ Three agents, one per topic (see `streams.core` for what each decides):
 
   partitions  inputs topic (N partitions, keyed by pod)  -> candidates topic (key "cluster")
   guard       candidates topic (1 partition)             -> commands topic (key incident)
-                                                            + retry records back to inputs
+                                                            + feedback to the partitions:
+                                                            in process where this worker
+                                                            holds them, else by the inputs
+                                                            topic
   executor    commands topic                             -> the acting component's rows:
                                                             Argo (or the dry-run recorder),
                                                             Slack (streams/executor.py)
@@ -17,12 +20,12 @@ partition takes its history with it:
          order (the same core, fed the same inputs in the same order); a deleted pod's
          records go once its partition forgot it
   guard  one row per key: "state" (the guard state, written when it changed),
-         "pending|<seq>" (a candidate waiting for the watermark), "clock",
-         "watermark|<p>", and "learned|<model>\n<phase>" (the cluster's cold starts)
+         "pending|<seq>" (a candidate waiting for the watermark), "marks" (the clock
+         and every watermark), and "learned|<model>" (the cluster's cold starts)
 
 Agents take their topics in batches of what is waiting (`streams.batches`): a batch
-costs one pods row per partition, one record to the guard, one feedback record per
-partition.
+costs one pods row per partition, one record to the guard, and one feedback row (a
+partition held here) or record (held elsewhere) per partition told something.
 
 Every worker exports every metric on its /metrics: the cold-start histograms of the
 partitions it holds (one set per worker), the guard's decisions and suppressions, and
@@ -99,12 +102,20 @@ class Partitions:
     cores: dict[int, PartitionCore] = field(default_factory=dict)
     rows: dict[int, PartitionRows] = field(default_factory=dict)  # its rows in the table
     applied: dict[int, int] = field(default_factory=dict)  # highest offset in the core
+    # The next free place at that offset: feedback applied here goes after its documents.
+    after: dict[int, int] = field(default_factory=dict)
+    # The partition's last event: its rows are written under it (the changelog partition).
+    events: dict[int, EventT[bytes]] = field(default_factory=dict)
 
     def drop(self, partitions: set[int]) -> None:
         for p in partitions:
-            self.cores.pop(p, None)
-            self.rows.pop(p, None)
-            self.applied.pop(p, None)
+            for held in (self.cores, self.rows, self.applied, self.after, self.events):
+                held.pop(p, None)
+
+    def here(self, p: int) -> bool:
+        """This worker holds partition `p` and its core is built: feedback for it can be
+        applied in this process."""
+        return p in self.cores and p in self.rows and p in self.events and p in self.applied
 
 
 def arrival(headers: Any) -> float | None:
@@ -232,7 +243,10 @@ def build_app(
             if entry.offset >= first:
                 resend.extend(out)
         core.decider.metrics = observed
-        held.applied[p] = max((e.offset for e in entries), default=-1)
+        last = max((e.offset for e in entries), default=-1)
+        held.applied[p] = last
+        held.after[p] = 1 + max((e.index for e in entries if e.offset == last and not e.samples),
+                                default=-1)  # fmt: skip
         metrics.rebuilds.inc()
         log.info("partition rebuilt", extra={"partition": p, "records": len(entries)})
         return core, resend
@@ -283,6 +297,7 @@ def build_app(
             elif _is_tick(value):
                 out.append(Watermark(p, core.now))
         held.applied[p] = offset
+        held.after[p] = len(docs)
         metrics.candidates.inc(len(out))
         return out
 
@@ -300,6 +315,7 @@ def build_app(
                 msg = event.message
                 last[msg.partition] = event
                 out.extend(take(msg.partition, msg.offset, documents(msg, metrics)))
+            held.events.update(last)
             write_rows(last)
             metrics.stage("partition", time.perf_counter() - started)
             for at in range(0, len(out), GUARD_BATCH):  # a rebuild may resend many
@@ -370,8 +386,36 @@ def build_app(
                 to = [one.origin]
             for p in to:
                 feedback.setdefault(p, []).append(record)
+        fed: list[GuardRecord] = []
         for p, records in sorted(feedback.items()):
-            await inputs.send(key=FEEDBACK, value=feedback_batch(records), partition=p)
+            value = feedback_batch(records)
+            if held.here(p):
+                fed.extend(feed_here(p, value))
+            else:
+                metrics.feedback.labels("topic").inc()
+                await inputs.send(key=FEEDBACK, value=value, partition=p)
+        if fed:
+            metrics.candidates.inc(len(fed))
+            await candidates.send(key=CLUSTER, value=guard_batch(fed))
+
+    def feed_here(p: int, value: bytes) -> list[Candidate | Learned]:
+        """A partition this worker holds takes its feedback at once, in this process, as
+        `Session` does: no record to the inputs topic and back (a "not yet" is most of
+        the guard's feedback). It is kept in the partition's rows after the documents it
+        followed (the offset applied last, the next place there), so a rebuild, here or
+        by the next owner, feeds it in the same order; the row goes to the broker before
+        the guard's batch is committed (the producer is flushed first)."""
+        core, rows, event = held.cores[p], held.rows[p], held.events[p]
+        offset, index = held.applied[p], held.after[p]
+        held.after[p] = index + 1
+        out = core.feed(value)
+        key = FEEDBACK.decode()
+        rows.add(offset, value.decode(), key, None, index)
+        rows.taught(key, offset, _samples(out))
+        with written_under(event):  # the changelog partition is the partition's
+            rows.flush()
+        metrics.feedback.labels("process").inc()
+        return out
 
     # ---- executor: commands -> the acting component (Argo, Slack) ---------------------
     install_acting(app, commands, streams.commands.partitions, executors, registry, metrics,

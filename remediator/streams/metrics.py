@@ -37,6 +37,17 @@ class WorkerMetrics:
             " Faust fetched and dropped (around a rebalance), fetched again.",
             registry=registry,
         )
+        self.feedback = Counter(
+            "remediator_kafka_feedback_total",
+            "The guard's feedback records (what got through, a not-yet, cold starts"
+            " learned elsewhere), one per partition and guard batch, by how they went:"
+            " process (a partition this worker holds, applied at once) or topic (sent to"
+            " the inputs topic for the worker that holds it).",
+            ["via"],
+            registry=registry,
+        )
+        for via in ("process", "topic"):
+            self.feedback.labels(via)  # both shown from the start, at 0
         self.candidates = Counter(
             "remediator_kafka_candidates_total",
             "Decisions sent to the guard (before the guardrails).",

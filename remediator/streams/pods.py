@@ -6,6 +6,8 @@ the worker makes the writes under the batch's event (Faust's changelog partition
     "<p>|<first offset>"  a batch's records: [[offset, record, key, arrived, index], ...]
                           (`arrived`: the cluster's time the ingest took it at, or null;
                           `index`: its place in the envelope at `offset`, 0 if alone)
+    "<p>|<offset>.<index>" the guard's feedback, applied in the worker that holds the
+                          partition after the documents at `offset` (`index`: past theirs)
     "<p>|\\x00tick"        the partition's last tick: [offset, record, index]
     "<p>|L<offset>"       cold starts learned from pods since pruned: [[offset, model,
                           phase, seconds], ...], learned at the record at `offset`
@@ -125,7 +127,10 @@ class PartitionRows:
         record must stay under the broker's message size), the tick row; rows written."""
         written = 0
         for part in _parts(self._batch):
-            name = f"{self.prefix}{part[0][0]:012d}"
+            offset, index = part[0][0], part[0][4]
+            # Feedback a worker applied in process after the documents at an offset is
+            # kept at that offset, after them: its row is named by both.
+            name = f"{self.prefix}{offset:012d}" + (f".{index:06d}" if index else "")
             self.table[name] = part
             for entry in part:
                 key = entry[2]

@@ -56,8 +56,12 @@ async def test_every_batch_is_committed_and_nothing_is_decided_again(
             await lag.wait_idle([worker])  # committed up to the end of all three topics
             before = await commands(cfg)
             assert before, worker.log_path.read_text()[-4000:]
-            # Every input (and the guard's feedback records besides) went through the worker.
-            assert sample(worker, "remediator_kafka_records_total") > sent
+            # Every input went through the worker, and the guard's feedback that went by
+            # the topic (none: one worker holds every partition, and takes it in process).
+            by_topic = sample(worker, 'remediator_kafka_feedback_total{via="topic"}')
+            assert by_topic == 0
+            assert sample(worker, 'remediator_kafka_feedback_total{via="process"}') > 0
+            assert sample(worker, "remediator_kafka_records_total") == sent
             worker.kill()
             worker.start()
             worker.wait_ready()

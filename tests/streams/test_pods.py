@@ -179,3 +179,22 @@ def test_pods_forgotten_together_rewrite_their_shared_row_once() -> None:
     assert rows.prune([f"llm/{n}" for n in names[:3]], 9) == 1
     assert written == [f"{P}|{0:012d}"]
     assert keys_in(rows.table) == {f"llm/{ALIVE}"}
+
+
+def test_feedback_taken_in_process_is_a_row_after_the_documents_it_followed() -> None:
+    """Feedback a worker applied in process after the envelope at an offset is kept at
+    that offset, past the envelope's documents: its own row, fed in that place again."""
+    table: dict[str, Any] = {}
+    rows = PartitionRows(table, P)
+    for index, name in enumerate(["a", "b"]):  # an envelope of two documents at offset 5
+        rows.add(5, orjson.dumps(pod(name, f"uid-{name}")).decode(), f"llm/{name}", None, index)
+    rows.flush()
+    rows.add(5, '{"remediator":"feedback","records":[]}', "\x00feedback", None, 2)
+    rows.flush()
+    rows.add(6, orjson.dumps(pod("c", "uid-c")).decode(), "llm/c")
+    rows.flush()
+    assert sorted(table) == [f"{P}|{5:012d}", f"{P}|{5:012d}.000002", f"{P}|{6:012d}"]
+    again = PartitionRows(dict(table), P).replay()
+    assert [(e.offset, e.index, e.key) for e in again] == [
+        (5, 0, "llm/a"), (5, 1, "llm/b"), (5, 2, "\x00feedback"), (6, 0, "llm/c")
+    ]  # fmt: skip
