@@ -80,6 +80,10 @@ __all__ = [
 # records leave the table: the embedded runtime's `forget_after_s`.
 FORGET_AFTER_S = 600.0
 
+# The guard's row of its clock and every partition's watermark: one write per batch
+# that moved any of them (a row each was a write per partition).
+MARKS = "marks"
+
 # Internal records share the input topic with raw documents; they start with this.
 INTERNAL = b'{"remediator":'
 _FEEDBACK = b'{"remediator":"feedback","record":'
@@ -258,6 +262,11 @@ class PartitionCore:
             self.decider.learn(record)  # its own it learned when it happened
 
 
+def _learned_row(key: str) -> str:
+    """The guard table's row of a learned key ("<model>\n<phase>"): its model's."""
+    return "learned|" + key.split("\n", 1)[0]
+
+
 @dataclass(frozen=True, slots=True)
 class Released:
     """What the guardrails said of a candidate, the partition it came from, and the
@@ -304,7 +313,7 @@ class GuardCore:
         # seq -> its pending entry; new seqs come after every restored one (ties by seq)
         self._waiting = {entry[2]: entry for entry in self.pending}
         self._seq = max(self._waiting, default=0)
-        self._dirty: set[str] = {"state", "clock"} | {f"pending|{s}" for s in self._waiting}
+        self._dirty: set[str] = {"state", MARKS} | {f"pending|{s}" for s in self._waiting}
 
     @property
     def state(self) -> Any:
@@ -322,7 +331,7 @@ class GuardCore:
         if isinstance(record, Watermark):
             if record.at > self.watermarks.get(record.partition, -math.inf):
                 self.watermarks[record.partition] = record.at
-                self._dirty.add(f"watermark|{record.partition}")
+                self._dirty.add(MARKS)
         else:
             # A learned record goes before the candidates of its instant: the pod was
             # ready when they were made.
@@ -344,7 +353,7 @@ class GuardCore:
             record = decode_wire(raw)
             if isinstance(record, Learned):
                 for key in self.history.learn(record.samples):
-                    self._dirty.add(f"learned|{key}")
+                    self._dirty.add(_learned_row(key))
                 out.append(Released(None, record.partition, record))
                 continue
             assert isinstance(record, Candidate)
@@ -355,7 +364,7 @@ class GuardCore:
             # judged now, not in the past the guard state has already moved beyond.
             if at > self.clock:
                 self.clock = at
-                self._dirty.add("clock")
+                self._dirty.add(MARKS)
             before = self.guard.state
             result, feedback = self.guard.judge(self.history.weigh(record), self.clock)
             if self.guard.state is not before:
@@ -379,16 +388,27 @@ class GuardCore:
                 rows[key] = None if entry is None else [*entry[:3], entry[3].decode()]
             elif key == "pending":
                 rows[key] = None  # an older worker's one row: now one per candidate
-            elif key == "clock":
-                rows[key] = self.clock if math.isfinite(self.clock) else None
-            elif key.startswith("watermark|"):
-                rows[key] = self.watermarks[int(key.split("|", 1)[1])]
+            elif key == MARKS:
+                clock = self.clock if math.isfinite(self.clock) else None
+                marks = {str(p): at for p, at in sorted(self.watermarks.items())}
+                rows[key] = {"clock": clock, "watermarks": marks}
             elif key.startswith("learned|"):
-                rows[key] = self.learned[key.split("|", 1)[1]]
+                rows[key] = self._learned_of(key.split("|", 1)[1])
+            elif key == "clock" or key.startswith("watermark|"):
+                rows[key] = None  # an older worker's rows: now in MARKS, and per model
             elif key.startswith("told|"):
                 rows[key] = self.told[key.split("|", 1)[1]]
         self._dirty.clear()
         return rows
+
+    def _learned_of(self, model: str) -> dict[str, list[float]] | None:
+        """A model's row: its phases' learned samples (None: an older per-phase row, now
+        in its model's)."""
+        if "\n" in model:
+            return None
+        prefix = model + "\n"
+        phases = {k[len(prefix) :]: v for k, v in self.learned.items() if k.startswith(prefix)}
+        return phases or None
 
     @classmethod
     def from_rows(
@@ -398,8 +418,17 @@ class GuardCore:
         rows: dict[str, Any],
         verdicts: Verdicts | None = None,
     ) -> GuardCore:
-        learned = {k.split("|", 1)[1]: [float(x) for x in v] for k, v in rows.items()
-                   if k.startswith("learned|")}  # fmt: skip
+        learned: dict[str, list[float]] = {}
+        older: set[str] = set()  # an older worker's rows, written again in today's shape
+        for k, v in rows.items():
+            if not k.startswith("learned|") or v is None:
+                continue
+            if isinstance(v, dict):  # a model's row: phase -> samples
+                model = k.split("|", 1)[1]
+                learned |= {f"{model}\n{ph}": [float(x) for x in xs] for ph, xs in v.items()}
+            else:  # an older worker's row per model and phase
+                learned[k.split("|", 1)[1]] = [float(x) for x in v]
+                older |= {k, _learned_row(k.split("|", 1)[1])}
         waiting = list(rows.get("pending") or [])  # an older worker's one row
         waiting += [v for k, v in rows.items() if k.startswith("pending|") and v is not None]
         pending = [(float(a), int(k), int(s), str(r).encode()) for a, k, s, r in waiting]
@@ -408,22 +437,29 @@ class GuardCore:
         core = cls(config, partitions, verdicts, pending=pending, learned=learned, told=told)
         if rows.get("state"):
             core.guard.restore(rows["state"])
-        core.watermarks = {int(k.split("|", 1)[1]): float(v) for k, v in rows.items()
-                           if k.startswith("watermark|")}  # fmt: skip
-        clock = rows.get("clock")
+        marks = rows.get(MARKS) or {}
+        core.watermarks = {int(p): float(at) for p, at in marks.get("watermarks", {}).items()}
+        clock = marks.get("clock")
         core.clock = -math.inf if clock is None else float(clock)
-        core._dirty.clear()
+        for k, v in rows.items():  # an older worker's rows: one per watermark, the clock
+            if k.startswith("watermark|") and v is not None:
+                p = int(k.split("|", 1)[1])
+                core.watermarks[p] = max(core.watermarks.get(p, -math.inf), float(v))
+                older |= {k, MARKS}
+            elif k == "clock":
+                core.clock = max(core.clock, -math.inf if v is None else float(v))
+                older |= {k, MARKS}
+        core._dirty = older
         if "pending" in rows:  # written again per candidate, the old row deleted
             core._dirty |= {"pending"} | {f"pending|{s}" for s in core._waiting}
         return core
 
     def to_json(self) -> str:
         """Every row at once (tests, and a first write)."""
-        self._dirty |= {"state", "clock"} | {f"pending|{s}" for s in self._waiting}
-        self._dirty |= {f"watermark|{p}" for p in self.watermarks}
-        self._dirty |= {f"learned|{k}" for k in self.learned}
+        self._dirty |= {"state", MARKS} | {f"pending|{s}" for s in self._waiting}
+        self._dirty |= {_learned_row(k) for k in self.learned}
         self._dirty |= {f"told|{k}" for k in self.told}
-        rows = {k: v for k, v in self.changed().items() if v is not None or k == "clock"}
+        rows = {k: v for k, v in self.changed().items() if v is not None}
         return json.dumps(rows, sort_keys=True)
 
     @classmethod

@@ -372,3 +372,41 @@ def test_an_older_workers_pending_row_is_read_and_rewritten_per_candidate() -> N
     assert guard.changed() == {"pending": None, "pending|7": entry}
     out = guard.take(Watermark(0, 60.0))
     assert [r.result.target for r in out if isinstance(r.result, Decision)] == ["pod-a"]
+
+
+def test_marks_and_learned_are_a_row_per_batch_and_per_model() -> None:
+    """The clock and every watermark are one row, written once per batch that moved
+    any; a model's learned cold starts are one row (its phases), not one per phase."""
+    guard = GuardCore(PolicyFile(), partitions=2)
+    guard.changed()
+    samples = (("m", "image_pull", 10.0), ("m", "engine_init", 90.0), ("n", "image_pull", 5.0))
+    guard.take(Learned(30.0, 1, samples))
+    guard.take(Watermark(0, 40.0))
+    rows = guard.changed()
+    assert rows.pop("pending|1") is not None, "waiting for partition 1's watermark"
+    assert rows == {"marks": {"clock": None, "watermarks": {"0": 40.0}}}
+    guard.take(Watermark(1, 40.0))
+    rows = guard.changed()
+    assert rows == {
+        "pending|1": None,
+        "marks": {"clock": None, "watermarks": {"0": 40.0, "1": 40.0}},
+        "learned|m": {"image_pull": [10.0], "engine_init": [90.0]},
+        "learned|n": {"image_pull": [5.0]},
+    }
+    restored = GuardCore.from_rows(PolicyFile(), 2, rows)
+    assert restored.watermarks == {0: 40.0, 1: 40.0} and restored.learned == guard.learned
+    assert restored.changed() == {}
+
+
+def test_an_older_workers_rows_per_watermark_and_phase_are_read_and_rewritten() -> None:
+    older = {"clock": 35.0, "watermark|0": 40.0, "watermark|1": 38.0,
+             "learned|m\nimage_pull": [10.0, 12.0], "learned|m\nengine_init": [90.0]}  # fmt: skip
+    guard = GuardCore.from_rows(PolicyFile(), 2, older)
+    assert guard.clock == 35.0 and guard.frontier == 38.0
+    assert guard.learned == {"m\nimage_pull": [10.0, 12.0], "m\nengine_init": [90.0]}
+    assert guard.changed() == {
+        "clock": None, "watermark|0": None, "watermark|1": None,
+        "learned|m\nimage_pull": None, "learned|m\nengine_init": None,
+        "marks": {"clock": 35.0, "watermarks": {"0": 40.0, "1": 38.0}},
+        "learned|m": {"image_pull": [10.0, 12.0], "engine_init": [90.0]},
+    }  # fmt: skip
