@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import faust
-from aiokafka import TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from faust.transport.consumer import Consumer
 from faust.types import TP, EventT, StreamT
@@ -65,6 +65,7 @@ from remediator.streams.config import StreamsConfig
 from remediator.streams.core import (
     ENVELOPE,
     INTERNAL,
+    MARKS,
     Candidate,
     GuardCore,
     GuardRecord,
@@ -89,6 +90,9 @@ log = logging.getLogger("remediator.worker")
 
 CLUSTER = b"cluster"
 GUARD_BATCH = 200  # records in one candidates-topic record, at most
+# A restored guard reads its waiting candidates back within this, or its agent fails
+# (/healthz: a liveness probe restarts the worker, which reads them again).
+REPLAY_TIMEOUT_S = 60.0
 FEEDBACK = b"\x00feedback"  # the key of feedback records (the partition is explicit)
 LEARNED = b"\x00learned"  # (an older worker's key of relayed cold starts)
 
@@ -331,6 +335,53 @@ def build_app(
             guard_box["cluster"] = core
         return core
 
+    async def read_again(tp: TP, start: int, stop: int) -> list[tuple[int, bytes]]:
+        """The candidates-topic records [start, stop), read apart from Faust's consumer
+        (seeking that one back races its fetcher, which drops what is below the offset
+        it last handed on)."""
+        reader = AIOKafkaConsumer(bootstrap_servers=streams.bootstrap, enable_auto_commit=False,
+                                  auto_offset_reset="earliest",
+                                  client_id=f"{streams.group}-guard-replay")  # fmt: skip
+        await reader.start()
+        try:
+            part = TopicPartition(tp.topic, tp.partition)
+            reader.assign([part])
+            reader.seek(part, start)
+            out: list[tuple[int, bytes]] = []
+            deadline = time.monotonic() + REPLAY_TIMEOUT_S
+            while (out[-1][0] if out else start - 1) < stop - 1:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"candidates {start}..{stop - 1} not read back in time")
+                got = await reader.getmany(part, timeout_ms=1000)
+                out += [(r.offset, r.value or b"[]") for r in got.get(part, []) if r.offset < stop]
+                if any(r.offset >= stop - 1 for r in got.get(part, [])):
+                    break
+            return out
+        finally:
+            await reader.stop()
+
+    async def read_up_to(core: GuardCore, event: EventT[bytes]) -> list[Released]:
+        """What the guard never took before the record Faust gives it, read and taken
+        first. A guard restored from its rows reads the candidates topic again from the
+        oldest record with a candidate still waiting (`GuardCore.replay_from`: the topic
+        keeps them, no row each) up to the first record Faust gives it (after its
+        committed offset, which moved on as batches were acked); a record Faust dropped
+        (around a rebalance) is read the same way. A guard that never read (a new group,
+        an older worker's rows) starts where Faust starts it."""
+        msg = event.message
+        if core.taken < 0 or msg.offset <= core.read:
+            return []
+        start = core.read
+        records = await read_again(msg.tp, start, msg.offset)
+        metrics.rewinds.inc()
+        log.info("candidates read again: the guard restored, or records not given it",
+                 extra={"from": start, "to": msg.offset - 1, "records": len(records)})  # fmt: skip
+        released: list[Released] = []
+        for offset, value in records:
+            for record in parse_guard_records(value):
+                released.extend(core.take(record, offset))
+        return released
+
     @app.agent(candidates)
     async def guard(stream: StreamT[bytes]) -> AsyncIterator[None]:
         batch: Sequence[EventT[bytes]]
@@ -339,13 +390,19 @@ def build_app(
             started = time.perf_counter()
             released: list[Released] = []
             for event in batch:
+                released.extend(await read_up_to(core, event))
+                offset = event.message.offset
+                if offset < core.read:
+                    continue  # taken already, or released before the restore
                 for record in parse_guard_records(event.message.value or b"[]"):
-                    released.extend(core.take(record))
+                    released.extend(core.take(record, offset))
             # Once per batch, only the rows that changed: the guard state when it did,
-            # the pending candidates, the watermarks that moved.
+            # the learned histories, the marks (clock, watermarks, how far it read) last:
+            # the changelog is one partition, so marks on the broker means the rest is.
             with written_under(batch[-1]):
-                for row, value in core.changed().items():
-                    if value is not None:
+                changed = core.changed()
+                for row in sorted(changed, key=lambda r: r == MARKS):
+                    if (value := changed[row]) is not None:
                         guard_table[row] = value
                     elif row in guard_table:
                         del guard_table[row]  # a tombstone: the changelog forgets it

@@ -59,6 +59,7 @@ __all__ = [
     "FORGET_AFTER_S",
     "INTERNAL",
     "ENVELOPE",
+    "MARKS",
     "Candidate",
     "GuardCore",
     "GuardRecord",
@@ -286,12 +287,17 @@ class GuardCore:
     cluster-wide history of cold starts (each partition learns from its own pods only)
     by which each decision's expected cold start is weighed, as one process would.
 
-    Its table is kept per key (`changed`): the guard state when it changed, a
-    partition's watermark, a model's learned samples, each waiting candidate
-    (`pending|<seq>`, deleted once released); never the whole per record. (The
-    waiting candidates were one row: while a partition's owner was being replaced
-    they piled up and every batch wrote them all again, until the row outgrew a
-    Kafka message.)"""
+    Its table is kept per key (`changed`): the guard state when it changed, the marks
+    (clock, watermarks, how far it read), a model's learned samples; never the whole
+    per record. A waiting candidate taken from the candidates topic at an offset
+    (`take(record, offset)`) gets no row: the topic keeps it, and a guard restored from
+    its rows reads the topic again from the oldest record that still has one waiting
+    (`replay_from`), taking again from the records it had taken only what was still
+    waiting then (a candidate later than the frontier it had reached: everything up
+    to the frontier was released). A candidate taken with no offset (tests, an older
+    worker's rows) is a row of its own (`pending|<seq>`, deleted once released).
+    (Every waiting candidate was a row, written and deleted: a third of a worker's
+    records.)"""
 
     config: PolicyFile
     partitions: int
@@ -314,6 +320,14 @@ class GuardCore:
         self._waiting = {entry[2]: entry for entry in self.pending}
         self._seq = max(self._waiting, default=0)
         self._dirty: set[str] = {"state", MARKS} | {f"pending|{s}" for s in self._waiting}
+        # seq -> the candidates-topic offset of its record (entries with no row)
+        self._origin: dict[int, int] = {}
+        self.taken = -1  # the highest candidates-topic offset ever taken
+        self.read = 0  # the next offset to take: the records before it were taken
+        # Restored: the records up to `replayed_to` were taken before; of them only what
+        # was later than `replay_frontier` was still waiting (everything else released).
+        self.replayed_to = -1
+        self.replay_frontier = -math.inf
 
     @property
     def state(self) -> Any:
@@ -326,12 +340,31 @@ class GuardCore:
             return -math.inf
         return min(self.watermarks.values())
 
-    def take(self, record: GuardRecord) -> list[Released]:
-        """A record from the candidates topic; what the guardrails said, oldest first."""
+    @property
+    def replay_from(self) -> int:
+        """The candidates-topic offset a restored guard reads again from: the oldest
+        record with a candidate still waiting, else the next one to take."""
+        return min(self.read, min(self._origin.values(), default=self.read))
+
+    @property
+    def rewind_to(self) -> int | None:
+        """Restored with records to read again: the offset to read from (None: none)."""
+        start = self.replay_from
+        return start if start <= self.replayed_to else None
+
+    def take(self, record: GuardRecord, offset: int = -1) -> list[Released]:
+        """A record from the candidates topic (at `offset`; -1: none to read again
+        from); what the guardrails said, oldest first."""
+        if offset >= 0:
+            self._dirty.add(MARKS)
+            self.read = offset + 1
+            self.taken = max(self.taken, offset)
         if isinstance(record, Watermark):
             if record.at > self.watermarks.get(record.partition, -math.inf):
                 self.watermarks[record.partition] = record.at
                 self._dirty.add(MARKS)
+        elif 0 <= offset <= self.replayed_to and record.at <= self.replay_frontier:
+            pass  # taken before the restore and released then: judged once
         else:
             # A learned record goes before the candidates of its instant: the pod was
             # ready when they were made.
@@ -340,7 +373,10 @@ class GuardCore:
             entry = (record.at, kind, self._seq, encode(record))
             heapq.heappush(self.pending, entry)
             self._waiting[self._seq] = entry
-            self._dirty.add(f"pending|{self._seq}")
+            if offset >= 0:
+                self._origin[self._seq] = offset  # the topic keeps it: no row
+            else:
+                self._dirty.add(f"pending|{self._seq}")
         return self._release()
 
     def _release(self) -> list[Released]:
@@ -349,7 +385,10 @@ class GuardCore:
         while self.pending and self.pending[0][0] <= frontier:
             at, _, seq, raw = heapq.heappop(self.pending)
             del self._waiting[seq]
-            self._dirty.add(f"pending|{seq}")
+            if self._origin.pop(seq, None) is None:
+                self._dirty.add(f"pending|{seq}")  # its row goes
+            else:
+                self._dirty.add(MARKS)  # where to read again from may move
             record = decode_wire(raw)
             if isinstance(record, Learned):
                 for key in self.history.learn(record.samples):
@@ -391,7 +430,8 @@ class GuardCore:
             elif key == MARKS:
                 clock = self.clock if math.isfinite(self.clock) else None
                 marks = {str(p): at for p, at in sorted(self.watermarks.items())}
-                rows[key] = {"clock": clock, "watermarks": marks}
+                rows[key] = {"clock": clock, "watermarks": marks, "taken": self.taken,
+                             "from": self.replay_from}  # fmt: skip
             elif key.startswith("learned|"):
                 rows[key] = self._learned_of(key.split("|", 1)[1])
             elif key == "clock" or key.startswith("watermark|"):
@@ -449,6 +489,9 @@ class GuardCore:
             elif k == "clock":
                 core.clock = max(core.clock, -math.inf if v is None else float(v))
                 older |= {k, MARKS}
+        core.taken = core.replayed_to = int(marks.get("taken", -1))
+        core.read = int(marks.get("from", core.taken + 1))
+        core.replay_frontier = core.frontier
         core._dirty = older
         if "pending" in rows:  # written again per candidate, the old row deleted
             core._dirty |= {"pending"} | {f"pending|{s}" for s in core._waiting}
@@ -456,7 +499,8 @@ class GuardCore:
 
     def to_json(self) -> str:
         """Every row at once (tests, and a first write)."""
-        self._dirty |= {"state", MARKS} | {f"pending|{s}" for s in self._waiting}
+        self._dirty |= {"state", MARKS}
+        self._dirty |= {f"pending|{s}" for s in self._waiting if s not in self._origin}
         self._dirty |= {_learned_row(k) for k in self.learned}
         self._dirty |= {f"told|{k}" for k in self.told}
         rows = {k: v for k, v in self.changed().items() if v is not None}

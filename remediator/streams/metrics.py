@@ -34,7 +34,8 @@ class WorkerMetrics:
         self.rewinds = Counter(
             "remediator_kafka_rewinds_total",
             "Partitions sought back to the first record their agent never got: records"
-            " Faust fetched and dropped (around a rebalance), fetched again.",
+            " Faust fetched and dropped (around a rebalance), fetched again; and a restored"
+            " guard's candidates, read again from the oldest still waiting.",
             registry=registry,
         )
         self.feedback = Counter(

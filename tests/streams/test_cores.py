@@ -384,12 +384,12 @@ def test_marks_and_learned_are_a_row_per_batch_and_per_model() -> None:
     guard.take(Watermark(0, 40.0))
     rows = guard.changed()
     assert rows.pop("pending|1") is not None, "waiting for partition 1's watermark"
-    assert rows == {"marks": {"clock": None, "watermarks": {"0": 40.0}}}
+    assert rows == {"marks": {"clock": None, "watermarks": {"0": 40.0}, "taken": -1, "from": 0}}
     guard.take(Watermark(1, 40.0))
     rows = guard.changed()
     assert rows == {
         "pending|1": None,
-        "marks": {"clock": None, "watermarks": {"0": 40.0, "1": 40.0}},
+        "marks": {"clock": None, "watermarks": {"0": 40.0, "1": 40.0}, "taken": -1, "from": 0},
         "learned|m": {"image_pull": [10.0], "engine_init": [90.0]},
         "learned|n": {"image_pull": [5.0]},
     }
@@ -407,6 +407,6 @@ def test_an_older_workers_rows_per_watermark_and_phase_are_read_and_rewritten() 
     assert guard.changed() == {
         "clock": None, "watermark|0": None, "watermark|1": None,
         "learned|m\nimage_pull": None, "learned|m\nengine_init": None,
-        "marks": {"clock": 35.0, "watermarks": {"0": 40.0, "1": 38.0}},
+        "marks": {"clock": 35.0, "watermarks": {"0": 40.0, "1": 38.0}, "taken": -1, "from": 0},
         "learned|m": {"image_pull": [10.0, 12.0], "engine_init": [90.0]},
     }  # fmt: skip
