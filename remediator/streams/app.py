@@ -20,8 +20,9 @@ partition takes its history with it:
          order (the same core, fed the same inputs in the same order); a deleted pod's
          records go once its partition forgot it
   guard  one row per key: "state" (the guard state, written when it changed),
-         "pending|<seq>" (a candidate waiting for the watermark), "marks" (the clock
-         and every watermark), and "learned|<model>" (the cluster's cold starts)
+         "marks" (the clock, every watermark, how far it read the candidates topic),
+         "learned|<model>" (the cluster's cold starts); a waiting candidate has no row:
+         a restored guard reads the topic again from the oldest (`read_up_to`)
 
 Agents take their topics in batches of what is waiting (`streams.batches`): a batch
 costs one pods row per partition, one record to the guard, and one feedback row (a
