@@ -86,6 +86,7 @@ from remediator.streams.metrics import WorkerMetrics
 from remediator.streams.pods import TICK, PartitionRows
 from remediator.streams.progress import QUIET_S, Progress
 from remediator.streams.recovery_watch import RecoveryWatch
+from remediator.streams.transport import ShortWaitTransport
 
 log = logging.getLogger("remediator.worker")
 
@@ -191,6 +192,7 @@ def build_app(
         topic_disable_leader=True,  # one more topic Faust would create with its own count
         table_standby_replicas=streams.standby_replicas,
     )
+    app.transport = ShortWaitTransport(app, streams.fetch_wait_s)  # before any topic
     raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes}
     raw |= {"key_serializer": "raw", "value_serializer": "raw"}
     inputs = app.topic(streams.inputs.name, partitions=streams.inputs.partitions, **raw)

@@ -131,6 +131,18 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     " then also reads the others' changelogs, about as much work as its own. 0: the new"
     " owner restores the tables from the changelogs when it takes a partition over.",
 )
+@click.option(
+    "--fetch-wait",
+    "fetch_wait_s",
+    envvar="REMEDIATOR_KAFKA_FETCH_WAIT_S",
+    default=0.05,
+    show_default=True,
+    type=click.FloatRange(0.001, 30),
+    help="Seconds the worker's consumer waits at the broker for records per fetch (Faust's"
+    " own is 1.5 s). A partition left out of the fetch in flight (its records still"
+    " buffered when it left) waits up to this long for its next records: every hop of the"
+    " pipeline may pay it. Shorter: less latency, a few more fetches a second when idle.",
+)
 @options.argo_server("Argo Server URL; without it: dry run.")
 @options.argo_namespace()
 @options.slack_channel(
@@ -196,7 +208,8 @@ def worker(**kw: Any) -> None:
                   web_port=listen.port, tick_s=kw["tick_s"],
                   session_timeout_s=kw["session_timeout_s"], batch=kw["batch"],
                   recovery_stall_s=kw["recovery_stall_s"],
-                  standby_replicas=kw["standby_replicas"])  # fmt: skip
+                  standby_replicas=kw["standby_replicas"],
+                  fetch_wait_s=kw["fetch_wait_s"])  # fmt: skip
     policy = load_policy_file(kw["policy"]) if kw["policy"] else PolicyFile()
     cluster: Executor
     notifier: Executor | None = None

@@ -27,6 +27,10 @@ class StreamsConfig:
     tick_s: float = 1.0  # a worker moves its partitions' clocks on this often (0: inputs only)
     batch: int = 500  # records an agent takes at once, at most (what is waiting)
     linger_s: float = 0.005  # the producer waits this long to fill a request
+    # The longest a worker's consumer waits at the broker for records (Faust's own is
+    # 1.5 s): a partition left out of the fetch in flight waits this long at most
+    # (streams/transport.py).
+    fetch_wait_s: float = 0.05
     # Workers that keep a warm copy of each table partition they do not own (reading its
     # changelog as it is written): a takeover needs no restore, but every worker then
     # reads every other's changelogs, so a second worker costs the pipeline nearly a
@@ -45,6 +49,8 @@ class StreamsConfig:
             raise ValueError("batch must be at least 1")
         if self.recovery_stall_s < 0:
             raise ValueError("recovery_stall_s must be at least 0")
+        if not 0 < self.fetch_wait_s <= 30:
+            raise ValueError("fetch_wait_s must be above 0 and at most 30 seconds")
         if self.standby_replicas < 0:
             raise ValueError("standby_replicas must be at least 0")
         if self.candidates.partitions != 1:
