@@ -352,29 +352,28 @@ def build_app(
             reader.seek(part, start)
             out: list[tuple[int, bytes]] = []
             deadline = time.monotonic() + REPLAY_TIMEOUT_S
-            while (out[-1][0] if out else start - 1) < stop - 1:
+            seen = start - 1  # the highest offset read, kept or not: offsets may skip
+            while seen < stop - 1:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"candidates {start}..{stop - 1} not read back in time")
-                got = await reader.getmany(part, timeout_ms=1000)
-                out += [(r.offset, r.value or b"[]") for r in got.get(part, []) if r.offset < stop]
-                if any(r.offset >= stop - 1 for r in got.get(part, [])):
-                    break
+                for r in (await reader.getmany(part, timeout_ms=1000)).get(part, []):
+                    seen = max(seen, r.offset)
+                    if r.offset < stop:
+                        out.append((r.offset, r.value or b"[]"))
             return out
         finally:
             await reader.stop()
 
     async def read_up_to(core: GuardCore, event: EventT[bytes]) -> list[Released]:
         """What the guard never took before the record Faust gives it, read and taken
-        first. A guard restored from its rows reads the candidates topic again from the
-        oldest record with a candidate still waiting (`GuardCore.replay_from`: the topic
-        keeps them, no row each) up to the first record Faust gives it (after its
-        committed offset, which moved on as batches were acked); a record Faust dropped
-        (around a rebalance) is read the same way. A guard that never read (a new group,
-        an older worker's rows) starts where Faust starts it."""
+        first (`GuardCore.missed_before`): a restored guard's waiting candidates (the
+        topic keeps them, no row each) up to the first record Faust gives it (after its
+        committed offset, which moved on as batches were acked), or a record Faust
+        dropped around a rebalance."""
         msg = event.message
-        if core.taken < 0 or msg.offset <= core.read:
+        start = core.missed_before(msg.offset)
+        if start is None:
             return []
-        start = core.read
         records = await read_again(msg.tp, start, msg.offset)
         metrics.rewinds.inc()
         log.info("candidates read again: the guard restored, or records not given it",

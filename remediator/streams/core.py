@@ -346,11 +346,12 @@ class GuardCore:
         record with a candidate still waiting, else the next one to take."""
         return min(self.read, min(self._origin.values(), default=self.read))
 
-    @property
-    def rewind_to(self) -> int | None:
-        """Restored with records to read again: the offset to read from (None: none)."""
-        start = self.replay_from
-        return start if start <= self.replayed_to else None
+    def missed_before(self, offset: int) -> int | None:
+        """Given the record at `offset`, the offset to read the topic again from first
+        (None: nothing missed). A restored guard reads again from `replay_from`; a record
+        never given it (dropped around a rebalance) is read the same way. A guard that
+        never read (a new group, an older worker's rows) starts where it is started."""
+        return self.read if self.taken >= 0 and offset > self.read else None
 
     def take(self, record: GuardRecord, offset: int = -1) -> list[Released]:
         """A record from the candidates topic (at `offset`; -1: none to read again

@@ -98,8 +98,8 @@ def test_a_restored_guard_releases_what_one_never_killed_does(
     # Faust gives it what follows its committed offset (anywhere up to the kill); it
     # reads again from `replay_from` if that is later than where it needs to be.
     start = min(committed, kill)
-    if restored.rewind_to is not None and start > restored.read:
-        start = restored.read  # sought back
+    if (again := restored.missed_before(start)) is not None:
+        start = again  # as the worker reads it again
     after = run(restored, records, start, len(records), table, batch)
     assert said(before) + said(after) == said(whole)
 
