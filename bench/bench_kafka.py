@@ -14,6 +14,10 @@ For each Kafka run, where the time goes: CPU seconds per input of the ingest (th
 process's publisher), the broker and the workers. The goals (issue 19, Performance):
 (b) >= 0.2x (a) in inputs/s; (c) p99 <= 1 s; (d)'s workers' CPU per input <= 1.15x (b)'s.
 On 2 cores with the broker on one, two workers cannot scale wall-clock: reported, no goal.
+The machine's speed moves from second to second (two shared cores): (b), (c) and (d) run
+PASSES times each, every pass is printed, and each goal is judged on the median pass; each
+(b) pass is set against the embedded core measured just before it. The broker writes to
+/dev/shm where it has room (--broker-dir; why: BROKER_IN_MEMORY).
 
 The broker is a real Apache Kafka (KRaft) from Maven Central's jars, its JVM pinned with
 `taskset -c <broker-cpus>` and -XX:ActiveProcessorCount=1, heap 512m, serial GC. Workers
@@ -58,6 +62,13 @@ TICK_EVERY_S = 30.0  # stream time between ticks to every partition
 PROBE_EVERY = 250  # one latency probe per this many inputs (full speed)
 PROBE_EVERY_PACED = 40  # ... and at half speed, where latency is measured
 TAIL_S = 600.0  # stream time ticked past the last input: the last timers and retries
+PASSES = 3  # each figure: the median of this many passes (odd)
+# BROKER_IN_MEMORY: the broker's logs go to memory where there is room. Its passes write
+# ~110 MB each (~2 GB in all), and this machine's disk is rate-limited: once a GB or so is
+# written the broker's CPU per input tripled and the ingest's acks slowed (a run's 8th pass
+# onwards, every time), so later passes measured the disk, not the worker. In memory the
+# tenth pass is as fast as the fourth. A broker in production has disks of its own.
+BROKER_BYTES = 4 << 30
 WARM_RUNS, WARM_JIT = 6, 0.25  # the broker is warm once its JIT takes under 25% of its CPU
 
 
@@ -282,6 +293,19 @@ def latency(r: dict[str, object]) -> str:
     )
 
 
+def memory_dir() -> str | None:
+    """/dev/shm where it exists with room for every run's logs, else None (the disk)."""
+    try:
+        return "/dev/shm" if shutil.disk_usage("/dev/shm").free >= BROKER_BYTES else None
+    except OSError:
+        return None
+
+
+def median(passes: list[tuple[float, dict[str, object]]]) -> tuple[float, dict[str, object]]:
+    """The pass whose figure is the median (PASSES is odd), with its figure."""
+    return sorted(passes, key=lambda p: p[0])[len(passes) // 2]
+
+
 def goal(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
@@ -294,6 +318,11 @@ async def main() -> None:
     parser.add_argument(
         "--worker-cpus", default="1,1", help="taskset list per worker, ','-separated"
     )
+    parser.add_argument(
+        "--broker-dir", default=memory_dir(),
+        help="where the broker writes its logs (default: /dev/shm where it has room: see"
+        " BROKER_IN_MEMORY)",
+    )  # fmt: skip
     args = parser.parse_args()
     os.environ["REMEDIATOR_KAFKA_CPUS"] = args.broker_cpus
     kafka.CPUS = args.broker_cpus
@@ -306,7 +335,8 @@ async def main() -> None:
     embedded = bench_embedded(lines)
     n = len(lines)
     print(f"{'embedded core':<24} {embedded:>7.0f} inputs/s (one Session, in-process)")
-    workdir = Path(tempfile.mkdtemp(prefix="bench-kafka-"))
+    workdir = Path(tempfile.mkdtemp(prefix="bench-kafka-", dir=args.broker_dir))
+    print(f"the broker's logs, the workers' tables and logs under {workdir}")
     b = kafka.Broker(workdir / "kafka")
     took = kafka.fetch()
     b.start()
@@ -322,28 +352,49 @@ async def main() -> None:
                   f"measured; {per_input(warm, n)}")  # fmt: skip
             if float(warm["broker_jit"]) < WARM_JIT * float(warm["broker_cpu"]):  # type: ignore[arg-type]
                 break
-        one = await bench_kafka(b, lines, workdir, cpus[:1], "one")
+        # The machine's speed moves from second to second (its two cores are shared): each
+        # figure is the median of PASSES passes, every pass printed, and each 1-worker pass
+        # is set against the embedded core measured just before it.
+        ones = []
+        for k in range(PASSES):
+            before = bench_embedded(lines)
+            one = await bench_kafka(b, lines, workdir, cpus[:1], f"one{k}")
+            ones.append((float(one["rate"]) / before, one))  # type: ignore[arg-type]
+            print(f"{f'kafka, 1 worker ({k + 1})':<24} {float(one['rate']):>7.0f} inputs/s"  # type: ignore[arg-type]
+                  f" = {ones[-1][0]:.2f}x the embedded core just before ({before:.0f}/s);"
+                  f" {per_input(one, n)}")  # fmt: skip
+        ratio, one = median(ones)
         rate = float(one["rate"])  # type: ignore[arg-type]
-        ratio = rate / embedded
-        print(f"{'kafka, 1 worker':<24} {rate:>7.0f} inputs/s = {ratio:.2f}x embedded"
-              f" (goal >= {GOAL_VS_EMBEDDED}x: {goal(ratio >= GOAL_VS_EMBEDDED)})")  # fmt: skip
+        met = goal(ratio >= GOAL_VS_EMBEDDED)
+        print(f"{'kafka, 1 worker':<24} {rate:>7.0f} inputs/s = {ratio:.2f}x embedded, the median"
+              f" of {PASSES} (goal >= {GOAL_VS_EMBEDDED}x: {met})")  # fmt: skip
         print(f"{'':<24} {per_input(one, n)}")
         print(f"{'':<24} {records(one)}")
-        half = await bench_kafka(b, lines, workdir, cpus[:1], "half", pace=rate / 2)
-        p99 = float(half["p99"])  # type: ignore[arg-type]
-        print(f"{'kafka, 1 worker, half':<24} {rate / 2:>7.0f} inputs/s offered: {latency(half)}"
-              f" (goal p99 <= {GOAL_P99_S:g} s: {goal(p99 <= GOAL_P99_S)})")  # fmt: skip
-        print(f"{'':<24} {per_input(half, n)}")
-        two = await bench_kafka(b, lines, workdir, cpus[:2], "two")
+        halves = []
+        for k in range(PASSES):
+            half = await bench_kafka(b, lines, workdir, cpus[:1], f"half{k}", pace=rate / 2)
+            halves.append((float(half["p99"]), half))  # type: ignore[arg-type]
+            print(f"{f'kafka, half rate ({k + 1})':<24} {latency(half)}; {per_input(half, n)}")
+        p99, half = median(halves)
+        met = goal(p99 <= GOAL_P99_S)
+        print(f"{'kafka, 1 worker, half':<24} {rate / 2:>7.0f} inputs/s offered: {latency(half)},"
+              f" the median of {PASSES} (goal p99 <= {GOAL_P99_S:g} s: {met})")  # fmt: skip
+        twos = []
+        for k in range(PASSES):
+            two = await bench_kafka(b, lines, workdir, cpus[:2], f"two{k}")
+            twos.append((worker_cpu(two) / worker_cpu(ones[k][1]), two))
+            print(f"{f'kafka, 2 workers ({k + 1})':<24} {float(two['rate']):>7.0f} inputs/s;"  # type: ignore[arg-type]
+                  f" {per_input(two, n)}; CPU / 1-worker pass {k + 1}'s"
+                  f" {twos[-1][0]:.2f}x")  # fmt: skip
+        cpu_ratio, two = median(twos)
         print(f"{'kafka, 2 workers':<24} {float(two['rate']):>7.0f} inputs/s"  # type: ignore[arg-type]
               " (wall: 2 cores, the broker on one; no goal)")  # fmt: skip
         print(f"{'':<24} {per_input(two, n)}")
     finally:
         b.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    cpu_ratio = worker_cpu(two) / worker_cpu(one)
     print(
-        f"two workers' CPU per input / one worker's: {cpu_ratio:.2f}x"
+        f"two workers' CPU per input / one worker's: {cpu_ratio:.2f}x, the median of {PASSES}"
         f" (goal <= {GOAL_CPU_TWO_VS_ONE}x: {goal(cpu_ratio <= GOAL_CPU_TWO_VS_ONE)})"
         f"   jars: {'cached' if not took else f'fetched in {took:.0f} s'}"
     )
