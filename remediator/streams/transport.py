@@ -8,9 +8,9 @@ next waits at the broker until the fetch in flight comes back, and a fetch over 
 partitions comes back only at the end of its wait. Every hop of the pipeline (inputs ->
 candidates -> commands) could pay up to 1.5 s that way: measured in
 `bench/bench_kafka.py`, one worker idled ~1 s of a 4.5 s run between the last input and
-the retries after it, and at half rate a few probes took ~2 s where most took 70 ms.
-A short wait bounds that stall; an idle worker then asks the broker a few times more a
-second, which costs it little (docs/kafka.md, "Fetch wait").
+the retries after it (with 50 ms: 1.5-1.9x the inputs/s, in pairs). A short wait bounds
+that stall; an idle worker then asks the broker a few times more a second, which costs
+it little (docs/kafka.md, "Fetch wait").
 """
 
 from __future__ import annotations
