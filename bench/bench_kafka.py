@@ -65,9 +65,10 @@ TAIL_S = 600.0  # stream time ticked past the last input: the last timers and re
 PASSES = 3  # each figure: the median of this many passes (odd)
 # BROKER_IN_MEMORY: the broker's logs go to memory where there is room. Its passes write
 # ~110 MB each (~2 GB in all), and this machine's disk is rate-limited: once a GB or so is
-# written the broker's CPU per input tripled and the ingest's acks slowed (a run's 8th pass
-# onwards, every time), so later passes measured the disk, not the worker. In memory the
-# tenth pass is as fast as the fourth. A broker in production has disks of its own.
+# written the broker's CPU per input tripled and the ingest's acks slowed (from about a run's
+# 8th pass, in each of three runs that wrote that much), so later passes measured the
+# disk, not the worker. In memory the tenth pass is as fast as the fourth. A broker in
+# production has disks of its own.
 BROKER_BYTES = 4 << 30
 WARM_RUNS, WARM_JIT = 6, 0.25  # the broker is warm once its JIT takes under 25% of its CPU
 
@@ -352,9 +353,6 @@ async def main() -> None:
                   f"measured; {per_input(warm, n)}")  # fmt: skip
             if float(warm["broker_jit"]) < WARM_JIT * float(warm["broker_cpu"]):  # type: ignore[arg-type]
                 break
-        # The machine's speed moves from second to second (its two cores are shared): each
-        # figure is the median of PASSES passes, every pass printed, and each 1-worker pass
-        # is set against the embedded core measured just before it.
         ones = []
         for k in range(PASSES):
             before = bench_embedded(lines)
