@@ -124,10 +124,12 @@ def _pod_key(item: PodEvent | FirstToken | EngineStep | EngineSpan) -> str:
 
 
 def _pod_stamped(item: PodSeen) -> float | None:
-    """Creation, the binding (PodScheduled) and the last write are the API server's; the
-    container starts, Ready and Initialized are the kubelet's."""
-    return max((t for t in (item.created, item.scheduled, item.written) if t is not None),
-               default=None)  # fmt: skip
+    """Creation, the binding (PodScheduled), the last write and the deletion's request are
+    the API server's; the container starts, Ready and Initialized are the kubelet's. (A
+    graceful deletion writes no managedFields: without its request, the clock could still be
+    short of a budget that lapsed before the pod was deleted, and the pod go unjudged.)"""
+    stamps = (item.created, item.scheduled, item.written, item.deletion_asked)
+    return max((t for t in stamps if t is not None), default=None)
 
 
 def _created(item: PodEvent | WorkloadSeen) -> float | None:

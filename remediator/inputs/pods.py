@@ -94,6 +94,7 @@ def pod_seen(watch: WatchType, pod: Pod) -> PodSeen:
         pod_ip=status.podIP if status is not None else None,
         written=written(meta),
         node_latest=node_latest,
+        deletion_asked=asked,
     )
 
 

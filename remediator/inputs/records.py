@@ -45,6 +45,9 @@ class PodSeen(msgspec.Struct, frozen=True, gc=False):
     # managedFields time: its clock), and the newest time the kubelet stamped (the node's).
     written: float | None = None
     node_latest: float | None = None
+    # When its deletion was asked for (deletionTimestamp − its grace period): the API server's
+    # clock at that moment, so the cluster's time is known to have reached it.
+    deletion_asked: float | None = None
 
 
 class PodEvent(msgspec.Struct, frozen=True, gc=False):

@@ -1,7 +1,8 @@
 """Which clock stamped which time: the API server's, or a node's kubelet's.
 
 The API server stamps an object's creation, the PodScheduled transition (the binding), an
-Event's creationTimestamp, every write (`managedFields[].time`) and a list's `Date` header.
+Event's creationTimestamp, every write (`managedFields[].time`), a deletion's request
+(`deletionTimestamp` less the grace period it added) and a list's `Date` header.
 Everything else on a Pod's status (container starts, Ready, Initialized) and an Event's
 first/last/event times are the kubelet's, on its node's clock, which may be off by any
 amount. The session's `now` is read from the API server's stamps alone: one node's clock

@@ -95,6 +95,43 @@ async def test_a_local_clock_wrong_at_start_does_not_run_the_session_ahead() -> 
     assert rig.session.now == T0 + 3
 
 
+def deleted_at(name: str, asked: float, grace: float = 30.0) -> dict[str, Any]:
+    """The pod as its graceful deletion shows it: the API server set deletionTimestamp to the
+    moment it was asked plus the grace period, and wrote no managedFields entry for it."""
+    doc = copy.deepcopy(pod(name, started=T0))
+    doc["metadata"]["deletionTimestamp"] = iso(asked + grace)
+    doc["metadata"]["deletionGracePeriodSeconds"] = int(grace)
+    return doc
+
+
+async def test_a_pod_deleted_after_its_budget_lapsed_is_judged_at_the_budgets_end() -> None:
+    """The live dry-run differential: serve's estimate of the cluster's time trails it by up
+    to a second (whole-second stamps, then delivery), so a pod deleted just after its budget
+    lapsed (by a rollout, by the other serve's action) could be gone from one process's
+    picture before its timer fired there and judged in the other. The deletion's request is
+    the API server's time: it moves the clock first, and the timer due before it fires."""
+    rig = Rig(Argo(), slack_ok(), policy=POLICY)
+    await five_pods_in_engine_init(rig)
+    await rig.clock.advance(296)  # T0 + 299 on the estimate: one second short of the budget
+    rig.driver.tick()
+    assert decided(rig) == []
+    rig.feed(deleted_at("vllm-0", asked=T0 + 300))  # asked the moment the budget lapsed
+    found = decided(rig)
+    assert sorted(d.target for d in found) == PODS  # vllm-0 too: stuck before it was deleted
+    assert {(d.action, d.at) for d in found} == {("delete-pod", T0 + 300)}
+
+
+async def test_a_pod_deleted_before_its_budget_lapsed_is_not_judged() -> None:
+    rig = Rig(Argo(), slack_ok(), policy=POLICY)
+    await five_pods_in_engine_init(rig)
+    await rig.clock.advance(290)
+    rig.feed(deleted_at("vllm-0", asked=T0 + 299))  # a second before its budget's end
+    assert decided(rig) == []
+    await rig.clock.advance(10)
+    rig.driver.tick()
+    assert sorted(d.target for d in decided(rig)) == PODS[1:]
+
+
 # --- issue 18 #1: one node's clock never moves another node's budgets -------------------------
 
 
