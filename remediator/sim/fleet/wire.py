@@ -108,9 +108,11 @@ def pod_record(p: Pod, stage: str, watch: WatchType = "MODIFIED") -> PodSeen:
     if ready is not None and ready > at:
         at = ready
     deleting = watch == "DELETED"
+    asked = None
     if deleting and p.deleted is not None:
         # when the delete was asked (deletionTimestamp - grace)
-        at = max(at, float(base + floor(p.deleted)))
+        asked = float(base + floor(p.deleted))
+        at = max(at, asked)
     node = p.node.name if p.scheduled is not None and p.node is not None else None
     # the API server's own stamp (managedFields): the create, then the kubelet's last write
     written = created
@@ -140,6 +142,7 @@ def pod_record(p: Pod, stage: str, watch: WatchType = "MODIFIED") -> PodSeen:
         ip if started else None,  # status.podIP once the sandbox runs
         written,
         node_latest,
+        asked,  # deletion_asked
     )  # fmt: skip
 
 
