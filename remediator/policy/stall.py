@@ -93,7 +93,7 @@ def stall_of(t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory) -> Stal
     if siblings is None:
         return None
     return Stall(
-        step=t.engine.current(started),
+        step=t.engine.current_after(last, started),
         began=began,
         limit=max(cfg.floor_s, cfg.factor * siblings),
         siblings_s=siblings,

@@ -176,11 +176,12 @@ class EngineSteps:
 
     def current(self, started: float | None) -> str:
         """The step the engine is in now: the one after the last line seen."""
-        last, last_at = None, float("-inf")
-        for step in STEPS:
-            end = self.end(step, started, None)
-            if end is not None and end >= last_at:
-                last, last_at = step, end
+        return self.current_after(self.last_end(started), started)
+
+    def current_after(self, ended: tuple[str, float] | None, started: float | None) -> str:
+        """`current`, given what `last_end(started)` answered (a caller that has it already:
+        the policy asks for both on every step line)."""
+        last, last_at = ended if ended is not None else (None, float("-inf"))
         serving = self.end(SERVER_STARTED, started, None)
         if last == "api_server" or (serving is not None and serving >= last_at):
             return "api_server"  # logged complete, not Ready yet: the readiness probe
