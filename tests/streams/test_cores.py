@@ -40,6 +40,7 @@ from tests.policy.test_dry_run_same_path import UID_B
 from tests.runtime.test_cluster_time import HEALTHY, HOUR, SKEWED, on_node
 from tests.runtime.test_cluster_time import POLICY as CLOCK_POLICY
 from tests.runtime.test_virtual_clock import T0 as CT0
+from tests.runtime.test_virtual_clock import iso
 
 N = 8
 # A static engine-init budget above the stream's (~236 s): below it the engine holds
@@ -334,6 +335,28 @@ def test_a_pods_timer_fires_at_the_clusters_time_not_its_partitions() -> None:
     ingest(0, {"type": "DELETED", "object": x})
     found = [c.decision for c in out if isinstance(c, Candidate)]
     assert [(d.action, d.target, d.at) for d in found] == [("delete-pod", "x", CT0 + 300)]
+
+
+def test_a_pod_deleted_after_its_budget_lapsed_is_judged_by_its_partition_first() -> None:
+    """As serve (tests/runtime/test_cluster_time.py): pod X's own graceful deletion, asked a
+    second after its budget lapsed, is the only stamp that says the time had come; it moves
+    the ingest's clock and X's partition's, and X is judged at its budget's end before it
+    goes. Asked a second before, it is not judged."""
+    for asked, want in ((CT0 + 301, [("delete-pod", "x", CT0 + 300)]), (CT0 + 299, [])):
+        cluster = ClusterTime(VirtualClock(0.0))  # the ingest's, standing still: stamps only
+        core = PartitionCore(load_policy(CLOCK_POLICY), 0, 1)
+        x = on_node("x", "gpu-good", CT0)
+        gone = orjson.loads(orjson.dumps(x))
+        gone["metadata"]["deletionTimestamp"] = iso(asked + 30)
+        gone["metadata"]["deletionGracePeriodSeconds"] = 30
+        out: list[Candidate | Learned] = []
+        for doc in (x, {"type": "MODIFIED", "object": gone}):
+            records = split(orjson.dumps(doc))
+            at = arrived(records, cluster)
+            for record in records:
+                out.extend(core.feed(record.value, at))
+        found = [c.decision for c in out if isinstance(c, Candidate)]
+        assert [(d.action, d.target, d.at) for d in found] == want, asked
 
 
 def test_waiting_candidates_are_a_row_each_and_go_when_released() -> None:
