@@ -36,7 +36,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import faust
 from faust.types import TP, EventT, StreamT, TopicT
@@ -193,6 +193,7 @@ class DryRunRecorder:
     def __init__(self, path: str | None) -> None:
         self._path = Path(path) if path else None
         self._seen: set[str] = set()
+        self._read_to = 0  # the file's bytes read into `_seen` (every worker appends)
 
     async def carry(self, command: Command) -> Outcome:
         if isinstance(command, Submit):
@@ -213,14 +214,33 @@ class DryRunRecorder:
         """True if `name` was recorded now, False if it was already."""
         if name in self._seen:
             return False
-        self._seen.add(name)
         if self._path is None:
+            self._seen.add(name)
             return True
         line = {"workflow": name, "incident": d.incident, "action": d.action}
-        with self._path.open("a+") as f:
+        with self._path.open("a+b") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
-            f.seek(0)
-            if any(json.loads(seen)["workflow"] == name for seen in f.read().splitlines()):
+            self._read_new(f)
+            if name in self._seen:
                 return False
-            f.write(json.dumps(line) + "\n")
+            f.write(json.dumps(line).encode() + b"\n")
+            f.flush()
+            self._read_to = f.tell()
+            self._seen.add(name)
         return True
+
+    def _read_new(self, f: BinaryIO) -> None:
+        """What other workers appended since the last look (under the lock): the file is
+        only appended to, so each byte is read once, not the whole file per command (a
+        dry run kept for weeks). A file shorter than what was read was replaced: read
+        again from its start."""
+        end = f.seek(0, os.SEEK_END)
+        if end < self._read_to:
+            self._read_to = 0
+        f.seek(self._read_to)
+        new = f.read(end - self._read_to)
+        whole = new[: new.rfind(b"\n") + 1]  # a line is written whole under the lock
+        for seen in whole.splitlines():
+            if seen.strip():
+                self._seen.add(json.loads(seen)["workflow"])
+        self._read_to += len(whole)

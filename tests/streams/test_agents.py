@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from remediator.contract.codec import DecodeError, encode
 from remediator.contract.decision import Decision, Suppressed
 from remediator.executors.argo import ArgoExecutor, Backoff
-from remediator.executors.protocol import Executor, Tell, WouldHave
+from remediator.executors.protocol import Executor, Submit, Tell, WouldHave
 from remediator.executors.slack import SlackConfig, SlackNotifier
 from remediator.runtime.clock import VirtualClock
 from remediator.runtime.metrics import ActingCounters
@@ -95,6 +95,34 @@ async def test_a_second_recorder_on_the_file_records_nothing_again(tmp_path: Pat
         "remediator_executions_total", {"action": "delete-pod", "result": "duplicate"}
     )
     assert duplicate == 1.0
+
+
+async def test_recorders_sharing_the_file_record_each_name_once_whoever_wrote_it(
+    tmp_path: Path,
+) -> None:
+    """Each recorder reads only what was appended since its last look: what the other
+    wrote in between still counts, and a file replaced by a shorter one is read anew."""
+    log = tmp_path / "dry-run.jsonl"
+    first, second = DryRunRecorder(str(log)), DryRunRecorder(str(log))
+    a = delete_decision(incident="stuck-a", target="vllm-a")
+    b = delete_decision(incident="stuck-b", target="vllm-b")
+    c = delete_decision(incident="stuck-c", target="vllm-c")
+    created = [
+        await first.carry(Submit(a)),
+        await second.carry(Submit(b)),
+        await first.carry(Submit(b)),  # the other wrote it after first's last look
+        await second.carry(Submit(a)),
+        await first.carry(Submit(c)),
+        await second.carry(Submit(c)),
+    ]
+    assert [getattr(o, "created", None) for o in created] == [True, True, False, False, True, False]
+    lines = [json.loads(x)["incident"] for x in log.read_text().splitlines()]
+    assert lines == ["stuck-a", "stuck-b", "stuck-c"]
+    log.write_text(json.dumps({"workflow": "other", "incident": "x", "action": "notify"}) + "\n")
+    d = delete_decision(incident="stuck-d", target="vllm-d")
+    assert getattr(await first.carry(Submit(d)), "created", None) is True
+    assert getattr(await second.carry(Submit(d)), "created", None) is False
+    assert [json.loads(x)["incident"] for x in log.read_text().splitlines()] == ["x", "stuck-d"]
 
 
 async def test_a_created_workflow_is_told_then_followed_to_its_end_in_the_thread(
