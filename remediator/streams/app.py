@@ -314,7 +314,7 @@ def build_app(
         # (one record) before the next; Faust acks the batch's events when the next is
         # asked for, and commits them with the producer flushed.
         batch: Sequence[EventT[bytes]]
-        async for batch in waiting(stream, streams.batch, progress):
+        async for batch in waiting(stream, streams.batch, progress, streams.batch_linger_s):
             started = time.perf_counter()
             out: list[GuardRecord] = []
             last: dict[int, EventT[bytes]] = {}
@@ -387,7 +387,7 @@ def build_app(
     @app.agent(candidates)
     async def guard(stream: StreamT[bytes]) -> AsyncIterator[None]:
         batch: Sequence[EventT[bytes]]
-        async for batch in waiting(stream, streams.batch, progress):
+        async for batch in waiting(stream, streams.batch, progress, streams.batch_linger_s):
             core = guard_core()
             started = time.perf_counter()
             released: list[Released] = []

@@ -121,6 +121,19 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     " one record to the guard per batch.",
 )
 @click.option(
+    "--batch-linger",
+    "batch_linger_s",
+    envvar="REMEDIATOR_KAFKA_BATCH_LINGER_S",
+    default=0.005,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="Seconds the partitions and guard agents wait for more records once a batch's"
+    " first came alone. Every batch costs a table row per partition and a record to the"
+    " guard, and every guard batch feedback to each partition it tells: records coming"
+    " one by one (a cluster's pace, not a backlog) otherwise make a batch each. Adds up to"
+    " twice this to an input's way to its command; 0: a lone record goes on at once.",
+)
+@click.option(
     "--standby-replicas",
     envvar="REMEDIATOR_KAFKA_STANDBY_REPLICAS",
     default=0,
@@ -209,7 +222,8 @@ def worker(**kw: Any) -> None:
                   session_timeout_s=kw["session_timeout_s"], batch=kw["batch"],
                   recovery_stall_s=kw["recovery_stall_s"],
                   standby_replicas=kw["standby_replicas"],
-                  fetch_wait_s=kw["fetch_wait_s"])  # fmt: skip
+                  fetch_wait_s=kw["fetch_wait_s"],
+                  batch_linger_s=kw["batch_linger_s"])  # fmt: skip
     policy = load_policy_file(kw["policy"]) if kw["policy"] else PolicyFile()
     cluster: Executor
     notifier: Executor | None = None

@@ -26,6 +26,9 @@ class StreamsConfig:
     session_timeout_s: float = 10.0  # the broker's group.min.session.timeout.ms is 6 s
     tick_s: float = 1.0  # a worker moves its partitions' clocks on this often (0: inputs only)
     batch: int = 500  # records an agent takes at once, at most (what is waiting)
+    # Once a batch's first record came and nothing else waits, the partitions and guard
+    # agents wait this long for more (streams/batches.py): 0 takes a lone record at once.
+    batch_linger_s: float = 0.005
     linger_s: float = 0.005  # the producer waits this long to fill a request
     # The longest a worker's consumer waits at the broker for records (Faust's own is
     # 1.5 s): a partition left out of the fetch in flight waits this long at most
@@ -47,6 +50,8 @@ class StreamsConfig:
                 raise ValueError(f"topic {topic.name}: partitions must be at least 1")
         if self.batch < 1:
             raise ValueError("batch must be at least 1")
+        if not 0 <= self.batch_linger_s <= 1:
+            raise ValueError("batch_linger_s must be between 0 and 1 second")
         if self.recovery_stall_s < 0:
             raise ValueError("recovery_stall_s must be at least 0")
         if not 0 < self.fetch_wait_s <= 30:
