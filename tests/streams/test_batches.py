@@ -13,10 +13,12 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import faust
+import pytest
 from faust.streams import current_event
 from faust.types import EventT
 
 from remediator.streams.batches import waiting, written_under
+from remediator.streams.config import StreamsConfig
 
 CAP = 3
 
@@ -101,3 +103,9 @@ async def test_a_first_record_with_others_behind_it_does_not_linger() -> None:
         await channel.send(value=value)
     assert await next_batch(batches) == [0, 1]
     assert [s for s in linger.asked if s > 0] == []
+
+
+@pytest.mark.parametrize("linger", [-0.001, 1.5])
+def test_a_linger_out_of_range_is_refused(linger: float) -> None:
+    with pytest.raises(ValueError, match="batch_linger_s"):
+        StreamsConfig(batch_linger_s=linger)
