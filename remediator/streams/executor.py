@@ -194,6 +194,7 @@ class DryRunRecorder:
         self._path = Path(path) if path else None
         self._seen: set[str] = set()
         self._read_to = 0  # the file's bytes read into `_seen` (every worker appends)
+        self._file: tuple[int, int] | None = None  # (device, inode) of the file read
 
     async def carry(self, command: Command) -> Outcome:
         if isinstance(command, Submit):
@@ -232,11 +233,12 @@ class DryRunRecorder:
     def _read_new(self, f: BinaryIO) -> None:
         """What other workers appended since the last look (under the lock): the file is
         only appended to, so each byte is read once, not the whole file per command (a
-        dry run kept for weeks). A file shorter than what was read was replaced: read
-        again from its start."""
+        dry run kept for weeks). A file replaced (another inode, or shorter than what was
+        read) is read again from its start."""
+        stat = os.fstat(f.fileno())
         end = f.seek(0, os.SEEK_END)
-        if end < self._read_to:
-            self._read_to = 0
+        if (stat.st_dev, stat.st_ino) != self._file or end < self._read_to:
+            self._file, self._read_to = (stat.st_dev, stat.st_ino), 0
         f.seek(self._read_to)
         new = f.read(end - self._read_to)
         whole = new[: new.rfind(b"\n") + 1]  # a line is written whole under the lock

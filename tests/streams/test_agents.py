@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from remediator.contract.codec import DecodeError, encode
 from remediator.contract.decision import Decision, Suppressed
+from remediator.executors import argo_params
 from remediator.executors.argo import ArgoExecutor, Backoff
 from remediator.executors.protocol import Executor, Submit, Tell, WouldHave
 from remediator.executors.slack import SlackConfig, SlackNotifier
@@ -123,6 +124,13 @@ async def test_recorders_sharing_the_file_record_each_name_once_whoever_wrote_it
     assert getattr(await first.carry(Submit(d)), "created", None) is True
     assert getattr(await second.carry(Submit(d)), "created", None) is False
     assert [json.loads(x)["incident"] for x in log.read_text().splitlines()] == ["x", "stuck-d"]
+    # Replaced by a longer file (a new inode) that has it: read from its start.
+    e = delete_decision(incident="stuck-e", target="vllm-e")
+    names = [*"uvwxyz", argo_params.workflow_name(e)]
+    replacement = tmp_path / "replacement.jsonl"
+    replacement.write_text("".join(json.dumps({"workflow": n}) + "\n" for n in names))
+    replacement.replace(log)
+    assert getattr(await first.carry(Submit(e)), "created", None) is False
 
 
 async def test_a_created_workflow_is_told_then_followed_to_its_end_in_the_thread(
