@@ -23,7 +23,6 @@ from remediator.contract.records import Candidate, GotThrough
 from remediator.core.decider import Decider
 from remediator.core.guard import Guard
 from remediator.guard import GuardState, Pipeline
-from remediator.guard.watch_current import WatchCurrent
 from remediator.inputs.records import Input
 from remediator.metrics.export import TimelineMetrics
 from remediator.policy.engine import PolicyEngine
@@ -49,10 +48,7 @@ class Session:
         self.guard = Guard(self.policy.guardrails, self.registry)
         self._out: Sink | None = None  # the sink of the step under way
         self._settle_cb = self._settle
-        # Pod deletions held while the picture lagged (by pod), looked at again as soon
-        # as the runtime says it has caught up.
-        self._held_behind: dict[str, Decision] = {}
-        self._caught_up = False
+        self._caught_up = False  # the runtime said so: held deletions looked at again
 
     # The pieces, as callers and tests have always reached them.
     @property
@@ -102,8 +98,7 @@ class Session:
         self.decider.advance(now, out, self._settle_cb)
         if self._caught_up:
             self._caught_up = False
-            held, self._held_behind = list(self._held_behind.values()), {}
-            self.decider.look_again_now(held, out, self._settle_cb)
+            self.decider.caught_up(out, self._settle_cb)
 
     def set_kill_switch(self, engaged: bool, note: str = "") -> None:
         self.guard.set_kill_switch(engaged, note)
@@ -112,7 +107,7 @@ class Session:
         """While the picture may lag the cluster's (`why`), pod deletions are held and asked
         again once caught up (`why` None: at the next `advance`)."""
         self.guard.set_behind(why)
-        self._caught_up = why is None and bool(self._held_behind)
+        self._caught_up = why is None and bool(self.decider.held_behind)
 
     def restore_guard_state(self, text: str) -> None:
         """Guard state as stored by a runtime (`GuardState.to_json`)."""
@@ -133,8 +128,6 @@ class Session:
         result, feedback = self.guard.judge(candidate)
         if isinstance(result, Suppressed):
             out.suppressed(result)
-            if result.guardrail == WatchCurrent.name and result.decision.uid:
-                self._held_behind[result.decision.uid] = result.decision
         else:
             out.decision(result)
         if feedback is not None:

@@ -14,11 +14,18 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from remediator.contract.records import Candidate, GotThrough, Learned, RetryAt, Watermark
+from remediator.contract.records import (
+    Candidate,
+    GotThrough,
+    HeldBehind,
+    Learned,
+    RetryAt,
+    Watermark,
+)
 
 T = TypeVar("T")
 
-Wire = Candidate | GotThrough | RetryAt | Learned | Watermark
+Wire = Candidate | GotThrough | RetryAt | HeldBehind | Learned | Watermark
 
 _encoder = msgspec.json.Encoder()
 _decoders: dict[Any, msgspec.json.Decoder[Any]] = {}

@@ -4,6 +4,8 @@
        ▲                     │
        └──── Feedback ───────┘   GotThrough: acted or dry run, the same record
                                  RetryAt:    a guardrail's "not yet", look again then
+                                 HeldBehind: held while the picture may lag the
+                                             cluster's; looked at again once caught up
 
 A candidate is a decision before the guardrails, with the time it was made at. Whatever
 the guard lets through, live or dry, goes back to the decider as `GotThrough`: that is
@@ -29,7 +31,10 @@ class Candidate(msgspec.Struct, frozen=True, tag="candidate"):
     pod's model (a guard over many partitions weighs its cold start by it). `phase`: the
     phase a pod deletion was decided in (the kill-loop guard's key, with the workload).
     `once`: a notice the rules tell once per cause (a budget that looks too tight), which
-    a guard over many deciders lets through once per incident for all of them."""
+    a guard over many deciders lets through once per incident for all of them.
+    `behind`: why the decider's picture may lag the cluster's as it decided (its watch
+    relisting or silent), "" when current: a guard in another process holds pod
+    deletions on it (guard/watch_current.py), as one process holds on its runtime's word."""
 
     decision: Decision
     at: float
@@ -37,6 +42,7 @@ class Candidate(msgspec.Struct, frozen=True, tag="candidate"):
     model: str | None = None
     phase: str | None = None
     once: bool = False
+    behind: str = ""
 
 
 class GotThrough(msgspec.Struct, frozen=True, tag="got_through"):
@@ -59,7 +65,16 @@ class RetryAt(msgspec.Struct, frozen=True, tag="retry_at"):
     partition: int = 0
 
 
-Feedback = GotThrough | RetryAt
+class HeldBehind(msgspec.Struct, frozen=True, tag="held_behind"):
+    """A pod deletion held at `at` because the picture may lag the cluster's: the decider
+    looks at the pod again the moment its picture has caught up (not a check later)."""
+
+    decision: Decision
+    at: float
+    partition: int = 0
+
+
+Feedback = GotThrough | RetryAt | HeldBehind
 
 
 class Learned(msgspec.Struct, frozen=True, tag="learned"):

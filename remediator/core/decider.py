@@ -20,7 +20,14 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry
 
 from remediator.contract.decision import Decision
-from remediator.contract.records import Candidate, Feedback, GotThrough, Learned, RetryAt
+from remediator.contract.records import (
+    Candidate,
+    Feedback,
+    GotThrough,
+    HeldBehind,
+    Learned,
+    RetryAt,
+)
 from remediator.inputs.records import EngineSpan, EngineStep, Input, Relisted
 from remediator.metrics.export import TimelineMetrics
 from remediator.policy.engine import PolicyEngine
@@ -90,6 +97,8 @@ class Decider:
             self._learning = _Recording(policy.rules.stuck_pod.adaptive.window)
             self.engine.history = self._learning
         self.now = 0.0
+        # Pod deletions held while the picture lagged (by pod): `caught_up` looks again.
+        self.held_behind: dict[str, Decision] = {}
 
     def learned(self) -> tuple[tuple[str, str, float], ...]:
         """(model, phase, seconds) learned since the last call (`keep_learned`)."""
@@ -197,11 +206,22 @@ class Decider:
     # ---- feedback --------------------------------------------------------------------
     def feedback(self, record: Feedback) -> None:
         """What the guard did with a candidate: let through (acted or dry: the kill-loop
-        guard remembers the deletion either way), or "look again then"."""
+        guard remembers the deletion either way), "look again then", or held until the
+        picture has caught up (`caught_up`)."""
         if isinstance(record, GotThrough):
             self.engine.acted(record.decision, record.at, record.phase)
+        elif isinstance(record, HeldBehind):
+            if record.decision.uid:  # (the guard holds only decisions about a pod)
+                self.held_behind[record.decision.uid] = record.decision
         else:
             self.engine.retry_later(record.decision, record.at, record.not_before)
+
+    def caught_up(self, out: DeciderSink, settle: Settle) -> None:
+        """The picture has caught up with the cluster's: every pod deletion held meanwhile
+        is looked at again now (`look_again_now`), on the fresh picture."""
+        if self.held_behind:
+            held, self.held_behind = list(self.held_behind.values()), {}
+            self.look_again_now(held, out, settle)
 
     def look_again(self, record: RetryAt, out: DeciderSink, settle: Settle) -> None:
         """A "not yet" that arrives after the decider's clock ran on (from a guard in

@@ -16,9 +16,10 @@ import msgspec
 from prometheus_client import CollectorRegistry, Counter
 
 from remediator.contract.decision import Decision, Suppressed
-from remediator.contract.records import Candidate, Feedback, GotThrough, RetryAt
+from remediator.contract.records import Candidate, Feedback, GotThrough, HeldBehind, RetryAt
 from remediator.guard import GuardState, build_pipeline, engage, hold
 from remediator.guard.config import GuardConfig
+from remediator.guard.watch_current import WatchCurrent
 from remediator.policy.config import PolicyConfig
 from remediator.policy.history import PhaseHistory, expected_cold_start
 
@@ -88,6 +89,9 @@ class Guard:
             if result.simulated:  # a dry run: got through, as far as anything remembers
                 through = GotThrough(decision, at, True, candidate.partition, candidate.phase)
                 return result, through
+            if result.guardrail == WatchCurrent.name and decision.uid:
+                # Looked at again the moment the picture has caught up, not at a retry time.
+                return result, HeldBehind(decision, at, candidate.partition)
             if result.retry_at is not None:
                 return result, RetryAt(decision, at, result.retry_at, candidate.partition)
             return result, None
