@@ -72,10 +72,6 @@ Example (a laptop against a kind cluster, dry run):
 """
 
 
-def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
-    return tuple(ns.strip() for ns in (value or "").split(",") if ns.strip())
-
-
 @click.command("serve", epilog=_EPILOG)
 @click.option(
     "--policy",
@@ -100,23 +96,12 @@ def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple
     "2xx. Keep it on a volume that outlives the process. Deleted while running: recreated "
     "from the open copy; unusable at start: exit code 3.  [env REMEDIATOR_STATE_DB]",
 )
-@click.option(
-    "--namespaces",
-    envvar="REMEDIATOR_INFERENCE_NAMESPACES",
-    default="",
-    callback=_namespaces,
-    help="Comma-separated inference namespaces to list+watch "
+@options.namespaces(
+    "Comma-separated inference namespaces to list+watch "
     "(Pods, Events, Deployments, StatefulSets). Empty: no watch, webhooks only.  "
     "[env REMEDIATOR_INFERENCE_NAMESPACES]",
 )
-@click.option(
-    "--warmup-daemonset",
-    envvar="REMEDIATOR_WARMUP_DAEMONSET",
-    default="kube-system/gpu-warmup",
-    show_default=True,
-    help="NAMESPACE/NAME of the GPU warmup DaemonSet to watch (by name); '' for none.  "
-    "[env REMEDIATOR_WARMUP_DAEMONSET]",
-)
+@options.warmup_daemonset
 @options.kubeconfig(
     "Kubeconfig file. Default: in-cluster when in a pod, else ~/.kube/config.  [env KUBECONFIG]",
 )

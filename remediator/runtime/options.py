@@ -1,4 +1,4 @@
-"""The click options `remediator serve` and `remediator worker` share: one definition each
+"""The click options `remediator serve`, `worker` and `ingest` share: one definition each
 (name, env var, type, default), so the two commands cannot drift apart. The help text is
 the caller's where the two commands act differently on the same flag."""
 
@@ -39,6 +39,32 @@ def slack_api_url(fn: F) -> F:
         default="https://slack.com/api/",
         show_default=True,
         help="Slack Web API base URL (an egress proxy, or a test server).  [env SLACK_API_URL]",
+    )(fn)
+
+
+def _namespaces(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    return tuple(ns.strip() for ns in (value or "").split(",") if ns.strip())
+
+
+def namespaces(help: str) -> Decorator:
+    """Comma-separated namespaces to list+watch, as a tuple (empty: no watch)."""
+    return click.option(
+        "--namespaces",
+        envvar="REMEDIATOR_INFERENCE_NAMESPACES",
+        default="",
+        callback=_namespaces,
+        help=help,
+    )
+
+
+def warmup_daemonset(fn: F) -> F:
+    return click.option(
+        "--warmup-daemonset",
+        envvar="REMEDIATOR_WARMUP_DAEMONSET",
+        default="kube-system/gpu-warmup",
+        show_default=True,
+        help="NAMESPACE/NAME of the GPU warmup DaemonSet to watch (by name); '' for none.  "
+        "[env REMEDIATOR_WARMUP_DAEMONSET]",
     )(fn)
 
 

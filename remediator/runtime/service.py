@@ -39,7 +39,13 @@ from remediator.sources.engine_logs import EngineLogFollower, LogMetrics
 from remediator.sources.first_token import FirstTokenProber, ProbeMetrics
 from remediator.sources.http import IDLE_TIMEOUT_S, Listen, make_app, serve_app
 from remediator.sources.kube_client import api_client
-from remediator.sources.kube_watch import KubeWatch, WatchSettings, targets
+from remediator.sources.kube_watch import (
+    KubeWatch,
+    WatchSettings,
+    pods_behind,
+    probe_forever,
+    targets,
+)
 from remediator.sources.metrics import SourceMetrics
 from remediator.sources.pod_look import PodLook
 from remediator.timeline.tracker import DEFAULT_MAX_UNWATCHED
@@ -216,29 +222,10 @@ class Service:
         return True, f"policy loaded; {len(self.watches)} watches synced"
 
     def _sources_behind(self) -> str | None:
-        """Why the Pod watches' picture may lag the API server (sources/currency.py), or
-        None; `remediator_watch_behind` per watch. Pod deletions are held meanwhile."""
-        now = time.monotonic()
-        found: list[str] = []
-        for w in self._pod_watches():
-            why = w.behind(now)
-            self.source_metrics.watch_behind.labels(w.target.kind, w.target.namespace).set(
-                0 if why is None else 1
-            )
-            if why is not None:
-                found.append(f"watch {w.target.label} {why}")
-        return "; ".join(found[:3]) if found else None
-
-    def _pod_watches(self) -> list[KubeWatch]:
-        return [w for w in self.watches if w.target.kind == "Pod"]
+        return pods_behind(self.watches, self.source_metrics)
 
     async def _probe_watches(self) -> None:
-        """Every `probe_s`: the API server's current resourceVersion, for each Pod watch
-        (KubeWatch.probe, in threads: the client blocks)."""
-        every = self.cfg.watch_settings.probe_s
-        while True:
-            await asyncio.gather(*(asyncio.to_thread(w.probe) for w in self._pod_watches()))
-            await self.clock.sleep(every)
+        await probe_forever(self.watches, self.cfg.watch_settings.probe_s, self.clock.sleep)
 
     def _watch_trouble(self) -> list[str]:
         """Watches that failed (waiting for the supervisor to restart them) or went silent;

@@ -35,7 +35,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +54,10 @@ from remediator.sources.metrics import SourceMetrics
 log = get_logger(__name__)
 
 Deliver = Callable[[list[Input]], None]  # must be safe to call from a worker thread
+# A document as it came (a watch line, or one list item as a list of one) and the UID of
+# the object in it where it is a list's: for a runtime that decodes elsewhere (the Kafka
+# ingest publishes documents). Called from the watch's thread, like `Deliver`.
+Documents = Callable[[bytes, str | None], None]
 
 KINDS = ("Pod", "Event", "Deployment", "StatefulSet", "DaemonSet")
 _LIST_PAGE = 500
@@ -140,11 +144,15 @@ class KubeWatch:
         deliver: Deliver,
         metrics: SourceMetrics,
         settings: WatchSettings | None = None,
+        documents: Documents | None = None,
     ) -> None:
+        """`deliver` takes the inputs decoded here and the list's `Relisted`; given
+        `documents`, the documents go there as they came instead, undecoded."""
         self.target = target
         self.synced = threading.Event()
         self._call = _list_fn(api, target.kind)
         self._deliver = deliver
+        self._documents = documents
         self._metrics = metrics
         self._settings = settings or WatchSettings()
         self._stop = threading.Event()
@@ -234,6 +242,11 @@ class KubeWatch:
             rv = None
         with self._lock:
             self._currency.probed(rv if isinstance(rv, str) else None, time.monotonic())
+
+    def relist(self, why: str) -> None:
+        """What this watch delivered was lost downstream (`why`): list again, behind until
+        the list is through."""
+        self._lost(why)
 
     def _lost(self, why: str) -> None:
         """Events may have been missed: behind until a relist ends; an open stream is cut
@@ -353,7 +366,7 @@ class KubeWatch:
                 uid = (item.get("metadata") or {}).get("uid") if isinstance(item, dict) else None
                 if isinstance(uid, str) and uid:
                     uids.add(uid)  # a refused item is still there: not reconciled away
-                self._apply({"kind": list_kind, "items": [item]})
+                self._apply({"kind": list_kind, "items": [item]}, uid=uid)
             cont = meta.get("continue")
             if not cont:
                 rv = str(meta.get("resourceVersion") or "")
@@ -415,11 +428,15 @@ class KubeWatch:
             return rv
         new_rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
         if etype != "BOOKMARK":
-            self._apply(doc)
+            self._apply(doc, line)
         self._heard(str(new_rv) if new_rv else None)  # after the event is delivered
         return str(new_rv) if new_rv else rv
 
-    def _apply(self, doc: Any) -> None:
+    def _apply(self, doc: Any, line: bytes | None = None, uid: Any = None) -> None:
+        if self._documents is not None:  # decoded where it goes (the Kafka ingest)
+            raw = line if line is not None else orjson.dumps(doc)
+            self._documents(raw, uid if isinstance(uid, str) and uid else None)
+            return
         try:
             inputs = normalize(doc)
         except InputError as exc:
@@ -441,3 +458,31 @@ def _settle(done: asyncio.Future[None], outcome: BaseException | None) -> None:
         done.set_result(None)
     else:
         done.set_exception(outcome)
+
+
+# --- what serve and the Kafka ingest both do with their Pod watches ---------------------
+def pod_watches(watches: list[KubeWatch]) -> list[KubeWatch]:
+    return [w for w in watches if w.target.kind == "Pod"]
+
+
+def pods_behind(watches: list[KubeWatch], metrics: SourceMetrics) -> str | None:
+    """Why the Pod watches' picture may lag the API server (sources/currency.py), or None;
+    `remediator_watch_behind` per watch. Pod deletions are held meanwhile."""
+    now = time.monotonic()
+    found: list[str] = []
+    for w in pod_watches(watches):
+        why = w.behind(now)
+        metrics.watch_behind.labels(w.target.kind, w.target.namespace).set(0 if why is None else 1)
+        if why is not None:
+            found.append(f"watch {w.target.label} {why}")
+    return "; ".join(found[:3]) if found else None
+
+
+async def probe_forever(
+    watches: list[KubeWatch], every_s: float, sleep: Callable[[float], Awaitable[None]]
+) -> None:
+    """Every `every_s`: the API server's current resourceVersion, for each Pod watch
+    (`KubeWatch.probe`, in threads: the client blocks)."""
+    while True:
+        await asyncio.gather(*(asyncio.to_thread(w.probe) for w in pod_watches(watches)))
+        await sleep(every_s)

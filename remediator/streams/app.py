@@ -235,7 +235,9 @@ def build_app(
         `first` (the first offset this worker will be given) are sent again, since
         they may not have left the dead worker."""
         # What the worker before had observed is in its /metrics: not counted twice here.
-        core = PartitionCore(policy, p, streams.inputs.partitions, metrics=timeline_metrics())
+        core = PartitionCore(policy, p, streams.inputs.partitions, metrics=timeline_metrics(),
+                             watched=streams.ingest_watches,
+                             watch_silent_s=streams.watch_silent_s)  # fmt: skip
         rows = held.rows[p] = PartitionRows(pods, p)
         entries = rows.replay()
         resend: list[Candidate | Learned] = []

@@ -121,6 +121,28 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     " one record to the guard per batch.",
 )
 @click.option(
+    "--ingest-watches",
+    envvar="REMEDIATOR_KAFKA_INGEST_WATCHES",
+    type=click.Choice(["auto", "on", "off"]),
+    default="auto",
+    show_default=True,
+    help="Whether `remediator ingest` runs the kube watch (--namespaces). Its word, every"
+    " second, says whether the watch's picture may lag the API server's; pod deletions are"
+    " held while it says so, or says nothing for --watch-silent (an ingest dead or paused"
+    " brings no pod's Ready either). on: required from the start; auto: once heard (an"
+    " ingest of webhooks alone says nothing: nothing held); off: ignored.",
+)
+@click.option(
+    "--watch-silent",
+    "watch_silent_s",
+    envvar="REMEDIATOR_KAFKA_WATCH_SILENT_S",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(2, 3600),
+    help="Seconds of cluster time without the ingest's word on its watch after which pod"
+    " deletions are held (see --ingest-watches).",
+)
+@click.option(
     "--batch-linger",
     "batch_linger_s",
     envvar="REMEDIATOR_KAFKA_BATCH_LINGER_S",
@@ -223,7 +245,9 @@ def worker(**kw: Any) -> None:
                   recovery_stall_s=kw["recovery_stall_s"],
                   standby_replicas=kw["standby_replicas"],
                   fetch_wait_s=kw["fetch_wait_s"],
-                  batch_linger_s=kw["batch_linger_s"])  # fmt: skip
+                  batch_linger_s=kw["batch_linger_s"],
+                  ingest_watches={"on": True, "auto": None, "off": False}[kw["ingest_watches"]],
+                  watch_silent_s=kw["watch_silent_s"])  # fmt: skip
     policy = load_policy_file(kw["policy"]) if kw["policy"] else PolicyFile()
     cluster: Executor
     notifier: Executor | None = None
@@ -286,15 +310,35 @@ def _look(kw: dict[str, Any], policy: Any) -> Any:
     envvar="REMEDIATOR_WEBHOOK_TOKEN_FILE",
     help="Bearer token for POST /events (else $REMEDIATOR_WEBHOOK_TOKEN).",
 )
+@options.namespaces(
+    "Comma-separated inference namespaces to list+watch (Pods, Events, Deployments,"
+    " StatefulSets), as serve does, onto the inputs topic; with them the ingest says every"
+    " second whether its watch is current (workers: --ingest-watches). Empty: no watch,"
+    " webhooks only.  [env REMEDIATOR_INFERENCE_NAMESPACES]",
+)
+@options.warmup_daemonset
+@options.kubeconfig(
+    "Kubeconfig file for the watch. Default: in-cluster when in a pod, else ~/.kube/config."
+    "  [env KUBECONFIG]",
+)
 @log_level_option
 def ingest(**kw: Any) -> None:
-    """Take webhooks (POST /events, as `remediator serve` does) and publish them to the
-    inputs topic; answers 202 only once the broker acknowledged every record."""
+    """Take webhooks (POST /events, as `remediator serve` does) and, with --namespaces, the
+    kube watch, and publish them to the inputs topic; a webhook is answered 202 only once
+    the broker acknowledged every record.
+
+    \b
+    Exit codes: 0 stopped by SIGTERM or SIGINT; 1 a task (a watch, the probe, the
+    publishing) kept failing, or the token or kube config is missing."""
     from prometheus_client import CollectorRegistry
 
+    from remediator.runtime.clock import SystemClock
     from remediator.runtime.logs import setup_logging
     from remediator.sources.http import Listen, serve_app
+    from remediator.sources.kube_watch import targets
+    from remediator.sources.metrics import SourceMetrics
     from remediator.streams.ingest import Publisher, make_ingest_app
+    from remediator.streams.ingest_watch import IngestWatch
     from remediator.streams.topics import ensure_topics
 
     setup_logging(kw["log_level"])
@@ -313,20 +357,44 @@ def ingest(**kw: Any) -> None:
 
     token()  # fail at start, not on the first request
 
-    async def main() -> None:
+    api = _kube_api(kw["kubeconfig"]) if kw["namespaces"] else None
+
+    async def main() -> str | None:
         await ensure_topics(cfg)
         registry = CollectorRegistry()
+        metrics = SourceMetrics.on(registry)
         publisher = Publisher(cfg, registry)
         await publisher.start()
-        runner, port = await serve_app(make_ingest_app(publisher, registry, token),
-                                       Listen.parse(kw["listen"]))  # fmt: skip
+        watch: IngestWatch | None = None
+        if api is not None:
+            found = targets(list(kw["namespaces"]), kw["warmup_daemonset"])
+            watch = IngestWatch(publisher, api, found, metrics, registry)
+        app = make_ingest_app(publisher, registry, token, metrics,
+                              watch.ready if watch else None)  # fmt: skip
+        runner, port = await serve_app(app, Listen.parse(kw["listen"]))
         click.echo(f"ingest listening on {port}", err=True)
-        stop = asyncio.Event()
+        stop = watch.stopping if watch else asyncio.Event()
+        if watch is not None:
+            watch.start(SystemClock())
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
+        if watch is not None:
+            await watch.stop()
         await runner.cleanup()
         await publisher.stop()
+        return watch.supervisor.failure if watch and watch.supervisor else None
 
-    asyncio.run(main())
+    failure = asyncio.run(main())
+    if failure:
+        raise click.ClickException(failure)
+
+
+def _kube_api(kubeconfig: str | None) -> Any:
+    from remediator.sources.kube_client import api_client
+
+    try:
+        return api_client(kubeconfig)
+    except Exception as exc:  # noqa: BLE001 — the kube client raises what its loaders raise
+        raise click.ClickException(f"--namespaces: no kube API: {exc}") from None

@@ -43,6 +43,11 @@ class StreamsConfig:
     # A table recovery that reads none of its remaining changelog records for this long
     # is stalled: /healthz fails, so a liveness probe restarts the worker (0: never).
     recovery_stall_s: float = 120.0
+    # The ingest's watch (streams/ingest_watch.py) says how it stands every second; pod
+    # deletions are held while it says behind, or says nothing for `watch_silent_s`.
+    # True: its word is required from the start; None: once heard; False: ignored.
+    ingest_watches: bool | None = None
+    watch_silent_s: float = 10.0
 
     def __post_init__(self) -> None:
         for topic in (self.inputs, self.candidates, self.commands):
@@ -56,6 +61,8 @@ class StreamsConfig:
             raise ValueError("recovery_stall_s must be at least 0")
         if not 0 < self.fetch_wait_s <= 30:
             raise ValueError("fetch_wait_s must be above 0 and at most 30 seconds")
+        if not 2 <= self.watch_silent_s <= 3600:
+            raise ValueError("watch_silent_s must be between 2 and 3600 seconds")
         if self.standby_replicas < 0:
             raise ValueError("standby_replicas must be at least 0")
         if self.candidates.partitions != 1:

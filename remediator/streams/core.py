@@ -42,6 +42,7 @@ from remediator.contract.records import (
     Envelope,
     Feedback,
     GotThrough,
+    HeldBehind,
     Learned,
     Packed,
     RetryAt,
@@ -50,7 +51,7 @@ from remediator.contract.records import (
 from remediator.core.decider import Decider, TimelineMetrics
 from remediator.core.guard import ClusterHistory, Guard, Verdicts
 from remediator.inputs.decode import decode as decode_input
-from remediator.inputs.records import InputError, WorkloadSeen
+from remediator.inputs.records import InputError, Relisted, WorkloadSeen
 from remediator.inputs.stamps import api_server_time
 from remediator.policy_file import PolicyFile
 from remediator.streams.keys import owner, workload_owner_key
@@ -73,6 +74,7 @@ __all__ = [
     "guard_batch",
     "parse_guard_record",
     "parse_guard_records",
+    "relisted_record",
     "tick_record",
     "unpack",
 ]
@@ -80,6 +82,11 @@ __all__ = [
 # A deleted pod's timeline is kept this long (stream time), then forgotten, and its
 # records leave the table: the embedded runtime's `forget_after_s`.
 FORGET_AFTER_S = 600.0
+
+# The ingest says how its watch stands every second or so (`tick_record`'s `watch`); a
+# partition that has heard nothing from it for this long (stream time) holds pod deletions.
+WATCH_SILENT_S = 10.0
+NO_WORD = "no word yet from the ingest's watch"
 
 # The guard's row of its clock and every partition's watermark: one write per batch
 # that moved any of them (a row each was a write per partition).
@@ -108,8 +115,21 @@ def unpack(raw: bytes) -> list[Packed]:
         raise InputError(f"an envelope that does not decode: {exc}") from None
 
 
-def tick_record(at: float) -> bytes:
-    return orjson.dumps({"remediator": "tick", "at": at})
+def tick_record(at: float, watch: str | None = None) -> bytes:
+    """Move a partition's clock to `at`. `watch`: the ingest's word on its watch as of
+    `at` (why its picture may lag the API server's, "" when current; None: no word)."""
+    if watch is None:
+        return orjson.dumps({"remediator": "tick", "at": at})
+    return orjson.dumps({"remediator": "tick", "at": at, "watch": watch})
+
+
+_RELISTED = b'{"remediator":"relisted","record":'
+
+
+def relisted_record(item: Relisted) -> bytes:
+    """A watch's list is complete (`Relisted`): what it did not hold is gone. The ingest
+    sends each partition the UIDs of what it sent that partition."""
+    return _RELISTED + encode(item) + b"}"
 
 
 def feedback_record(record: Feedback | Learned) -> bytes:
@@ -171,7 +191,16 @@ class _Collect:
 class PartitionCore:
     """Timelines, incidents and timers of the pods of one input partition: a decider.
     `metrics`: the worker's timeline metrics (every partition of a worker observes into
-    one set, exported on its /metrics), else its own on `registry`."""
+    one set, exported on its /metrics), else its own on `registry`.
+
+    Behind: the ingest that runs the watch says, in its ticks, whether its picture may lag
+    the API server's (`tick_record`'s `watch`). Every candidate carries the partition's
+    `behind` as it was made, and the guard holds pod deletions on it, as serve holds on
+    its watch's word; once caught up the held pods are looked at again at once. Silence
+    for `watch_silent_s` (an ingest dead or paused: its watch brings no news, a pod's
+    Ready included) is behind too. `watched`: True, the ingest's word is required from the
+    start; None, once heard (an ingest without a watch says nothing: nothing held);
+    False, ignored."""
 
     def __init__(
         self,
@@ -181,12 +210,18 @@ class PartitionCore:
         registry: Any = None,
         metrics: TimelineMetrics | None = None,
         forget_after_s: float = FORGET_AFTER_S,
+        watched: bool | None = None,
+        watch_silent_s: float = WATCH_SILENT_S,
     ) -> None:
         self.partition = partition
         self.partitions = partitions
         self.decider = Decider(config, registry, metrics=metrics, keep_learned=True)
         self.ignored = 0
         self.forget_after_s = forget_after_s
+        self.watched = watched
+        self.watch_silent_s = watch_silent_s
+        self._word: tuple[str, float] | None = None  # the ingest's last: (why, its time)
+        self.behind = NO_WORD if watched else ""
         # The partition keys (namespace/name) of deleted pods forgotten since the last
         # `take_gone`: their records may leave the table.
         self.gone: list[str] = []
@@ -203,7 +238,9 @@ class PartitionCore:
         """One record of the input topic: a raw document or an internal record.
         `arrived`: the cluster's time the ingest took it at (`keys.arrived`)."""
         sink = _Collect()
-        if raw.startswith(INTERNAL):
+        if raw.startswith(_RELISTED):
+            self._apply(decode(raw[len(_RELISTED) : -1], Relisted), sink, arrived)
+        elif raw.startswith(INTERNAL):
             self._internal(raw, sink)
         else:
             for item in decode_input(raw):
@@ -218,15 +255,44 @@ class PartitionCore:
                 self.decider.feed(item, sink, sink.candidate, now=now)
                 if not mine:  # a broadcast workload: its own decision is another's to make
                     del sink.out[before:]
+        self._judge_behind(sink)
         self.ignored += sink.dropped
         out: list[Candidate | Learned] = []
         learned = self.decider.learned()
         if learned:
             out.append(Learned(self.decider.now, self.partition, learned))
-        p = self.partition
+        p, behind = self.partition, self.behind
         for c in sink.out:
-            out.append(Candidate(c.decision, c.at, p, self.decider.model_of(c), c.phase, c.once))
+            model = self.decider.model_of(c)
+            out.append(Candidate(c.decision, c.at, p, model, c.phase, c.once, behind))
         return out
+
+    def _apply(self, item: Relisted, sink: _Collect, arrived: float | None) -> None:
+        stamp = api_server_time(item)
+        now = max(self.decider.now, -math.inf if stamp is None else stamp,
+                  -math.inf if arrived is None else arrived)  # fmt: skip
+        self.decider.feed(item, sink, sink.candidate, now=now)
+
+    # ---- behind: the ingest's word on its watch ------------------------------------------
+    def _heard(self, doc: dict[str, Any], at: float) -> None:
+        word = doc.get("watch")
+        if isinstance(word, str) and self.watched is not False:
+            self._word = (word, at)
+
+    def _judge_behind(self, sink: _Collect) -> None:
+        """The partition's `behind` now; caught up: the pods held meanwhile looked at again."""
+        was, self.behind = self.behind, self._behind_now()
+        if was and not self.behind:
+            self.decider.caught_up(sink, sink.candidate)
+
+    def _behind_now(self) -> str:
+        if self._word is None:
+            return NO_WORD if self.watched else ""
+        why, at = self._word
+        silent = self.decider.now - at
+        if silent > self.watch_silent_s:
+            return f"no word from the ingest's watch for {silent:.0f}s"
+        return why
 
     def _owns(self, item: WorkloadSeen) -> bool:
         return owner(workload_owner_key(item), self.partitions) == self.partition
@@ -246,6 +312,7 @@ class PartitionCore:
             retry = RetryAt(decision, at, float(doc.get("not_before", at)))
             self.decider.look_again(retry, sink, sink.candidate)
             return
+        self._heard(doc, at)
         self.decider.advance(at, sink, sink.candidate)
         # As the embedded runtime does on its ticks: deleted pods leave memory after a grace.
         tracker = self.decider.tracker
@@ -256,6 +323,10 @@ class PartitionCore:
     def _feedback(self, record: object, sink: _Collect) -> None:
         if isinstance(record, GotThrough):
             self.decider.feedback(record)
+        elif isinstance(record, HeldBehind):
+            self.decider.feedback(record)
+            if not self.behind:  # caught up before the guard's word came back: at once
+                self.decider.caught_up(sink, sink.candidate)
         elif isinstance(record, RetryAt):
             # Its due time may be behind this partition's clock already: fired now.
             self.decider.look_again(record, sink, sink.candidate)
@@ -328,6 +399,7 @@ class GuardCore:
         # was later than `replay_frontier` was still waiting (everything else released).
         self.replayed_to = -1
         self.replay_frontier = -math.inf
+        self._behind: str | None = None  # the hold last set (None: not yet this run)
 
     @property
     def state(self) -> Any:
@@ -406,6 +478,9 @@ class GuardCore:
                 self.clock = at
                 self._dirty.add(MARKS)
             before = self.guard.state
+            if record.behind != self._behind:  # the partition's word as it decided
+                self.guard.set_behind(record.behind or None)
+                self._behind = record.behind
             result, feedback = self.guard.judge(self.history.weigh(record), self.clock)
             if self.guard.state is not before:
                 self._dirty.add("state")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import msgspec
@@ -32,7 +33,7 @@ from remediator.sources.http import TokenSource, make_app
 from remediator.sources.metrics import SourceMetrics
 from remediator.streams.config import StreamsConfig
 from remediator.streams.core import envelope, tick_record
-from remediator.streams.keys import BROADCAST, arrived, partition_of, split
+from remediator.streams.keys import BROADCAST, Record, arrived, partition_of, split
 from remediator.streams.pods import TICK
 
 # An envelope goes out at this size (its documents' bytes): well under Kafka's default
@@ -120,7 +121,12 @@ class Publisher:
         """Pack `body`'s documents into their partitions' envelopes, in order; the acks
         (one per envelope it went into) come once those went out and the broker has
         them. A caller with many bodies in flight (a bench, a relist) keeps their order."""
-        records = split(body)
+        return await self.enqueue_records(split(body))
+
+    async def enqueue_records(
+        self, records: list[Record]
+    ) -> tuple[int, list[asyncio.Future[None]]]:
+        """`enqueue` of a body already cut by key (`keys.split`)."""
         now = arrived(records, self.cluster)
         acks: dict[int, asyncio.Future[None]] = {}
         for r in records:
@@ -137,8 +143,12 @@ class Publisher:
 
     async def enqueue_tick(self, at: float) -> list[asyncio.Future[None]]:
         """A tick to every partition, in order after what was enqueued; its acks come later."""
-        value = tick_record(at)
-        acks = [self._add(TICK, value, None, p) for p in range(self.cfg.inputs.partitions)]
+        return await self.enqueue_internal(TICK, [tick_record(at)] * self.cfg.inputs.partitions)
+
+    async def enqueue_internal(self, key: str, values: list[bytes]) -> list[asyncio.Future[None]]:
+        """An internal record to each partition (`values[p]`), in order after what was
+        enqueued: a tick, the watch's word, a complete list. Its acks come later."""
+        acks = [self._add(key, value, None, p) for p, value in enumerate(values)]
         await self._go()
         return acks
 
@@ -157,7 +167,7 @@ class Publisher:
             box = self._open[p] = _Open(asyncio.get_running_loop().create_future())
         box.records.append(Packed(key, at, msgspec.Raw(value)))
         box.size += len(value) + len(key) + _PACKED
-        box.inputs += key != TICK
+        box.inputs += not key.startswith(TICK)  # ticks, the watch's word, lists: internal
         if box.size >= self.envelope_bytes:
             self._ready.append((p, self._open.pop(p)))
         return box.acked
@@ -210,10 +220,14 @@ class Publisher:
 
 class KafkaIntake:
     """serve's HTTP edge (`sources.http.make_app`: auth, decoding, 400/503, probes, metrics)
-    with the broker as its store: `take` returns once every record is acked."""
+    with the broker as its store: `take` returns once every record is acked. `sources`:
+    whether the ingest's watch is ready (synced, none failing), where it runs one."""
 
-    def __init__(self, publisher: Publisher) -> None:
+    def __init__(
+        self, publisher: Publisher, sources: Callable[[], tuple[bool, str]] | None = None
+    ) -> None:
         self.publisher = publisher
+        self.sources = sources
 
     async def take(self, inputs: list[Input], kind: str, body: bytes) -> str | None:
         try:
@@ -226,12 +240,19 @@ class KafkaIntake:
         return True, "ok"
 
     def ready(self) -> tuple[bool, str]:
-        if self.publisher.started:
-            return True, "producer started"
-        return False, "producer not started"
+        if not self.publisher.started:
+            return False, "producer not started"
+        if self.sources is not None:
+            return self.sources()
+        return True, "producer started"
 
 
 def make_ingest_app(
-    publisher: Publisher, registry: CollectorRegistry, token: TokenSource
+    publisher: Publisher,
+    registry: CollectorRegistry,
+    token: TokenSource,
+    metrics: SourceMetrics | None = None,
+    sources: Callable[[], tuple[bool, str]] | None = None,
 ) -> web.Application:
-    return make_app(KafkaIntake(publisher), registry, token, SourceMetrics.on(registry))
+    metrics = metrics if metrics is not None else SourceMetrics.on(registry)
+    return make_app(KafkaIntake(publisher, sources), registry, token, metrics)

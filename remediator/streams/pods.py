@@ -8,7 +8,10 @@ the worker makes the writes under the batch's event (Faust's changelog partition
                           `index`: its place in the envelope at `offset`, 0 if alone)
     "<p>|<offset>.<index>" the guard's feedback, applied in the worker that holds the
                           partition after the documents at `offset` (`index`: past theirs)
-    "<p>|\\x00tick"        the partition's last tick: [offset, record, index]
+    "<p>|\\x00tick"        the partition's last tick: [offset, record, index, arrived]
+    "<p>|\\x00tick|<what>" the last record of its kind where only the last matters: the
+                          ingest's word on its watch (`WORD`), a watch's last complete
+                          list (`relisted_key`: one per kind, namespace and selector)
     "<p>|L<offset>"       cold starts learned from pods since pruned: [[offset, model,
                           phase, seconds], ...], learned at the record at `offset`
     "<p>|<offset>"        (an older worker's row: one record, or [arrived, record])
@@ -34,6 +37,14 @@ from typing import Any
 
 TICK = "\x00tick"  # the table key suffix of a partition's last tick
 _TICK_PREFIX = '{"remediator":"tick"'
+# Records of which a partition's rows keep only the last, by key (`TICK` + what).
+WORD = TICK + "|watch"  # the ingest's ticks that say how its watch stands
+
+
+def relisted_key(kind: str, namespace: str, selector: str | None) -> str:
+    """A watch's complete list: the last one per list tells what is gone."""
+    return f"{TICK}|relisted|{kind}|{namespace}|{selector or ''}"
+
 
 Sample = tuple[str, str, float]  # (model, phase, seconds)
 # The most record bytes in one row: well under Kafka's default message size (1 MB), which a
@@ -75,7 +86,7 @@ class PartitionRows:
     where: dict[str, set[str]] = field(default_factory=dict)
     learned: dict[str, list[list[Any]]] = field(default_factory=dict)
     _batch: list[list[Any]] = field(default_factory=list)
-    _tick: list[Any] | None = None
+    _latest: dict[str, list[Any]] = field(default_factory=dict)  # key -> its last record
 
     @property
     def prefix(self) -> str:
@@ -90,9 +101,10 @@ class PartitionRows:
             if not name.startswith(prefix):
                 continue
             rest = name[len(prefix) :]
-            if rest == TICK:
+            if rest.startswith(TICK):
                 index = int(value[2]) if len(value) > 2 else 0
-                entries.append(Entry(int(value[0]), str(value[1]), index=index))
+                at = value[3] if len(value) > 3 else None
+                entries.append(Entry(int(value[0]), str(value[1]), rest, at, index=index))
             elif rest.startswith("L"):
                 entries.extend(Entry(int(o), samples=((m, ph, float(s)),)) for o, m, ph, s in value)
             elif isinstance(value, list) and value and isinstance(value[0], list):
@@ -112,8 +124,9 @@ class PartitionRows:
     def add(self, offset: int, raw: str, key: str, at: float | None = None, index: int = 0) -> None:
         """A document the core took (`at`: when it arrived; `index`: its place in the
         envelope at `offset`); written with the batch."""
-        if raw.startswith(_TICK_PREFIX):
-            self._tick = [offset, raw, index]  # of the ticks only the last matters
+        if key.startswith(TICK) or raw.startswith(_TICK_PREFIX):
+            # Of these only the last matters: a tick, the watch's word, a complete list.
+            self._latest[key if key.startswith(TICK) else TICK] = [offset, raw, index, at]
         else:
             self._batch.append([offset, raw, key, at, index])
 
@@ -138,10 +151,10 @@ class PartitionRows:
                     self.where.setdefault(key, set()).add(name)
             written += 1
         self._batch = []
-        if self._tick is not None:
-            self.table[f"{self.prefix}{TICK}"] = self._tick
-            self._tick = None
+        for key, last in self._latest.items():
+            self.table[f"{self.prefix}{key}"] = last
             written += 1
+        self._latest = {}
         return written
 
     def prune(self, keys: Iterable[str], offset: int) -> int:
