@@ -194,9 +194,7 @@ def test_the_rows_keep_the_last_word_and_list_and_a_rebuild_says_the_same() -> N
     for offset, (raw, name) in enumerate(records):
         rows.add(offset, raw.decode(), name)
     rows.flush()
-    assert sorted(rows.table) == sorted(
-        ["0|000000000000", f"0|{key}", f"0|{WORD}", f"0|{TICK}"]
-    )
+    assert sorted(rows.table) == sorted(["0|000000000000", f"0|{key}", f"0|{WORD}", f"0|{TICK}"])
     rebuilt = PartitionCore(load_policy(POLICY), 0, 1)
     for entry in rows.replay():
         rebuilt.feed(entry.raw.encode(), entry.at)
