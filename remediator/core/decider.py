@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry
+from prometheus_client.registry import Collector
 
 from remediator.contract.decision import Decision
 from remediator.contract.records import (
@@ -29,14 +30,21 @@ from remediator.contract.records import (
     RetryAt,
 )
 from remediator.inputs.records import EngineSpan, EngineStep, Input, Relisted
-from remediator.metrics.export import TimelineMetrics
+from remediator.metrics.export import TimelineMetrics, TrackerCollector
 from remediator.policy.engine import PolicyEngine
 from remediator.policy.history import PhaseHistory
 from remediator.policy.outcome import Ignored
 from remediator.policy_file import PolicyFile
 from remediator.timeline.tracker import StateChange, Tracker
 
-__all__ = ["Decider", "DeciderSink", "Settle", "TimelineMetrics", "timeline_metrics"]
+__all__ = [
+    "Decider",
+    "DeciderSink",
+    "Settle",
+    "TimelineMetrics",
+    "timeline_metrics",
+    "tracker_gauges",
+]
 
 _STEP_KINDS = (EngineStep, EngineSpan)  # (a tuple: `A | B` makes a union on every call)
 
@@ -49,6 +57,13 @@ class DeciderSink(Protocol):
 
 
 Settle = Callable[[Candidate], None]
+
+
+def tracker_gauges(deciders: Callable[[], Iterable[Decider]]) -> Collector:
+    """The gauges read off the deciders' trackers at scrape time (pods per phase, each
+    unfinished pod's time in its phase, nodes' clock skew), summed over `deciders()`: a
+    Kafka worker's partitions, as serve's one session."""
+    return TrackerCollector.of_many(lambda: [(d.tracker, d.now) for d in deciders()])
 
 
 def timeline_metrics(registry: CollectorRegistry | None = None) -> TimelineMetrics:

@@ -153,19 +153,31 @@ class TimelineMetrics:
 
 
 class TrackerCollector(Collector):
-    """Gauges read off the tracker at scrape time."""
+    """Gauges read off the tracker at scrape time; off several (`of_many`: a Kafka worker's
+    partitions, each a tracker with its own clock), summed."""
 
     def __init__(self, tracker: Tracker, now: Callable[[], float]) -> None:
-        self._tracker = tracker
-        self._now = now
+        self._views: Callable[[], Iterable[tuple[Tracker, float]]] = lambda: [(tracker, now())]
+
+    @classmethod
+    def of_many(cls, views: Callable[[], Iterable[tuple[Tracker, float]]]) -> TrackerCollector:
+        """`views`: each tracker and its clock's time, at scrape time."""
+        collector = cls.__new__(cls)
+        collector._views = views
+        return collector
 
     def collect(self) -> Iterable[Metric]:
+        views = list(self._views())
         pods = GaugeMetricFamily(
             "remediator_pods_in_phase",
             "Pods tracked, by namespace and current cold-start state.",
             labels=["namespace", "phase"],
         )
-        for (ns, state), n in sorted(self._tracker.in_state.items()):
+        counts: dict[tuple[str, str], int] = {}
+        for tracker, _ in views:
+            for key, n in tracker.in_state.items():
+                counts[key] = counts.get(key, 0) + n
+        for (ns, state), n in sorted(counts.items()):
             pods.add_metric([ns, state], n)
         yield pods
         elapsed = GaugeMetricFamily(
@@ -173,13 +185,13 @@ class TrackerCollector(Collector):
             "Seconds an unfinished pod has spent in its current phase (for alerting).",
             labels=["namespace", "pod", "phase", "model"],
         )
-        now = self._now()
         skew: dict[str, float] = {}
-        for t in self._tracker:
-            _add_elapsed(elapsed, t, now)
-            s = t.clock_skew() if t.node and t.state() != "deleted" else 0.0
-            if s and abs(s) > abs(skew.get(t.node or "", 0.0)):
-                skew[t.node or ""] = s
+        for tracker, now in views:
+            for t in tracker:
+                _add_elapsed(elapsed, t, now)
+                s = t.clock_skew() if t.node and t.state() != "deleted" else 0.0
+                if s and abs(s) > abs(skew.get(t.node or "", 0.0)):
+                    skew[t.node or ""] = s
         yield elapsed
         clocks = GaugeMetricFamily(
             "remediator_node_clock_skew_seconds",
@@ -194,13 +206,13 @@ class TrackerCollector(Collector):
         yield GaugeMetricFamily(
             "remediator_unwatched_pods",
             "Pods tracked that only webhooks told of (never seen by the watch).",
-            value=self._tracker.unwatched,
+            value=sum(tracker.unwatched for tracker, _ in views),
         )
         yield CounterMetricFamily(
             "remediator_unwatched_pods_dropped",
             "Pods known from webhooks alone forgotten, oldest first, to stay within "
             "--max-webhook-pods.",
-            value=self._tracker.unwatched_dropped,
+            value=sum(tracker.unwatched_dropped for tracker, _ in views),
         )
 
 

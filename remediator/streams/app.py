@@ -56,7 +56,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from remediator.contract.codec import encode
 from remediator.contract.decision import Decision
 from remediator.contract.records import Feedback, GotThrough
-from remediator.core.decider import timeline_metrics
+from remediator.core.decider import timeline_metrics, tracker_gauges
 from remediator.core.guard import Verdicts
 from remediator.inputs.records import InputError
 from remediator.policy_file import PolicyFile
@@ -205,6 +205,8 @@ def build_app(
     observed = timeline_metrics(registry)  # every partition this worker holds observes here
     verdicts = Verdicts(registry)  # and its guard counts here
     held = Partitions(policy, streams.inputs.partitions)
+    # The tracker's gauges (pods per phase, time in phase), summed over those partitions.
+    registry.register(tracker_gauges(lambda: [core.decider for core in held.cores.values()]))
     # Ticks move partition clocks on the cluster's time as the inputs show it, carried on
     # by the monotonic clock, never by the local wall clock (see runtime.clock.ClusterTime).
     cluster = ClusterTime(SystemClock())
@@ -424,7 +426,9 @@ def build_app(
             if result is None:
                 pass  # learned cold starts, passed on below
             elif isinstance(result, Decision):
-                log.info("decided", extra={"incident": result.incident, "action": result.action})
+                log.info("decided", extra={"incident": result.incident, "action": result.action,
+                                           "namespace": result.namespace,
+                                           "pod": result.target})  # fmt: skip
                 await commands.send(key=result.incident.encode(), value=encode(result))
             else:
                 d = result.decision
@@ -432,7 +436,7 @@ def build_app(
                     "suppressed",
                     extra={"incident": d.incident, "guardrail": result.guardrail,
                            "why": result.reason, "retry_at": result.retry_at,
-                           "decided_at": d.at},
+                           "decided_at": d.at, "namespace": d.namespace, "pod": d.target},
                 )  # fmt: skip
                 if result.simulated:  # a dry run's "would have": told as serve tells it
                     await commands.send(key=d.incident.encode(), value=would_have(result))

@@ -218,7 +218,8 @@ class DryRunRecorder:
         if self._path is None:
             self._seen.add(name)
             return True
-        line = {"workflow": name, "incident": d.incident, "action": d.action}
+        line = {"workflow": name, "incident": d.incident, "action": d.action,
+                "namespace": d.namespace, "target": d.target, "uid": d.uid}  # fmt: skip
         with self._path.open("a+b") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             self._read_new(f)

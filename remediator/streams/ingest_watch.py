@@ -27,9 +27,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
+import msgspec
 from kubernetes import client
 from prometheus_client import CollectorRegistry, Counter
 
@@ -150,6 +150,15 @@ class IngestWatch:
             loop.call_soon(self._queue.put_nowait, ("word", None, why, None))
 
     async def _publish(self) -> None:
+        try:
+            await self._publish_forever()
+        except Exception:
+            # What was taken from the queue may not have gone out: the lists send it again.
+            for w in self.watches:
+                w.relist("the ingest's publishing failed")
+            raise
+
+    async def _publish_forever(self) -> None:
         while True:
             what, target, payload, uid = await self._queue.get()
             if what == "doc":
@@ -187,10 +196,8 @@ class IngestWatch:
         if item.at is not None:
             self.publisher.cluster.observe(item.at)
         n = self.publisher.cfg.inputs.partitions
-        values = [
-            relisted_record(replace(item, uids=frozenset(listing.get(p, set()) & item.uids)))
-            for p in range(n)
-        ]
+        sent = [frozenset(listing.get(p, set()) & item.uids) for p in range(n)]
+        values = [relisted_record(msgspec.structs.replace(item, uids=uids)) for uids in sent]
         key = relisted_key(item.kind, item.namespace, item.selector)
         self._check(await self.publisher.enqueue_internal(key, values))
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -122,43 +123,34 @@ async def send_chunk(pub: Publisher, lines: list[bytes], until: float) -> int:
 # ---- workers ------------------------------------------------------------------------------
 
 
+def _kafka_flags(c: StreamsConfig) -> list[str]:
+    return ["--broker", c.broker, "--group", c.group, "--inputs-topic", c.inputs.name,
+            "--inputs-partitions", str(c.inputs.partitions),
+            "--candidates-topic", c.candidates.name, "--commands-topic", c.commands.name,
+            "--commands-partitions", str(c.commands.partitions)]  # fmt: skip
+
+
 @dataclass
-class Worker:
-    """`remediator worker` as its own process on its own loopback port."""
+class KafkaProcess:
+    """A `remediator` command of the Kafka runtime as its own process on its own loopback
+    port, its output in `<workdir>/<kind>-<name>.log`."""
 
     cfg: StreamsConfig
     workdir: Path
     name: str
-    argo: str | None = None
     env: dict[str, str] = field(default_factory=dict)
-    cpus: str | None = None
-    batch: int | None = None  # records an agent takes at once (None: the worker's default)
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
-    # Each time the liveness probe restarted it, what it had counted (its /metrics just
-    # before): lost with the process, as a killed worker's is.
-    restarts: list[str] = field(default_factory=list)
+
+    kind = "worker"
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
 
     def start(self) -> None:
         self.port = self.port or free_port()
-        c = self.cfg
-        cmd = [sys.executable, "-m", "remediator", "worker", "--broker", c.broker,
-               "--group", c.group, "--inputs-topic", c.inputs.name,
-               "--inputs-partitions", str(c.inputs.partitions),
-               "--candidates-topic", c.candidates.name, "--commands-topic", c.commands.name,
-               "--commands-partitions", str(c.commands.partitions),
-               "--listen", f"127.0.0.1:{self.port}", "--tick", "0",
-               "--table-dir", str(self.workdir / f"tables-{self.name}"),
-               "--log-level", "INFO"]  # fmt: skip
-        if self.batch is not None:
-            cmd += ["--batch", str(self.batch)]
-        if self.argo:
-            cmd += ["--argo-server", self.argo]
-        else:
-            cmd += ["--dry-run-log", str(self.workdir / "dry-run.jsonl")]  # shared, as Argo is
-        if self.cpus:
-            cmd = ["taskset", "-c", self.cpus, *cmd]
-        log = open(self.workdir / f"worker-{self.name}.log", "ab")  # noqa: SIM115
+        cmd = self.command()
+        log = open(self.log_path, "ab")  # noqa: SIM115
         # A restore that reads nothing this long fails /healthz (`probe_liveness`).
         env = {**os.environ, "PYTHONPATH": str(REPO), "REMEDIATOR_KAFKA_RECOVERY_STALL_S": "15"}
         env |= self.env
@@ -177,18 +169,26 @@ class Worker:
         while time.monotonic() < deadline:
             assert self.proc is not None
             if self.proc.poll() is not None:
-                raise RuntimeError(f"worker {self.name} exited; see {self.log_path}")
+                raise RuntimeError(f"{self.kind} {self.name} exited; see {self.log_path}")
             try:
                 if self.get("/readyz")[0] == 200:
                     return
             except OSError:
                 pass
             time.sleep(0.3)
-        raise TimeoutError(f"worker {self.name} not ready; see {self.log_path}")
+        raise TimeoutError(f"{self.kind} {self.name} not ready; see {self.log_path}")
 
     @property
     def log_path(self) -> Path:
-        return self.workdir / f"worker-{self.name}.log"
+        return self.workdir / f"{self.kind}-{self.name}.log"
+
+    def log_lines(self) -> Iterator[dict[str, Any]]:
+        """Its JSON log lines (others skipped)."""
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            with suppress(ValueError):
+                doc = json.loads(line)
+                if isinstance(doc, dict):
+                    yield doc
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -202,6 +202,58 @@ class Worker:
 
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
+
+
+@dataclass
+class Ingest(KafkaProcess):
+    """`remediator ingest`, with the kube watch where `namespaces` are given."""
+
+    namespaces: str = ""
+    kubeconfig: Path | None = None
+    token: str = "ingest-token-7f3a"
+
+    kind = "ingest"
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "remediator", "ingest", *_kafka_flags(self.cfg),
+               "--listen", f"127.0.0.1:{self.port}", "--log-level", "INFO",
+               "--namespaces", self.namespaces, "--warmup-daemonset", ""]  # fmt: skip
+        if self.kubeconfig is not None:
+            cmd += ["--kubeconfig", str(self.kubeconfig)]
+        self.env = {"REMEDIATOR_WEBHOOK_TOKEN": self.token, **self.env}
+        return cmd
+
+
+@dataclass
+class Worker(KafkaProcess):
+    """`remediator worker`."""
+
+    argo: str | None = None
+    cpus: str | None = None
+    batch: int | None = None  # records an agent takes at once (None: the worker's default)
+    policy: Path | None = None
+    tick_s: float = 0.0  # the worker's own ticks (0: the records' times only)
+    extra: list[str] = field(default_factory=list)  # more flags
+    # Each time the liveness probe restarted it, what it had counted (its /metrics just
+    # before): lost with the process, as a killed worker's is.
+    restarts: list[str] = field(default_factory=list)
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "remediator", "worker", *_kafka_flags(self.cfg),
+               "--listen", f"127.0.0.1:{self.port}", "--tick", str(self.tick_s),
+               "--table-dir", str(self.workdir / f"tables-{self.name}"),
+               "--log-level", "INFO", *self.extra]  # fmt: skip
+        if self.policy is not None:
+            cmd += ["--policy", str(self.policy)]
+        if self.batch is not None:
+            cmd += ["--batch", str(self.batch)]
+        if self.argo:
+            cmd += ["--argo-server", self.argo]
+        else:
+            cmd += ["--dry-run-log", str(self.workdir / "dry-run.jsonl")]  # shared, as Argo is
+        if self.cpus:
+            cmd = ["taskset", "-c", self.cpus, *cmd]
+        return cmd
 
     def probe_liveness(self) -> bool:
         """What a kubelet's liveness probe does (a stand-in: no kubelet runs these
