@@ -139,11 +139,8 @@ Example (a laptop against a kind cluster, dry run):
     "have been done. Adds to the policy's guardrails.dry_run, never removes it.  "
     "[env REMEDIATOR_DRY_RUN]",
 )
-@click.option(
-    "--kill-switch-file",
-    envvar="REMEDIATOR_KILL_SWITCH_FILE",
-    default=None,
-    help="File polled every 5 s: 'on' stops every action, 'off' or missing resumes. "
+@options.kill_switch_file(
+    "File polled every 5 s: 'on' stops every action, 'off' or missing resumes. "
     "Anything else counts as on (fail closed): another word, text that is not UTF-8 (or "
     "UTF-16/32 with a BOM), a file that cannot be read; logged once, shown in /readyz and "
     "remediator_kill_switch_unclear.  [env REMEDIATOR_KILL_SWITCH_FILE]",

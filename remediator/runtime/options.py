@@ -68,6 +68,12 @@ def warmup_daemonset(fn: F) -> F:
     )(fn)
 
 
+def kill_switch_file(help: str) -> Decorator:
+    return click.option(
+        "--kill-switch-file", envvar="REMEDIATOR_KILL_SWITCH_FILE", default=None, help=help
+    )
+
+
 def kubeconfig(help: str) -> Decorator:
     return click.option("--kubeconfig", envvar="KUBECONFIG", default=None, help=help)
 

@@ -82,6 +82,7 @@ from remediator.streams.core import (
 )
 from remediator.streams.executor import Executors, install_acting, would_have
 from remediator.streams.keys import NOW_HEADER
+from remediator.streams.kill_switch import SwitchPoll
 from remediator.streams.metrics import WorkerMetrics
 from remediator.streams.pods import TICK, PartitionRows
 from remediator.streams.progress import QUIET_S, Progress
@@ -334,6 +335,8 @@ def build_app(
             yield None
 
     # ---- guard: candidates -> commands ------------------------------------------------
+    switch = SwitchPoll(streams.kill_switch_file, registry) if streams.kill_switch_file else None
+
     def guard_core() -> GuardCore:
         core = guard_box.get("cluster")
         if core is None:
@@ -394,6 +397,8 @@ def build_app(
         async for batch in waiting(stream, streams.batch, progress, streams.batch_linger_s):
             core = guard_core()
             started = time.perf_counter()
+            if switch is not None:  # (a guard just taken over: the file's, not the rows')
+                core.set_kill_switch(*switch.now())
             released: list[Released] = []
             for event in batch:
                 released.extend(await read_up_to(core, event))

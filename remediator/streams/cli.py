@@ -120,6 +120,11 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     help="Records an agent takes at once, at most (it takes what is waiting): one table row and"
     " one record to the guard per batch.",
 )
+@options.kill_switch_file(
+    "File the worker that holds the guard reads before it judges, at most every second: 'on'"
+    " holds every decision (guardrail kill_switch), 'off' or missing lets them through;"
+    " anything else counts as on (fail closed), as serve's.  [env REMEDIATOR_KILL_SWITCH_FILE]",
+)
 @click.option(
     "--ingest-watches",
     envvar="REMEDIATOR_KAFKA_INGEST_WATCHES",
@@ -247,7 +252,8 @@ def worker(**kw: Any) -> None:
                   fetch_wait_s=kw["fetch_wait_s"],
                   batch_linger_s=kw["batch_linger_s"],
                   ingest_watches={"on": True, "auto": None, "off": False}[kw["ingest_watches"]],
-                  watch_silent_s=kw["watch_silent_s"])  # fmt: skip
+                  watch_silent_s=kw["watch_silent_s"],
+                  kill_switch_file=kw["kill_switch_file"])  # fmt: skip
     policy = load_policy_file(kw["policy"]) if kw["policy"] else PolicyFile()
     cluster: Executor
     notifier: Executor | None = None

@@ -48,6 +48,8 @@ class StreamsConfig:
     # True: its word is required from the start; None: once heard; False: ignored.
     ingest_watches: bool | None = None
     watch_silent_s: float = 10.0
+    # serve's kill-switch file, read by the worker that holds the guard (streams/kill_switch.py).
+    kill_switch_file: str | None = None
 
     def __post_init__(self) -> None:
         for topic in (self.inputs, self.candidates, self.commands):

@@ -400,6 +400,7 @@ class GuardCore:
         self.replayed_to = -1
         self.replay_frontier = -math.inf
         self._behind: str | None = None  # the hold last set (None: not yet this run)
+        self._switch: tuple[bool, str] | None = None  # the kill switch last set, this run
 
     @property
     def state(self) -> Any:
@@ -417,6 +418,14 @@ class GuardCore:
         """The candidates-topic offset a restored guard reads again from: the oldest
         record with a candidate still waiting, else the next one to take."""
         return min(self.read, min(self._origin.values(), default=self.read))
+
+    def set_kill_switch(self, engaged: bool, note: str) -> None:
+        """What the kill-switch file says (`streams.kill_switch`): the guard's kill_switch
+        stage holds every decision while it is on. A change is a guard-state row."""
+        if (engaged, note) != self._switch:
+            self._switch = (engaged, note)
+            self.guard.set_kill_switch(engaged, note)
+            self._dirty.add("state")
 
     def missed_before(self, offset: int) -> int | None:
         """Given the record at `offset`, the offset to read the topic again from first

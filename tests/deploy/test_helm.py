@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -71,6 +72,8 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "cordonNodes": True,
         "sensors": {"enabled": True},
     },
+    "kafka": {"kafka": {"enabled": True}},
+    "kafka-acting": {"dryRun": False, "kafka": {"enabled": True, "workers": 3}},
 }
 
 
@@ -386,6 +389,84 @@ def test_optional_parts_are_off_by_default() -> None:
     assert not kinds & {"ServiceMonitor", "PrometheusRule", "EventSource", "Sensor"}
     names = {d["metadata"]["name"] for d in h.render()}
     assert "remediator-grafana-dashboard" not in names
+    assert "remediator-worker" not in names
+
+
+# --- the Kafka runtime ------------------------------------------------------------------------
+
+
+def _cli_params(
+    docs: list[dict[str, Any]], name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """What the real CLI makes of a Deployment's container: its command, the parsed options
+    (args and env as the kubelet gives them: the settings ConfigMap, then the container's own
+    env; a secret's value stands in as "<secret>"), and the env."""
+    from remediator.cli import main
+
+    c = _container(s.find(docs, "Deployment", name))
+    env = dict(s.find(docs, "ConfigMap", "remediator-settings")["data"])
+    for e in c.get("env", []):
+        if "value" in e:
+            env[e["name"]] = e["value"]
+        else:
+            env[e["name"]] = "<secret>" if "secretKeyRef" in e["valueFrom"] else "<field>"
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    for key in ("KUBECONFIG", "REMEDIATOR_LISTEN", "REMEDIATOR_WORKER_LISTEN"):
+        if key not in env:
+            monkeypatch.delenv(key, raising=False)
+    command, *args = c["args"]
+    mounted = tmp_path / "policy.yaml"  # the ConfigMap, where the kubelet mounts it
+    mounted.write_text(s.find(docs, "ConfigMap", "remediator-policy")["data"]["policy.yaml"])
+    args = [str(mounted) if a == "/etc/remediator/policy.yaml" else a for a in args]
+    cmd = main.get_command(click.Context(main), command)  # type: ignore[arg-type]
+    assert cmd is not None, command
+    ctx = cmd.make_context(command, list(args))
+    return command, ctx.params, env
+
+
+def test_kafka_runs_one_ingest_that_watches_and_workers_that_hold_on_its_word(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The rendered containers, parsed by the real CLI: the ingest watches the inference
+    namespaces and holds no secret but the webhook token; the workers require the ingest's
+    word on its watch, and in a dry run have no Argo server (what would run is recorded)."""
+    docs = _rendered("kafka")
+    ingest = s.find(docs, "Deployment", "remediator")
+    assert ingest["spec"]["replicas"] == 1
+    command, params, env = _cli_params(docs, "remediator", monkeypatch, tmp_path)
+    assert command == "ingest"
+    assert params["namespaces"] == ("llm-inference",)
+    assert params["broker"] == "kafka://kafka.kafka:9092" and params["inputs_partitions"] == 8
+    assert params["listen"] == "0.0.0.0:8080"
+    assert {k for k, v in env.items() if v == "<secret>"} == {"REMEDIATOR_WEBHOOK_TOKEN"}
+    worker = s.find(docs, "Deployment", "remediator-worker")
+    assert worker["spec"]["replicas"] == 2
+    command, params, env = _cli_params(docs, "remediator-worker", monkeypatch, tmp_path)
+    assert command == "worker"
+    assert params["ingest_watches"] == "on" and params["watch_silent_s"] == 10.0
+    assert params["kill_switch_file"] == "/etc/remediator/switches/kill-switch"
+    mounts = {m["mountPath"] for m in _container(worker)["volumeMounts"]}
+    assert "/etc/remediator/switches" in mounts
+    assert params["broker"] == "kafka://kafka.kafka:9092" and params["replication"] == 3
+    assert not params["argo_server"], "a dry run submits nothing"
+    assert "ARGO_TOKEN" not in env
+    policy = load_policy(s.find(docs, "ConfigMap", "remediator-policy")["data"]["policy.yaml"])
+    assert policy.dry_run
+    pdbs = {d["metadata"]["name"] for d in docs if d["kind"] == "PodDisruptionBudget"}
+    assert pdbs == {"remediator-worker"}
+
+
+def test_kafka_workers_act_through_argo_when_not_a_dry_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    docs = _rendered("kafka-acting")
+    assert s.find(docs, "Deployment", "remediator-worker")["spec"]["replicas"] == 3
+    _, params, env = _cli_params(docs, "remediator-worker", monkeypatch, tmp_path)
+    assert params["argo_server"] == "https://argo-server.argo:2746"
+    assert env["ARGO_TOKEN"] == "<secret>"
+    _, _, env = _cli_params(docs, "remediator", monkeypatch, tmp_path)
+    assert "ARGO_TOKEN" not in env, "the ingest acts on nothing"
 
 
 # One wrong value per class of mistake; each must stop `helm template` with the schema's error.

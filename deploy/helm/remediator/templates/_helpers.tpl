@@ -88,6 +88,25 @@ REMEDIATOR_WARMUP_DAEMONSET: kube-system/gpu-warmup
 REMEDIATOR_DRY_RUN: {{ .Values.dryRun | toString | quote }}
 {{- end }}
 
+{{/* Broker, group and topics, as `remediator ingest` and `worker` read them. */}}
+{{- define "remediator.kafkaEnv" -}}
+- name: REMEDIATOR_KAFKA_BROKER
+  value: {{ .Values.kafka.brokers | quote }}
+- name: REMEDIATOR_KAFKA_GROUP
+  value: {{ .Values.kafka.group | quote }}
+- name: REMEDIATOR_INPUTS_PARTITIONS
+  value: {{ .Values.kafka.inputsPartitions | quote }}
+- name: REMEDIATOR_COMMANDS_PARTITIONS
+  value: {{ .Values.kafka.commandsPartitions | quote }}
+- name: REMEDIATOR_KAFKA_REPLICATION
+  value: {{ .Values.kafka.replication | quote }}
+{{- end }}
+
+{{- define "remediator.workerSelectorLabels" -}}
+app.kubernetes.io/name: remediator
+app.kubernetes.io/component: worker
+{{- end }}
+
 {{- define "remediator.restricted" -}}
 allowPrivilegeEscalation: false
 readOnlyRootFilesystem: true
