@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -279,6 +279,19 @@ class Worker(KafkaProcess):
         """Every task's stack into its log (mode's SIGUSR1 handler), for a stuck worker."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGUSR1)
+
+
+async def until(
+    what: str, check: Callable[[], object], worker: KafkaProcess, timeout: float = 120.0
+) -> None:
+    """Poll `check` until it holds; fail at once if the process died, else after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        assert worker.proc is not None and worker.proc.poll() is None, worker.log_path
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"{what}; see {worker.log_path}")
 
 
 # ---- Kafka views --------------------------------------------------------------------------

@@ -11,8 +11,6 @@ process.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
@@ -20,7 +18,7 @@ from aiokafka import AIOKafkaProducer
 from remediator.contract.codec import encode
 from remediator.streams.topics import ensure_topics
 from tests.executors.conftest import delete_decision
-from tests.kafka.harness import Worker, config
+from tests.kafka.harness import Worker, config, until
 from tests.standins.argo_server import ArgoStandin
 from tests.standins.slack_server import SlackStandin
 
@@ -30,16 +28,6 @@ CHANNEL = "C0KAFKA"
 # No pod exists to be looked at again before the delete (tests/streams/test_worker_cli.py).
 ENV = {"ARGO_TOKEN": ARGO_TOKEN, "SLACK_BOT_TOKEN": SLACK_TOKEN, "SLACK_CHANNEL": CHANNEL,
        "REMEDIATOR_LOOK_AGAIN": "off"}  # fmt: skip
-
-
-async def until(what: str, check: Callable[[], bool], worker: Worker, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        assert worker.proc is not None and worker.proc.poll() is None, worker.log_path
-        await asyncio.sleep(0.2)
-    raise TimeoutError(f"{what}; see {worker.log_path}")
 
 
 def stand_ins() -> tuple[ArgoStandin, SlackStandin]:

@@ -7,27 +7,15 @@ the API server's (stamps and ticks), so no wall-clock wait is needed for a budge
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 
 from remediator.streams.ingest import Publisher
 from remediator.streams.topics import ensure_topics
-from tests.kafka.harness import Worker, config, recorded
+from tests.kafka.harness import Worker, config, recorded, until
 from tests.runtime.test_cluster_time import POLICY
 from tests.runtime.test_virtual_clock import T0, pod
-
-
-async def until(what: str, check: Callable[[], object], worker: Worker, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        assert worker.proc is not None and worker.proc.poll() is None, worker.log_path
-        await asyncio.sleep(0.2)
-    raise TimeoutError(f"{what}; see {worker.log_path}")
 
 
 async def test_the_kill_switch_holds_decisions_until_it_says_off(
