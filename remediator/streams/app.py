@@ -51,7 +51,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from faust.transport.consumer import Consumer
 from faust.types import TP, EventT, StreamT
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
 
 from remediator.contract.codec import encode
 from remediator.contract.decision import Decision
@@ -208,6 +208,12 @@ def build_app(
     held = Partitions(policy, streams.inputs.partitions)
     # The tracker's gauges (pods per phase, time in phase), summed over those partitions.
     registry.register(tracker_gauges(lambda: [core.decider for core in held.cores.values()]))
+    # serve's gauge, per worker: 1 while any partition it holds holds pod deletions (its
+    # ingest's word on the watch says behind, or has not come: streams/ingest_watch.py).
+    Gauge("remediator_behind", "1 while pod deletions are held: the watch's picture may lag "
+          "the API server's (the ingest says so, or has said nothing for --watch-silent).",
+          registry=registry).set_function(
+        lambda: float(any(core.behind for core in held.cores.values())))  # fmt: skip
     # Ticks move partition clocks on the cluster's time as the inputs show it, carried on
     # by the monotonic clock, never by the local wall clock (see runtime.clock.ClusterTime).
     cluster = ClusterTime(SystemClock())

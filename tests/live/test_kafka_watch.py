@@ -101,6 +101,7 @@ def test_the_ingest_watches_and_a_gap_holds_deletions_until_it_has_caught_up(
     t0 = time.monotonic()
     try:
         wait_for(lambda: len(held(worker)) >= 3 or None, GAP_S, "three deletions held")
+        assert b"remediator_behind 1.0" in worker.get("/metrics")[1]
         time.sleep(max(GAP_S - (time.monotonic() - t0), 0))
         healthy = uids(cluster, "kw-gap-ok")
         assert not deleted(tmp_path) & (healthy | gap_hung), recorded(tmp_path)
@@ -108,6 +109,7 @@ def test_the_ingest_watches_and_a_gap_holds_deletions_until_it_has_caught_up(
         relay.resume()
     wait_for(lambda: deleted(tmp_path) >= gap_hung or None, 120, "the gap's hung pod, after")
     time.sleep(5)  # anything else the worker would decide
+    assert b"remediator_behind 0.0" in worker.get("/metrics")[1]
     assert not deleted(tmp_path) & healthy, recorded(tmp_path)
     assert {str(x.get("why", "")).split(" (")[0] for x in held(worker)} == {"behind"}
     assert ingest.proc is not None and ingest.proc.poll() is None
