@@ -239,7 +239,7 @@ class PartitionCore:
         `arrived`: the cluster's time the ingest took it at (`keys.arrived`)."""
         sink = _Collect()
         if raw.startswith(_RELISTED):
-            self._apply(decode(raw[len(_RELISTED) : -1], Relisted), sink, arrived)
+            self._relisted(raw, sink, arrived)
         elif raw.startswith(INTERNAL):
             self._internal(raw, sink)
         else:
@@ -267,7 +267,11 @@ class PartitionCore:
             out.append(Candidate(c.decision, c.at, p, model, c.phase, c.once, behind))
         return out
 
-    def _apply(self, item: Relisted, sink: _Collect, arrived: float | None) -> None:
+    def _relisted(self, raw: bytes, sink: _Collect, arrived: float | None) -> None:
+        try:
+            item = decode(raw[len(_RELISTED) : -1], Relisted)
+        except msgspec.DecodeError as exc:
+            raise InputError(f"a complete list that does not decode: {exc}") from None
         stamp = api_server_time(item)
         now = max(self.decider.now, -math.inf if stamp is None else stamp,
                   -math.inf if arrived is None else arrived)  # fmt: skip

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from remediator.contract.codec import encode
 from remediator.contract.decision import Decision, Suppressed
-from remediator.inputs.records import Relisted
+from remediator.inputs.records import InputError, Relisted
 from remediator.policy_file import load_policy
 from remediator.streams.core import (
     NO_WORD,
@@ -199,3 +199,9 @@ def test_the_rows_keep_the_last_word_and_list_and_a_rebuild_says_the_same() -> N
     for entry in rows.replay():
         rebuilt.feed(entry.raw.encode(), entry.at)
     assert rebuilt.behind == RELISTING
+
+
+def test_a_list_record_that_does_not_decode_is_refused_as_bad_input() -> None:
+    core = PartitionCore(load_policy(POLICY), 0, 1)
+    with pytest.raises(InputError, match="complete list"):
+        core.feed(b'{"remediator":"relisted","record":{"kind":"Pod"}}')
