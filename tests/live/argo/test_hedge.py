@@ -19,7 +19,7 @@ from typing import Any
 
 from tests.data import vllm_logs
 from tests.live.argo.kubelet import StepRunner
-from tests.live.argo.test_workflows import workflows_for
+from tests.live.argo.test_workflows import workflow_for, workflows_for
 from tests.live.harness import NS, LiveCluster, Serve, example_deployment, wait_for
 from tests.live.test_incidents import ready
 
@@ -130,7 +130,7 @@ def test_a_stalled_pod_is_hedged_the_first_ready_wins_and_a_killed_serve_doubles
 
     # serve decides the hedge; the real Argo runs its step, which surges the Deployment.
     hedge = _hedge_pod(cluster, name, uid)
-    (wf,) = workflows_for(cluster, stalled["metadata"]["name"])
+    wf = workflow_for(cluster, stalled["metadata"]["name"])
     assert wf["spec"]["workflowTemplateRef"] == {"name": "hedge-stalled-pod"}
     params = {p["name"]: p["value"] for p in wf["spec"]["arguments"]["parameters"]}
     assert (params["deployment"], params["uid"], params["timeout"]) == (name, uid, "240")

@@ -43,6 +43,14 @@ def workflows_for(cluster: LiveCluster, pod: str) -> list[dict[str, Any]]:
     ]
 
 
+def workflow_for(cluster: LiveCluster, pod: str) -> dict[str, Any]:
+    """The one Workflow that targets `pod`. Its target annotation comes from the template's
+    workflowMetadata, which the controller writes when it first takes the Workflow up, not
+    the server at submit: waited for."""
+    (wf,) = wait_for(lambda: workflows_for(cluster, pod), 30, f"the Workflow of {pod}")
+    return wf
+
+
 def end_reply(slack: SlackStandin) -> Any:
     replies = [p for p in slack.posted() if p.body.get("thread_ts")]
     return replies[-1] if replies else None
@@ -60,7 +68,7 @@ def test_a_stuck_pod_is_deleted_by_a_real_workflow_and_its_phase_is_told(
         pod = hung_pod(cluster, workloads, "vllm-argo-ok")
         name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
         reply = wait_for(lambda: end_reply(slack), 120, "the end reply in Slack")
-        (wf,) = workflows_for(cluster, name)
+        wf = workflow_for(cluster, name)
         wf_name = wf["metadata"]["name"]
         wait_for(lambda: phases.phases.get(wf_name, [""])[-1] == "Succeeded", 10, "watched end")
 
@@ -107,7 +115,7 @@ def test_a_failed_step_fails_the_workflow_and_on_call_is_told(
     # main exits 1 (by annotation): not retried (the template retries only 5)
     steps.fail_next(pod["metadata"]["name"], 1)
     reply = wait_for(lambda: end_reply(slack), 120, "the end reply in Slack")
-    (wf,) = workflows_for(cluster, pod["metadata"]["name"])
+    wf = workflow_for(cluster, pod["metadata"]["name"])
 
     assert wf["status"]["phase"] == "Failed"
     (ran,) = steps.runs(wf["metadata"]["name"])
@@ -143,9 +151,7 @@ def test_serve_killed_between_submit_and_record_resubmits_into_a_real_409(
     finally:
         relay.close()
     assert relay.submits == [200]
-    # The target annotation comes from the template's workflowMetadata, which the controller
-    # writes when it first takes the Workflow up, not the server at submit.
-    (wf,) = wait_for(lambda: workflows_for(cluster, pod["metadata"]["name"]), 30, "the Workflow")
+    wf = workflow_for(cluster, pod["metadata"]["name"])
     wf_name = wf["metadata"]["name"]
     with sqlite3.connect(first.workdir / "state.db") as db:
         rows = db.execute("SELECT action, state, workflow FROM outbox").fetchall()
@@ -176,7 +182,7 @@ def test_a_step_that_could_not_ask_is_retried_by_the_controller(
     pod = hung_pod(cluster, workloads, "vllm-argo-retry")
     steps.fail_next(pod["metadata"]["name"], 5)
     reply = wait_for(lambda: end_reply(slack), 150, "the end reply in Slack")
-    (wf,) = workflows_for(cluster, pod["metadata"]["name"])
+    wf = workflow_for(cluster, pod["metadata"]["name"])
     first, second = steps.runs(wf["metadata"]["name"])
     assert (first.executed, first.exit_code) == (False, 5)
     assert (second.executed, second.exit_code) == (True, 0), second.output
