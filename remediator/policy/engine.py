@@ -159,10 +159,14 @@ class PolicyEngine:
                 if current is not None:
                     self._arm(self._deadline(t, state, current), t, state, current)
                 continue
-            allowed = self._deadline(t, state, since)
+            allowed = self._deadline(t, state, since, unlearned=True)
             if due < allowed:
                 # The budget grew since this timer was armed (the model's history learnt it
-                # is slower): the pod is judged against the budget it has now.
+                # is slower): the pod is judged against the budget it has now. A budget
+                # that stands only for want of history (`budget`'s floor) is looked at
+                # again each check: the siblings' first cold starts may bring it down.
+                if self._deadline(t, state, since, unlearned=False) < allowed:
+                    allowed = min(allowed, due + self.config.stuck_pod.check_interval_s)
                 self._arm(allowed, t, state, since)
                 continue
             self._now_hint = due
@@ -309,21 +313,23 @@ class PolicyEngine:
     def _init_deletes(self) -> bool:
         return self.config.stuck_pod.init_action == "delete-pod"
 
-    def _allowance(self, t: PodTimeline, phase: str) -> float:
+    def _allowance(self, t: PodTimeline, phase: str, unlearned: bool) -> float:
         cfg = self.config.stuck_pod
-        seconds, _ = budget(cfg, self.history, t.model, phase)
+        seconds, _ = budget(cfg, self.history, t.model, phase, unlearned)
         return seconds + (cfg.checks - 1) * cfg.check_interval_s
 
-    def _deadline(self, t: PodTimeline, state: str, since: float) -> float:
+    def _deadline(self, t: PodTimeline, state: str, since: float, unlearned: bool = False) -> float:
         """When the pod is judged: its phase budget, or in engine init, where its log says
-        which step it is in and siblings went through it, when that step has stalled."""
+        which step it is in and siblings went through it, when that step has stalled.
+        Timers arm on the budget as learned (`unlearned` False: `budget`'s floor for a
+        phase with no history left out); when one fires, the floor holds the pod on."""
         stall = self._stall(t, state)
         if stall is not None:  # progressing: the phase budget does not apply
             cfg = self.config.stuck_pod
             if self._may_hedge(t):  # a hedge starts when the stall does
                 return stall.began + stall.limit
             return stall.due(cfg.checks, cfg.check_interval_s)
-        return since + self._allowance(t, state)
+        return since + self._allowance(t, state, unlearned)
 
     def _may_hedge(self, t: PodTimeline) -> bool:
         return self._hedging and self.config.stuck_pod.checks > 1 and t.uid not in self._hedged

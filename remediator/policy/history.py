@@ -72,17 +72,39 @@ _STEP_KEYS: dict[str, str] = {}  # (filled below: the keys the policy asks for p
 
 
 def budget(
-    cfg: StuckPodConfig, history: PhaseHistory, model: str | None, phase: str
+    cfg: StuckPodConfig,
+    history: PhaseHistory,
+    model: str | None,
+    phase: str,
+    unlearned: bool = True,
 ) -> tuple[float, str]:
-    """Seconds a pod of `model` may spend in `phase`, and how that figure was set."""
+    """Seconds a pod of `model` may spend in `phase`, and how that figure was set.
+
+    With adaptive budgets on, a phase the model's pods have not yet gone through often
+    enough to learn from (fewer than `min_samples`), and no budget set for the model, gets
+    at least the model's whole expected cold start: the static budgets are the seed's
+    (engine init 60 s, as for a tuned 8B), and until then only `min_age` stood between
+    them and a slow model's first wave, which it stops guarding once earlier phases ate the
+    expected time (a slow registry: a 70B fleet's first pods reached engine init older
+    than 600 s and were deleted 80 s into a healthy 240 s init). No phase takes longer
+    than the whole; what a phase really takes is learned from its first pods.
+    `unlearned` False: without that floor (the soonest the pod could be judged, should
+    its siblings' first cold starts come in meanwhile: the policy's timers arm on it)."""
     static = cfg.budgets[phase]
     how = "static"
     if model is not None and phase in cfg.models.get(model, {}):
         static, how = cfg.models[model][phase], f"set for {model}"
-    if cfg.adaptive.enabled and model is not None:
-        p99 = history.p99(model, phase, cfg.adaptive.min_samples)
-        if p99 is not None and cfg.adaptive.factor * p99 > static:
+    if not cfg.adaptive.enabled:
+        return static, how
+    p99 = None if model is None else history.p99(model, phase, cfg.adaptive.min_samples)
+    if p99 is not None:
+        if cfg.adaptive.factor * p99 > static:
             return cfg.adaptive.factor * p99, f"adaptive {cfg.adaptive.factor:g}×P99 of {model}"
+        return static, how
+    if how == "static" and unlearned:
+        whole = expected_cold_start(cfg, history, model)
+        if whole > static:
+            return whole, f"no history of {phase} for {model or 'this pod'} yet: a whole cold start"
     return static, how
 
 

@@ -56,7 +56,8 @@ def test_the_policy_names_the_engine_container() -> None:
         {"name": "kserve-container", "restartCount": 0,
          "state": {"waiting": {"reason": "ContainerCreating"}}},
     ]  # fmt: skip
-    run = make_run(RELAXED + "stuck_pod:\n  engine_containers: [kserve-container]\n")
+    engine = "engine_containers: [kserve-container],"
+    run = make_run(RELAXED.replace("checks: 3,", f"checks: 3, {engine}"))
     run.feed(doc).at(T0 + 3600)
     assert [(d.action, d.at) for d in run.decisions] == [("delete-pod", T0 + 321)]
     assert "container_start" in run.decisions[0].reason
@@ -128,7 +129,8 @@ def test_a_held_decision_is_never_printed_twice_at_one_instant() -> None:
     """container_start, then a second pull (image_pull), then container_start again: the
     first phase's timer re-arms on the later evidence, and so does the change; one timer
     must stand, or min_age holds the same decision twice at the same instant."""
-    run = make_run("stuck_pod:\n  checks: 1\n")  # min_age at its default: it holds
+    # min_age at its default holds; the static budgets (no floor for want of history).
+    run = make_run("stuck_pod:\n  checks: 1\n  adaptive: {enabled: false}\n")
     run.feed(
         pod(created=0, scheduled=1, waiting="ContainerCreating"),
         event("Pulling", 'Pulling image "vllm"', 2, name="p1"),

@@ -126,7 +126,9 @@ def test_adaptive_budget_learns_from_completed_cold_starts(run: Run) -> None:
 
 
 def test_min_age_holds_a_young_pod_then_lets_the_delete_through() -> None:
-    run = make_run("")  # defaults: expected cold start 600 s for a model with no history
+    # Defaults: expected cold start 600 s for a model with no history; static budgets (the
+    # floor a phase with no history gets, a whole cold start, would hold it as long).
+    run = make_run("stuck_pod: {adaptive: {enabled: false}}")
     run.feed(pod(created=0, scheduled=1, started=10))
     run.at(T0 + 100)
     assert run.decisions == [] and [s.guardrail for s in run.held] == ["min_age"]
@@ -136,10 +138,11 @@ def test_min_age_holds_a_young_pod_then_lets_the_delete_through() -> None:
 
 
 def test_dry_run_and_kill_switch_hold_every_delete_with_their_names() -> None:
-    run = make_run("guardrails: {dry_run: {enabled: true}, min_age: {factor: 0}}")
+    static = "stuck_pod: {adaptive: {enabled: false}}\n"
+    run = make_run(static + "guardrails: {dry_run: {enabled: true}, min_age: {factor: 0}}")
     run.feed(pod(created=0, scheduled=1, started=10)).at(T0 + 100)
     assert run.decisions == [] and run.held[0].guardrail == "dry_run"
-    run = make_run("guardrails: {min_age: {factor: 0}}")
+    run = make_run(static + "guardrails: {min_age: {factor: 0}}")
     run.session.set_kill_switch(True, "incident 4711 in progress")
     run.feed(pod(created=0, scheduled=1, started=10)).at(T0 + 100)
     assert run.decisions == [] and run.held[0].guardrail == "kill_switch"

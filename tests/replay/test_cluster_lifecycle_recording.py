@@ -22,11 +22,13 @@ from tests.replay.conftest import run_replay_cli
 RECORDING = DATA / "cluster" / "crashloop_and_delete_k8s-v1.36.3_kwok-v0.8.0.jsonl"
 CRASHY = "953b10c6-5a22-4537-a43c-285d70ea1bbf"
 DELETED = "53a488fa-e56f-4921-8547-752e8cd27c72"
-# Budgets short enough for a 50 s recording; the clock then runs on past its end.
+# Budgets short enough for a 50 s recording, static (no floor for want of history); the
+# clock then runs on past its end.
 POLICY = """
 stuck_pod:
   selector: app=vllm-inference
   budgets: {engine_init: 5, container_start: 5}
+  adaptive: {enabled: false}
   checks: 1
 guardrails:
   min_age: {factor: 0}
