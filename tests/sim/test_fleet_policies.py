@@ -97,6 +97,17 @@ def test_the_seed_rule_kill_loops_on_untuned_pods_and_the_default_does_not() -> 
     assert by["none"].deletions == 0
 
 
+def test_a_slow_registry_gets_no_healthy_first_wave_pod_deleted() -> None:
+    """Pulls 3x slower on an untuned fleet, no hangs: the first pods reach engine init
+    older than the expected cold start (min_age no longer holds them) and no sibling has
+    finished it yet. The default deleted 18 of them 80 s into a healthy ~240 s init before
+    a phase with no history got a whole expected cold start (policy.history.budget)."""
+    summaries, _ = compare(_fleet("untuned", registry_slow=3.0), builtin_policies()[2:3])
+    (default,) = summaries
+    assert default.policy == "default" and default.cold_starts > 20
+    assert default.deletions == 0 and default.false_kills == 0
+
+
 def test_policy_comparison_is_deterministic_by_seed() -> None:
     scenario = _fleet("tuned", engine_init_hang=0.05, registry_fail=0.05)
     first, _ = compare(scenario, builtin_policies(hedge=True))
