@@ -12,7 +12,14 @@
    kills (% of pods) and kill loops. Goals: with 5% hangs, default <= 1.25 x hang-free with
    spare GPUs, <= 1.6 x with none; the default's P99 <= the seed rule's everywhere; false
    kills <= 0.5% with hangs and none without; no kill loop.
-2. Speed on a day of a 500-node fleet (examples/sim/fleet-day.yaml, no hangs): simulated
+2. Fleets the defaults were not chosen on (`unseen`): the two profiles with other shapes (a
+   mixed fleet of TP 1, 2, 4 and 8 models, and many small models, each with GPUs for its
+   peak and no more) and other faults (a registry 3x slower, driver hangs, GPU nodes whose
+   memory never settles, an hour's GPU shortage), with no hangs and with 5%: the same
+   safety goals (no false kill without hangs, <= 0.5% with, no kill loop) and the default's
+   P99 at most the seed rule's. (Found there: healthy first-wave pods deleted behind a slow
+   registry, tests/policy/test_first_wave.py.)
+3. Speed on a day of a 500-node fleet (examples/sim/fleet-day.yaml, no hangs): simulated
    cold starts per second of the simulator alone, with every input built for a listener,
    and driving the real core (goal, with the core: >= 10,000/s), per wall second and per
    CPU second of the process (the machine may be shared: wall time moves with its load),
@@ -36,7 +43,14 @@ from remediator.sim.fleet.compare import PolicySpec, compare
 from remediator.sim.fleet.controllers import Controller, CorePolicy, NoRemediation, SeedRule
 from remediator.sim.fleet.defaults import no_spare
 from remediator.sim.fleet.results import Summary
-from remediator.sim.fleet.scenario import Scenario, load_scenario
+from remediator.sim.fleet.scenario import (
+    DeploymentSpec,
+    Faults,
+    ScaleLoad,
+    Scenario,
+    Shortage,
+    load_scenario,
+)
 from remediator.sim.fleet.simulation import Simulation
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "sim"
@@ -133,6 +147,58 @@ def fleet_goals(name: str, quick: bool, config: PolicyFile) -> list[str]:
     return missed
 
 
+UNSEEN_SHAPES: dict[str, tuple[DeploymentSpec, ...]] = {
+    "as given": (),  # the example's deployments
+    "mixed TP": (
+        DeploymentSpec("vllm-llama-8b", "meta-llama/Llama-3.1-8B-Instruct", 8, tp=1),
+        DeploymentSpec("vllm-llama-70b", "meta-llama/Llama-3.1-70B-Instruct", 6, tp=2),
+        DeploymentSpec("vllm-mixtral", "mistralai/Mixtral-8x22B-Instruct-v0.1", 3, tp=4),
+        DeploymentSpec("vllm-llama-405b", "meta-llama/Llama-3.1-405B-Instruct-FP8", 2, tp=8),
+    ),
+    "small models": tuple(
+        DeploymentSpec(f"vllm-small-{i}", f"example/small-{i}-7B", 6, tp=1) for i in range(8)
+    ),
+}
+UNSEEN_FAULTS: dict[str, Faults] = {
+    "none": Faults(),
+    "slow registry": Faults(registry_slow=3.0),
+    "driver hangs": Faults(driver_hang=0.03),
+    "unsettled GPUs": Faults(unsettled_gpu_nodes=4),
+    "GPU shortage": Faults(gpu_shortage=Shortage(1800, 4, 3600)),
+}
+
+
+def unseen(quick: bool, config: PolicyFile) -> list[str]:
+    missed: list[str] = []
+    print("\n== fleets the defaults were not chosen on: 3 h each, seeds "
+          f"{'1' if quick else '1, 2'}; no spare GPUs but the example's shape ==")  # fmt: skip
+    print(f"  {'profile':8s} {'shape':13s} {'faults':15s} hangs  seed P99  default P99  "
+          "default<=seed  false kills  kill loops")  # fmt: skip
+    for name in ("tuned", "untuned"):
+        base = load_scenario(EXAMPLES / f"{name}.yaml")
+        base = replace(base, seeds=base.seeds[: 1 if quick else 2], duration_s=3 * 3600)
+        for shape, deps in UNSEEN_SHAPES.items():
+            fleet = base if not deps else no_spare(
+                replace(base, deployments=deps, scale=ScaleLoad(900, 2, 12)))  # fmt: skip
+            for what, faults in UNSEEN_FAULTS.items():
+                for rate in (0.0, 0.05):
+                    sc = replace(fleet, faults=replace(faults, engine_init_hang=rate))
+                    by = _by(compare(sc, _policies(config))[0])
+                    d, seed = by["default"], by["seed-rule"]
+                    dp, sp = d.ready["p99"], seed.ready["p99"]
+                    print(f"  {name:8s} {shape:13s} {what:15s} {rate:5.0%}  {sp:7.0f}s  "
+                          f"{dp:10.0f}s  {str(dp <= sp):>13s}  {d.false_kill_pct:10.2f}%  "
+                          f"{d.kill_loops:10d}")  # fmt: skip
+                    label = f"unseen {name} {shape}, {what}, {rate:.0%}"
+                    if dp > sp:
+                        missed.append(f"{label}: default P99 {dp:.0f}s > seed rule's {sp:.0f}s")
+                    if d.false_kill_pct > (MAX_FALSE_KILL_PCT if rate else 0.0):
+                        missed.append(f"{label}: false kills {d.false_kill_pct:.2f}%")
+                    if d.kill_loops:
+                        missed.append(f"{label}: {d.kill_loops} kill loops")
+    return missed
+
+
 def _rate(scenario: Scenario, make: Callable[[], Controller]) -> tuple[int, float, float]:
     started, cpu = time.perf_counter(), time.process_time()
     result = Simulation(scenario, scenario.seeds[0], make()).run()
@@ -181,6 +247,7 @@ def main() -> None:
     args = parser.parse_args()
     config = load_policy_file(args.policy) if args.policy else PolicyFile()
     missed = fleet_goals("tuned", args.quick, config) + fleet_goals("untuned", args.quick, config)
+    missed += unseen(args.quick, config)
     missed += speed(args.quick, config)
     print("\nmissed: " + ("; ".join(missed) if missed else "none"))
 
