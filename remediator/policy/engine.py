@@ -74,6 +74,9 @@ class PolicyEngine:
         # and when to ask again, and the incident last let through.
         self._held_work: dict[str, Decision] = {}
         self._work_timers: list[tuple[float, int, str]] = []
+        # A node's check or cordon held by a guardrail, by incident: asked again when due.
+        self._held_nodes: dict[str, Decision] = {}
+        self._node_timers: list[tuple[float, int, str]] = []
         self._done_work: dict[str, str] = {}
         # Hedged starts (policy/hedge.py): the pods a hedge was decided for (one each, ever),
         # when each workload last had a pod unschedulable for GPUs, and the cold-start
@@ -137,9 +140,9 @@ class PolicyEngine:
 
     def next_deadline(self) -> float | None:
         due = self._timers[0][0] if self._timers else None
-        if self._work_timers:
-            work = self._work_timers[0][0]
-            return work if due is None or work < due else due
+        for heap in (self._work_timers, self._node_timers):
+            if heap and (due is None or heap[0][0] < due):
+                due = heap[0][0]
         return due
 
     def advance(self, now: float) -> list[tuple[float, Outcome]]:
@@ -147,6 +150,8 @@ class PolicyEngine:
         out: list[tuple[float, Outcome]] = []
         if self._work_timers and self._work_timers[0][0] <= now:
             out.extend(self._work_due(now))
+        if self._node_timers and self._node_timers[0][0] <= now:
+            out.extend(self._nodes_due(now))
         while self._timers and self._timers[0][0] <= now:
             due, seq, uid, state, since = heapq.heappop(self._timers)
             t = self.tracker.get(uid)
@@ -186,6 +191,9 @@ class PolicyEngine:
             return
         if decision.action == "hedge-pod":
             return  # one look per stall: the pod's own timer stands for when it is hung
+        if decision.uid is None and action(decision.action).target == "node":
+            self._hold_node(decision, now, not_before, at_once)
+            return
         t = self.tracker.get(decision.uid) if decision.uid else None
         if t is None or t.state() not in UNFINISHED:
             return
@@ -221,6 +229,7 @@ class PolicyEngine:
             self._deleted[key] = (min(now, decision.at), decision.uid)
         if self.tells_once(decision):
             self._told.add(decision.incident)
+        self._held_nodes.pop(decision.incident, None)  # (through: nothing left to ask)
         if decision.workload and action(decision.action).supersedes:
             self._done_work[decision.workload] = decision.incident
             held = self._held_work.get(decision.workload)
@@ -260,6 +269,27 @@ class PolicyEngine:
                 told = incident_id("held-work", held.incident)
                 notify = Decision("notify", held.namespace, held.target, why, told, due)
                 out.append((due, replace(notify, workload=workload)))
+        return out
+
+    def _hold_node(self, decision: Decision, now: float, not_before: float, at_once: bool) -> None:
+        """A node's check or cordon held (the rate limit spent by a wave of deletions, a
+        cooldown): asked again then, as a pod's deletion is. Never dropped: the alert that
+        asked for it may not fire again for hours (Alertmanager's repeat_interval), and a
+        node whose GPU memory never settles takes down every pod scheduled there meanwhile."""
+        interval = max(self.config.stuck_pod.check_interval_s, 30.0)
+        due = max(now if at_once else now + interval, not_before)
+        self._held_nodes[decision.incident] = decision
+        heapq.heappush(self._node_timers, (due, next(self._seq), decision.incident))
+
+    def _nodes_due(self, now: float) -> list[tuple[float, Outcome]]:
+        out: list[tuple[float, Outcome]] = []
+        while self._node_timers and self._node_timers[0][0] <= now:
+            due, _, incident = heapq.heappop(self._node_timers)
+            held = self._held_nodes.pop(incident, None)
+            if held is None:
+                continue  # let through meanwhile, or asked again by a later hold
+            self._now_hint = max(self._now_hint, due)
+            out.append((due, replace(held, at=due, reason=f"{held.reason} (held; asked again)")))
         return out
 
     # ---- stuck pods -------------------------------------------------------------------

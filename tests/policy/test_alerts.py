@@ -127,3 +127,26 @@ def test_one_verification_with_two_unstable_nodes_cordons_both() -> None:
     cordoned = [d.target for d in run.decisions if d.action == "cordon-node"]
     assert cordoned == ["gpu-node-1", "gpu-node-2"]
     assert [d.target for d in run.decisions if d.action == "notify"] == cordoned
+
+
+def test_a_node_check_the_rate_limit_held_is_asked_again_not_dropped() -> None:
+    """Found in the fleet simulator (nodes whose GPU memory never settles): a wave of
+    deletions spent the rate limit, the GPU alerts' checks of two nodes were held, and
+    nothing asked for them again (the alert fires once; Alertmanager repeats it hours
+    later), so pods kept landing on those nodes and hanging there."""
+    from tests.policy.conftest import make_run
+
+    run = make_run("guardrails: {rate_limit: {per_minute: 1, burst: 1}}")
+    for i, node in enumerate(("gpu-node-1", "gpu-node-2", "gpu-node-3")):
+        run.feed(alert("firing", {"node": node}, 10 + i, name="GPUMemoryUnstable",
+                       fingerprint=f"f{i}"))  # fmt: skip
+    assert [d.target for d in run.decisions] == ["gpu-node-1"]
+    assert [(h.guardrail, h.decision.target) for h in run.held] == [
+        ("rate_limit", "gpu-node-2"), ("rate_limit", "gpu-node-3")]  # fmt: skip
+    run.at(T0 + 200)  # a token a minute: both again, each once, in their turn
+    checked = [(d.action, d.target) for d in run.decisions]
+    assert checked == [("verify-gpu-memory", f"gpu-node-{i}") for i in (1, 2, 3)]
+    assert all("(held; asked again)" in d.reason for d in run.decisions[1:])
+    assert run.decisions[1].incident == run.held[0].decision.incident
+    run.at(T0 + 3600)
+    assert len(run.decisions) == 3  # nothing asked twice once through
