@@ -98,6 +98,20 @@ RATIO_GOAL = {"spare": 1.25, "no spare": 1.6}  # default P99 / hang-free P99, 5%
 MAX_FALSE_KILL_PCT = 0.5
 
 
+def _safety(label: str, rate: float, d: Summary, seed: Summary) -> list[str]:
+    """What the default missed of the goals every scenario shares: its P99 at most the seed
+    rule's, no false kill without hangs (at most 0.5% with), no kill loop."""
+    missed = []
+    dp, sp = d.ready["p99"], seed.ready["p99"]
+    if dp > sp:
+        missed.append(f"{label}: default P99 {dp:.0f}s > seed rule's {sp:.0f}s")
+    if d.false_kill_pct > (MAX_FALSE_KILL_PCT if rate else 0.0):
+        missed.append(f"{label}: false kills {d.false_kill_pct:.2f}%")
+    if d.kill_loops:
+        missed.append(f"{label}: {d.kill_loops} kill loops")
+    return missed
+
+
 def _policies(config: PolicyFile) -> list[PolicySpec]:
     return [
         PolicySpec("seed-rule", lambda: SeedRule("seed-rule")),
@@ -129,13 +143,7 @@ def fleet_goals(name: str, quick: bool, config: PolicyFile) -> list[str]:
                   f"{str(dp <= sp):>13s}  {d.false_kill_pct:10.2f}%  {d.kill_loops:10d}  "
                   f"{d.held:4d}  {d.hedges:6d}  {share:12.1f}%")  # fmt: skip
             label = f"{name} {variant} {rate:.0%}"
-            if dp > sp:
-                missed.append(f"{label}: default P99 {dp:.0f}s > seed rule's {sp:.0f}s")
-            limit = MAX_FALSE_KILL_PCT if rate else 0.0
-            if d.false_kill_pct > limit:
-                missed.append(f"{label}: false kills {d.false_kill_pct:.2f}%")
-            if d.kill_loops:
-                missed.append(f"{label}: {d.kill_loops} kill loops")
+            missed += _safety(label, rate, d, seed)
             if share > 5.0:
                 missed.append(f"{label}: hedges took {share:.1f}% of cold-start GPU-minutes")
         ratio = rows[0.05]["default"].ready["p99"] / free
@@ -189,13 +197,7 @@ def unseen(quick: bool, config: PolicyFile) -> list[str]:
                     print(f"  {name:8s} {shape:13s} {what:15s} {rate:5.0%}  {sp:7.0f}s  "
                           f"{dp:10.0f}s  {str(dp <= sp):>13s}  {d.false_kill_pct:10.2f}%  "
                           f"{d.kill_loops:10d}")  # fmt: skip
-                    label = f"unseen {name} {shape}, {what}, {rate:.0%}"
-                    if dp > sp:
-                        missed.append(f"{label}: default P99 {dp:.0f}s > seed rule's {sp:.0f}s")
-                    if d.false_kill_pct > (MAX_FALSE_KILL_PCT if rate else 0.0):
-                        missed.append(f"{label}: false kills {d.false_kill_pct:.2f}%")
-                    if d.kill_loops:
-                        missed.append(f"{label}: {d.kill_loops} kill loops")
+                    missed += _safety(f"unseen {name} {shape}, {what}, {rate:.0%}", rate, d, seed)
     return missed
 
 
