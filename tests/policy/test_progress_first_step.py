@@ -1,8 +1,9 @@
 """Before the first step: vLLM logs its banner ("Initializing an LLM engine ...") before its
 workers start and NCCL comes up, then nothing until it loads its weights. A pod whose banner is
 seen and no step line after it is judged by what the container's start to the first step line
-took its siblings, with the same floor and factor as every step: a hang in NCCL init is found
-by progress, not by the phase budget. Real vLLM lines (tests/data/vllm_logs) at made-up times,
+took its siblings, with the same floor as every step and 1.5 times the factor (nothing it
+logged has told its pace yet): a hang in NCCL init is found by progress, not by the phase
+budget. Real vLLM lines (tests/data/vllm_logs) at made-up times,
 as in test_progress.py."""
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def test_a_pod_hung_in_nccl_init_is_found_by_progress_before_its_phase_budget() 
     assert "over its 30s limit for 3 checks in a row" in reason
     took = (
         "5 siblings of meta-llama/Llama-3.1-70B-Instruct took 5s from their container's "
-        "start to their first step line (P95; limit 3× that, at least 30s)"
+        "start to their first step line (P95; limit 4.5× that, at least 30s)"
     )
     assert took in reason
     assert run.decisions[0].stalled == "before_first_step"  # (min_age weighs it: its `stalled`)
@@ -182,3 +183,28 @@ def test_a_node_clock_an_hour_behind_does_not_age_the_stretch() -> None:
     assert run.decisions == []
     run.at(T0 + started + 700)
     assert _deleted_after(run, started) == 30 + 20 - 9
+
+
+DEFAULT_FACTOR = POLICY.replace("factor: 3, ", "")  # progress.factor at its default, 2
+
+
+def test_a_pod_slow_everywhere_is_not_taken_for_hung_before_its_first_step_line() -> None:
+    """Found in the simulator's random fleets: a healthy pod whose whole start drew twice the
+    usual reached its first step line at 104 s against its siblings' 42 s, past 2x their P95
+    and its checks: deleted. The stretch now gets 3x (1.5 times the factor): here siblings
+    take 20 s, so the limit is 60 s, not 40; a pod at 70 s (3.5x) survives, a silent one
+    is deleted at 60 s and two checks."""
+    late = [BANNER, *((at + 15.0, line) for at, line in STEPS)]  # first step line at 20 s
+    run = make_run(DEFAULT_FACTOR)
+    created = _siblings(run, late)
+    slow = [BANNER, *((at + 65.0, line) for at, line in STEPS)]  # ... at 70 s
+    started = _start(run, 9, created, slow)
+    run.feed(pod(_name(9), _uid(9), created=created, scheduled=created + 1, started=started,
+                 ready=started + READY + 65))  # fmt: skip
+    run.at(T0 + started + 3600)
+    assert run.decisions == []
+    run = make_run(DEFAULT_FACTOR)
+    started = _start(run, 9, _siblings(run, late), [BANNER])
+    run.at(T0 + started + 700)
+    assert _deleted_after(run, started) == 60 + 20
+    assert "limit 3× that" in run.decisions[0].reason
