@@ -298,17 +298,24 @@ class Simulation:
         if pod.pull_start is None:
             pod.pull_start = t
             self._event(pod, "Pulling", f'Pulling image "{image}"')
+        if have == math.inf:
+            # Another pod's pull is failing: this one's own try fails the same way and backs
+            # off (the kubelet's ImagePullBackOff), then tries again.
+            self._push(t + BACKOFF_S, _PULL_RETRY, pod)
+            return
         if have is not None and have > t:
             self._push(have, _PULLED, pod)  # another pod is pulling it onto this node
             return
         faults = self.sc.faults
         seconds = pod.draws.phase("image_pull", 20) * faults.registry_slow
-        if pod.draws.u(30 + pod.slot.pods) < faults.registry_fail and have is None:
-            node.images.pop(image, None)
+        first_try = pod.pull_start == t
+        if first_try and pod.draws.u(30 + pod.slot.pods) < faults.registry_fail and have is None:
+            # The pull fails once (a 503 from the registry); its retry after a back-off goes
+            # through. Meanwhile the node's other pods that need the image fail and retry too.
             at = t + 0.3 * seconds
             self._push(at, _INPUT, ("pull-failed", pod))
             self._push(at + BACKOFF_S, _PULL_RETRY, pod)
-            node.images[image] = math.inf  # nobody else pulls it meanwhile: the same registry
+            node.images[image] = math.inf
             return
         node.images[image] = t + seconds
         self._push(t + seconds, _PULLED, pod)
@@ -574,11 +581,16 @@ class Simulation:
         subject: Any = obj[1]
         if what == "pull-failed":
             pod: Pod = subject
+            node = pod.node
+            assert node is not None
+            if node.images.get(pod.image) == math.inf:
+                # The failed pull is over, whether or not its pod is still there (a pod
+                # deleted mid-pull must not leave the node "pulling" for good).
+                del node.images[pod.image]
             if not pod.alive:
                 return
             msg = f'Failed to pull image "{pod.image}": rpc error: code = Unknown desc = 503'
             self._event(pod, "Failed", msg)
-            pod.node.images.pop(pod.image, None)  # type: ignore[union-attr]
         elif what == "alert":
             self._emit_raw(wire.alert_json(subject.name, self.now))
         elif what == "verdict":
