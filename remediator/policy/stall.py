@@ -16,6 +16,9 @@ seen and no step line after it is judged by what the container's start to the fi
 took its siblings (those whose banner was seen too), with the same floor and
 `FIRST_STRETCH_MARGIN` times the factor, so a hang in NCCL init is found by progress as well.
 Without such siblings it is judged as in `weights`.
+
+The factor widens when few siblings' times judge the stretch (`history.few_samples_margin`:
+1.54 times with 5, none from a full window): a quantile of few samples understates the tail.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ class Stall:
             f"engine_init stalled {what} for {now - self.began:.0f}s, over its "
             f"{self.limit:.0f}s limit for {checks} checks in a row: {self.samples} siblings "
             f"of {model} took {self.siblings_s:.0f}s {there} (P{cfg.quantile * 100:g}; limit "
-            f"{self.factor:g}× that, at least {cfg.floor_s:.0f}s)"
+            f"{self.factor:.3g}× that, at least {cfg.floor_s:.0f}s)"
         )
 
 
@@ -102,13 +105,15 @@ def stall_of(t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory) -> Stal
     siblings = history.quantile(model, step_key(timed_as), cfg.quantile, cfg.min_samples)
     if siblings is None:
         return None
+    samples = history.count(model, step_key(timed_as))
     factor = cfg.factor * (FIRST_STRETCH_MARGIN if timed_as == BEFORE_FIRST_STEP else 1.0)
+    factor *= history.margin(model, step_key(timed_as))
     return Stall(
         step=t.engine.current_after(last, started),
         began=began,
         limit=max(cfg.floor_s, factor * siblings),
         siblings_s=siblings,
-        samples=history.count(model, step_key(timed_as)),
+        samples=samples,
         timed_as=timed_as,
         factor=factor,
     )

@@ -18,7 +18,7 @@ POLICY = """
 stuck_pod:
   checks: 3
   budgets: {engine_init: 600}
-  progress: {enabled: true, factor: 3, floor_s: 120}  # the figures used here
+  progress: {enabled: true, factor: 1.5, floor_s: 120}  # the figures used here
   hedge: {enabled: %s}
 engine_logs: {follow: true}
 guardrails:

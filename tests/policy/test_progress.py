@@ -18,7 +18,7 @@ POLICY = """
 stuck_pod:
   checks: 3
   budgets: {engine_init: 600}
-  progress: {enabled: %s, min_samples: %d, factor: 3, floor_s: 120}
+  progress: {enabled: %s, min_samples: %d, factor: 1.5, floor_s: 120}
 guardrails:
   min_age: {factor: 0}
   rate_limit: {per_minute: 600, burst: 100}

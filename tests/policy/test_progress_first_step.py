@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remediator.inputs.records import EngineStep
 from remediator.inputs.vllm_log import LOG_ENDED
+from remediator.policy.history import few_samples_margin
 from tests.data import vllm_logs
 from tests.policy.builders import T0, pod
 from tests.policy.conftest import Run, make_run
@@ -34,6 +36,11 @@ BANNER = (2.0, _line("2024-05-v0.4.2-kv-cache.log", "Initializing an LLM engine"
 # Siblings: the banner 2 s after the container's start, "Starting to load model" at 5 s (NCCL
 # init in between), the weights in at 40 s; Ready at 110 s.
 WITH_BANNER = [BANNER, *STEPS]
+# Every limit here is set from five siblings' times (of a window of 50): widened by
+# few_samples_margin, 1.54.
+FEW = few_samples_margin(5, 50)
+NCCL_LIMIT = 3 * 1.5 * FEW * 5  # 34.65 s: the factor, the first stretch's margin, 5 s
+WEIGHTS_LIMIT = 3 * FEW * 40  # 184.8 s
 
 
 def _siblings(run: Run, lines: list[tuple[float, str]], n: int = 5) -> float:
@@ -54,19 +61,20 @@ def _deleted_after(run: Run, started: float) -> float:
 
 def test_a_pod_hung_in_nccl_init_is_found_by_progress_before_its_phase_budget() -> None:
     """Banner, then silence: the siblings took 5 s to their first step line, so the limit is
-    the 30 s floor, hung two checks later (the phase budget would wait 620 s)."""
+    34.65 s (6.93x that: 3, 1.5 times for the stretch, 1.54 for five siblings; over the
+    30 s floor), hung two checks later (the phase budget would wait 620 s)."""
     run = make_run(POLICY)
     started = _start(run, 9, _siblings(run, WITH_BANNER), [BANNER])
-    run.at(T0 + started + 49)
+    run.at(T0 + started + NCCL_LIMIT + 19)
     assert run.decisions == []
     run.at(T0 + started + 700)
-    assert _deleted_after(run, started) == 30 + 20
+    assert _deleted_after(run, started) == pytest.approx(NCCL_LIMIT + 20)
     reason = run.decisions[0].reason
-    assert "engine_init stalled before vLLM's first step line (NCCL init) for 50s" in reason
-    assert "over its 30s limit for 3 checks in a row" in reason
+    assert "engine_init stalled before vLLM's first step line (NCCL init) for 55s" in reason
+    assert "over its 35s limit for 3 checks in a row" in reason
     took = (
         "5 siblings of meta-llama/Llama-3.1-70B-Instruct took 5s from their container's "
-        "start to their first step line (P95; limit 4.5× that, at least 30s)"
+        "start to their first step line (P95; limit 6.93× that, at least 30s)"
     )
     assert took in reason
     assert run.decisions[0].stalled == "before_first_step"  # (min_age weighs it: its `stalled`)
@@ -74,14 +82,14 @@ def test_a_pod_hung_in_nccl_init_is_found_by_progress_before_its_phase_budget() 
 
 def test_once_the_first_step_line_is_seen_the_pod_is_judged_in_weights_again() -> None:
     """It was slower than its siblings to its first step line (25 s, under the limit), then
-    loads its weights: judged as loading them (siblings 40 s from the start: limit 120 s)."""
+    loads its weights: judged as loading them (siblings 40 s from the start: limit 185 s)."""
     run = make_run(POLICY)
     started = _start(run, 9, _siblings(run, WITH_BANNER), [BANNER, (25.0, STEPS[0][1])])
-    run.at(T0 + started + 139)
+    run.at(T0 + started + WEIGHTS_LIMIT + 19)
     assert run.decisions == []
     run.at(T0 + started + 700)
-    assert _deleted_after(run, started) == 120 + 20
-    assert "stalled in vLLM step weights for 140s" in run.decisions[0].reason
+    assert _deleted_after(run, started) == pytest.approx(WEIGHTS_LIMIT + 20)
+    assert "stalled in vLLM step weights for 205s" in run.decisions[0].reason
 
 
 def test_a_pod_that_reaches_its_first_step_line_within_the_limit_is_left_alone() -> None:
@@ -101,21 +109,21 @@ def test_siblings_whose_banner_was_not_seen_do_not_teach_the_stretch() -> None:
     run = make_run(POLICY)
     started = _start(run, 9, _siblings(run, STEPS), [BANNER])
     run.at(T0 + started + 700)
-    assert _deleted_after(run, started) == 120 + 20
+    assert _deleted_after(run, started) == pytest.approx(WEIGHTS_LIMIT + 20)
     reason = run.decisions[0].reason
-    assert "stalled in vLLM step before_first_step (timed as weights) for 140s" in reason
+    assert "stalled in vLLM step before_first_step (timed as weights) for 205s" in reason
 
 
 def test_a_banner_from_the_run_before_a_restart_does_not_count() -> None:
     """The container restarted after its banner: this run's banner is not seen, so the pod is
-    not judged before its first step (50 s) but as in `weights` from the restart (140 s)."""
+    not judged before its first step (55 s) but as in `weights` from the restart (205 s)."""
     run = make_run(POLICY)
     created = _siblings(run, WITH_BANNER)
     started = _start(run, 9, created, [BANNER])
     restarted = started + 10.0
     run.feed(pod(_name(9), _uid(9), created=created, scheduled=created + 1, started=restarted))
     run.at(T0 + started + 700)
-    assert _deleted_after(run, restarted) == 120 + 20
+    assert _deleted_after(run, restarted) == pytest.approx(WEIGHTS_LIMIT + 20)
     assert "stalled in vLLM step weights" in run.decisions[0].reason
 
 
@@ -182,7 +190,7 @@ def test_a_node_clock_an_hour_behind_does_not_age_the_stretch() -> None:
     run.at(T0 + started + 40)
     assert run.decisions == []
     run.at(T0 + started + 700)
-    assert _deleted_after(run, started) == 30 + 20 - 9
+    assert _deleted_after(run, started) == pytest.approx(NCCL_LIMIT + 20 - 9)
 
 
 DEFAULT_FACTOR = POLICY.replace("factor: 3, ", "")  # progress.factor at its default, 2
@@ -192,8 +200,8 @@ def test_a_pod_slow_everywhere_is_not_taken_for_hung_before_its_first_step_line(
     """Found in the simulator's random fleets: a healthy pod whose whole start drew twice the
     usual reached its first step line at 104 s against its siblings' 42 s, past 2x their P95
     and its checks: deleted. The stretch now gets 3x (1.5 times the factor): here siblings
-    take 20 s, so the limit is 60 s, not 40; a pod at 70 s (3.5x) survives, a silent one
-    is deleted at 60 s and two checks."""
+    take 20 s, so the limit is 60 s, not 40 (92 s with five siblings: 1.54 times); a pod at
+    70 s (3.5x) survives, a silent one is deleted at 92 s and two checks."""
     late = [BANNER, *((at + 15.0, line) for at, line in STEPS)]  # first step line at 20 s
     run = make_run(DEFAULT_FACTOR)
     created = _siblings(run, late)
@@ -206,5 +214,5 @@ def test_a_pod_slow_everywhere_is_not_taken_for_hung_before_its_first_step_line(
     run = make_run(DEFAULT_FACTOR)
     started = _start(run, 9, _siblings(run, late), [BANNER])
     run.at(T0 + started + 700)
-    assert _deleted_after(run, started) == 60 + 20
-    assert "limit 3× that" in run.decisions[0].reason
+    assert _deleted_after(run, started) == pytest.approx(2 * 1.5 * FEW * 20 + 20)
+    assert "limit 4.62× that" in run.decisions[0].reason

@@ -13,7 +13,7 @@ POLICY = """
 stuck_pod:
   checks: 3
   budgets: {engine_init: 600}
-  progress: {enabled: true, min_samples: 5, factor: 3, floor_s: 120}  # the figures used here
+  progress: {enabled: true, min_samples: 5, factor: 1.5, floor_s: 120}  # the figures used here
 guardrails:
   min_age: {factor: 0}
   rate_limit: {per_minute: 600, burst: 100}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.policy.builders import T0, event, pod
 from tests.policy.conftest import Run, make_run
 
@@ -116,13 +118,14 @@ def test_adaptive_budget_learns_from_completed_cold_starts(run: Run) -> None:
             )
         )
     assert run.decisions == []
-    # now a pod at 200 s of engine init is normal for this model: 1.5 × 236 = 354 s budget
+    # now a pod at 200 s of engine init is normal for this model: 1.5 × 236 s, widened by
+    # 1.54 for five samples of a window of 50 (history.few_samples_margin) = 545 s budget
     run.feed(pod("vllm-70b-7c9d5b6f4-new", UID_B, created=9000, scheduled=9001, started=9010))
-    run.at(T0 + 9010 + 300)
+    run.at(T0 + 9010 + 540)
     assert run.decisions == []
-    run.at(T0 + 9010 + 400)
-    assert run.decisions[0].at == T0 + 9010 + 354 + 20
-    assert "adaptive 1.5×P99" in run.decisions[0].reason
+    run.at(T0 + 9010 + 700)
+    assert run.decisions[0].at == pytest.approx(T0 + 9010 + 1.5 * 1.54 * 236 + 20)
+    assert "adaptive 2.31×P99" in run.decisions[0].reason
 
 
 def test_min_age_holds_a_young_pod_then_lets_the_delete_through() -> None:
