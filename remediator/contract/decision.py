@@ -65,10 +65,14 @@ class Suppressed:
 
     `retry_at`: when asking again may get another answer (never earlier); None: the
     answer stays no for this decision (a duplicate, a dry run). The engine looks again
-    no earlier than this, so it never needs to know a guardrail's arithmetic."""
+    no earlier than this, so it never needs to know a guardrail's arithmetic.
+    `queued`: the guardrail kept the decision a place at `retry_at` (the rate limit's next
+    free token): asked again then it goes, so the engine looks again exactly then, not a
+    check interval later."""
 
     decision: Decision
     guardrail: str
     reason: str
     retry_at: float | None = None
     simulated: bool = False  # held by a stage that simulates (dry run): "would have"
+    queued: bool = False

@@ -57,12 +57,14 @@ class GotThrough(msgspec.Struct, frozen=True, tag="got_through"):
 
 
 class RetryAt(msgspec.Struct, frozen=True, tag="retry_at"):
-    """A guardrail said "not yet" at `at`: look at it again no sooner than `not_before`."""
+    """A guardrail said "not yet" at `at`: look at it again no sooner than `not_before`;
+    `queued`: exactly then, where a place is kept for it (`Suppressed.queued`)."""
 
     decision: Decision
     at: float
     not_before: float
     partition: int = 0
+    queued: bool = False
 
 
 class HeldBehind(msgspec.Struct, frozen=True, tag="held_behind"):

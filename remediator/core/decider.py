@@ -229,7 +229,7 @@ class Decider:
             if record.decision.uid:  # (the guard holds only decisions about a pod)
                 self.held_behind[record.decision.uid] = record.decision
         else:
-            self.engine.retry_later(record.decision, record.at, record.not_before)
+            self.engine.retry_later(record.decision, record.at, record.not_before, record.queued)
 
     def caught_up(self, out: DeciderSink, settle: Settle) -> None:
         """The picture has caught up with the cluster's: every pod deletion held meanwhile
@@ -242,7 +242,7 @@ class Decider:
         """A "not yet" that arrives after the decider's clock ran on (from a guard in
         another process): arm the retry and fire it at once if already due, as made no
         earlier than the record's time."""
-        self.engine.retry_later(record.decision, record.at, record.not_before)
+        self.engine.retry_later(record.decision, record.at, record.not_before, record.queued)
         for due, outcome in self.engine.advance(self.now):
             if isinstance(outcome, Ignored):
                 out.ignored(outcome)

@@ -93,7 +93,8 @@ class Guard:
                 # Looked at again the moment the picture has caught up, not at a retry time.
                 return result, HeldBehind(decision, at, candidate.partition)
             if result.retry_at is not None:
-                return result, RetryAt(decision, at, result.retry_at, candidate.partition)
+                retry = RetryAt(decision, at, result.retry_at, candidate.partition, result.queued)
+                return result, retry
             return result, None
         self.verdicts.decided(result.action).inc()
         return result, GotThrough(result, at, False, candidate.partition, candidate.phase)

@@ -34,7 +34,7 @@ from remediator.guard.idempotency import Idempotency
 from remediator.guard.kill_switch import KillSwitch
 from remediator.guard.min_age import MinAge
 from remediator.guard.rate_limit import RateLimit
-from remediator.guard.stage import HoldsUntil, Stage, StageClass, Verdict
+from remediator.guard.stage import HoldsUntil, Queues, Stage, StageClass, Verdict
 from remediator.guard.state import GuardState, Record
 from remediator.guard.watch_current import WatchCurrent
 
@@ -60,10 +60,14 @@ class Pipeline:
     stages: tuple[Stage, ...]
     # (position, stage) of the stages that know when they will say yes (see `_retry_at`).
     _until: tuple[tuple[int, HoldsUntil], ...] = field(init=False, repr=False, compare=False)
+    # The stages that keep a held decision a place (the rate limit's queue), by position.
+    _queues: dict[int, Queues] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         until = tuple((i, s) for i, s in enumerate(self.stages) if isinstance(s, HoldsUntil))
         object.__setattr__(self, "_until", until)
+        queues = {i: s for i, s in enumerate(self.stages) if isinstance(s, Queues)}
+        object.__setattr__(self, "_queues", queues)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -80,7 +84,8 @@ class Pipeline:
     def run(
         self, decision: Decision, now: float, state: GuardState
     ) -> tuple[Decision | Suppressed, GuardState]:
-        """The decision and the state with it recorded, or why not and the state unchanged."""
+        """The decision and the state with it recorded, or why not and the state unchanged
+        (but for the place a queueing stage keeps it)."""
         if not math.isfinite(now):
             raise ValueError(f"now must be a finite number of seconds, got {now!r}")
         now = float(now)
@@ -88,8 +93,14 @@ class Pipeline:
             verdict = stage.check(decision, now, state)
             if verdict.reason is None:
                 continue
+            reason, queue = verdict.reason, self._queues.get(i)
+            if queue is not None:
+                verdict, state = queue.queue(decision, now, state)
+                reason = verdict.reason or reason
             retry_at = self._retry_at(verdict, decision, now, i)
-            held = Suppressed(decision, stage.name, verdict.reason, retry_at, stage.simulates)
+            held = Suppressed(
+                decision, stage.name, reason, retry_at, stage.simulates, queue is not None
+            )
             if not stage.simulates:
                 return held, state
             # A dry run passed every other guardrail: remember it as if it had run, so it

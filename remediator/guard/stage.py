@@ -40,8 +40,9 @@ def suppress(reason: str, retry_at: float | None = None) -> Verdict:
 class Stage(Protocol):
     """A guardrail. `check` must not change anything; `record` is called only for a
     decision the pipeline let through (or one a simulating stage held), and returns the
-    new state. `simulates`: a "no" from this stage means "would have" (dry run), so the
-    decision is recorded as if it had run."""
+    new state (and `Queues.queue` for one it held, where the stage keeps places).
+    `simulates`: a "no" from this stage means "would have" (dry run), so the decision is
+    recorded as if it had run."""
 
     @property
     def name(self) -> str: ...
@@ -61,6 +62,18 @@ class HoldsUntil(Protocol):
     a decision, so the engine's next look waits for both."""
 
     def not_before(self, decision: Decision, now: float) -> float | None: ...
+
+
+@runtime_checkable
+class Queues(Protocol):
+    """A stage whose "not yet" can keep the decision a place (the rate limit: its next free
+    token). When it holds a decision the pipeline asks it to keep one, and gets the verdict
+    to report (its turn as `retry_at`) and the state with the place kept: the one "no" that
+    changes state, so the engine asks again exactly at the turn and the decision goes then."""
+
+    def queue(
+        self, decision: Decision, now: float, state: GuardState
+    ) -> tuple[Verdict, GuardState]: ...
 
 
 class StageClass(Protocol):

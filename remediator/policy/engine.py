@@ -185,9 +185,10 @@ class PolicyEngine:
     ) -> None:
         """A guardrail said "not yet" until `not_before`: look at the pod again then, and
         no sooner than a check interval (one "held" line per look, not one per tick).
-        `at_once`: at `not_before` itself (the reason to hold is known to be over)."""
+        `at_once`: at `not_before` itself (the reason to hold is known to be over then, or
+        the guardrail kept the decision a place then: the rate limit's queue)."""
         if decision.uid is None and decision.workload and action(decision.action).supersedes:
-            self._hold_work(decision, now, not_before)
+            self._hold_work(decision, now, not_before, at_once)
             return
         if decision.action == "hedge-pod":
             return  # one look per stall: the pod's own timer stands for when it is hung
@@ -237,7 +238,9 @@ class PolicyEngine:
                 del self._held_work[decision.workload]
 
     # ---- superseding work (issue 18, defect 12) ----------------------------------------
-    def _hold_work(self, decision: Decision, now: float, not_before: float) -> None:
+    def _hold_work(
+        self, decision: Decision, now: float, not_before: float, at_once: bool = False
+    ) -> None:
         """Held (a repeat within dedup's window, a cooldown): ask again then, for the
         newest held state of the workload; an older held one is superseded."""
         workload = decision.workload or ""
@@ -245,7 +248,8 @@ class PolicyEngine:
         if held is not None and held.at > decision.at:
             return
         self._held_work[workload] = decision
-        due = max(now + max(self.config.stuck_pod.check_interval_s, 30.0), not_before)
+        interval = max(self.config.stuck_pod.check_interval_s, 30.0)
+        due = max(now if at_once else now + interval, not_before)
         heapq.heappush(self._work_timers, (due, next(self._seq), workload))
 
     def _work_due(self, now: float) -> list[tuple[float, Outcome]]:

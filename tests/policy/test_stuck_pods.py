@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.policy.builders import T0, event, pod
+from tests.policy.builders import T0, deployment, event, pod
 from tests.policy.conftest import Run, make_run
 
 UID_A = "11111111-2222-3333-4444-555555555555"
@@ -150,3 +150,25 @@ def test_dry_run_and_kill_switch_hold_every_delete_with_their_names() -> None:
     run.feed(pod(created=0, scheduled=1, started=10)).at(T0 + 100)
     assert run.decisions == [] and run.held[0].guardrail == "kill_switch"
     assert "incident 4711" in run.held[0].reason
+
+
+def test_a_deletion_the_rate_limit_holds_goes_at_its_turn_not_a_check_later() -> None:
+    """Two pods over budget at once, a token every 10 s: the second is held once, queued,
+    and deleted when its token comes (10 s later), not at the next 30 s look."""
+    run = make_run(
+        "stuck_pod: {checks: 3, expected_cold_start_s: 0}\n"
+        "image_update: {enabled: false}\n"
+        "guardrails: {min_age: {factor: 0}, rate_limit: {per_minute: 6, burst: 1}}"
+    )
+    run.feed(deployment("vllm/vllm-openai:v0.6.4", watch="ADDED"))  # 4 replicas: 2 may go
+    run.feed(pod(created=0, scheduled=1, started=10))
+    run.feed(pod("vllm-70b-7c9d5b6f4-fghij", UID_B, created=0, scheduled=1, started=10))
+    run.at(T0 + 95)
+    assert [d.at - T0 for d in run.decisions] == [90]
+    (held,) = run.held
+    assert held.guardrail == "rate_limit" and held.queued and held.retry_at == T0 + 100
+    assert "queued 1st, its turn at" in held.reason
+    run.at(T0 + 100)
+    assert [d.at - T0 for d in run.decisions] == [90, 100]
+    assert {d.uid for d in run.decisions} == {UID_A, UID_B}
+    assert len(run.held) == 1  # held once

@@ -187,7 +187,10 @@ class RuntimePolicy:
 
     def take(self) -> list[Decision]:
         """What the worker carried out since the last take, in the order it was decided
-        (outbox row order): Submits, and notes that act on nothing (notify)."""
+        (outbox row order): Submits, and notes that act on nothing (notify). Rows an input
+        wrote since the last step are carried first, as the core's are taken at once."""
+        if self._woken or self._would:
+            self._run(self._step(self.clock.now()))
         out = [*self.argo.handed, *self._notified]
         self.argo.handed, self._notified = [], []
         out.sort(key=lambda d: self._order.get((d.incident, d.action), 0))
