@@ -25,12 +25,10 @@ from remediator.guard.stage import PASS, Verdict, deletes_pods, fmt_s, starts_po
 from remediator.guard.state import (
     GuardState,
     Stamps,
-    StateError,
     prune,
-    read_number,
     read_object,
+    read_pairs,
     read_stamps,
-    read_str,
 )
 
 
@@ -59,16 +57,8 @@ class BlastRadiusState:
     def from_doc(cls, value: Any, path: str) -> BlastRadiusState:
         obj = read_object(value, path, {"deletions", "hedged"})
         hedged = read_stamps({"hedged": obj["hedged"]}, path, "hedged") if "hedged" in obj else {}
-        raw = obj.get("deletions", [])
-        if not isinstance(raw, list):
-            raise StateError(f"{path}.deletions", "expected a list")
-        out: list[tuple[str, float]] = []
-        for i, item in enumerate(raw):
-            where = f"{path}.deletions[{i}]"
-            if not isinstance(item, list) or len(item) != 2:
-                raise StateError(where, "expected [workload, at]")
-            out.append((read_str(item[0], where), read_number(item[1], where)))
-        return cls(tuple(out), hedged)
+        deletions = read_pairs(obj.get("deletions", []), f"{path}.deletions", "[workload, at]")
+        return cls(deletions, hedged)
 
 
 def workload_key(decision: Decision) -> str:

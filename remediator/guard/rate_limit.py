@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from remediator.contract.decision import Decision
 from remediator.guard.stage import PASS, Verdict, acts, fmt_s, fmt_time, suppress
-from remediator.guard.state import GuardState, StateError, read_number, read_object, read_str
+from remediator.guard.state import GuardState, read_number, read_object, read_pairs
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,20 +56,8 @@ class RateLimitState:
         return cls(
             tokens=None if tokens is None else read_number(tokens, f"{path}.tokens"),
             updated_at=None if updated is None else read_number(updated, f"{path}.updated_at"),
-            queue=_read_queue(obj.get("queue", []), f"{path}.queue"),
+            queue=read_pairs(obj.get("queue", []), f"{path}.queue", "[incident, turn]"),
         )
-
-
-def _read_queue(raw: Any, path: str) -> tuple[tuple[str, float], ...]:
-    if not isinstance(raw, list):
-        raise StateError(path, "expected a list")
-    out: list[tuple[str, float]] = []
-    for i, item in enumerate(raw):
-        where = f"{path}[{i}]"
-        if not isinstance(item, list) or len(item) != 2:
-            raise StateError(where, "expected [incident, turn]")
-        out.append((read_str(item[0], where), read_number(item[1], where)))
-    return tuple(out)
 
 
 _ROUNDING = 1e-9  # tokens: a turn computed in floating point may land a hair early

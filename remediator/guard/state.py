@@ -128,6 +128,19 @@ def read_number(value: Any, path: str) -> float:
     return float(value)
 
 
+def read_pairs(raw: Any, path: str, shape: str) -> tuple[tuple[str, float], ...]:
+    """A list of [name, number] pairs; `shape` names them for the error ("[workload, at]")."""
+    if not isinstance(raw, list):
+        raise StateError(path, "expected a list")
+    out: list[tuple[str, float]] = []
+    for i, item in enumerate(raw):
+        where = f"{path}[{i}]"
+        if not isinstance(item, list) or len(item) != 2:
+            raise StateError(where, f"expected {shape}")
+        out.append((read_str(item[0], where), read_number(item[1], where)))
+    return tuple(out)
+
+
 def read_str(value: Any, path: str) -> str:
     if not isinstance(value, str):
         raise StateError(path, f"expected a string, got {type(value).__name__}")

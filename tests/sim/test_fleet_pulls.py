@@ -10,6 +10,7 @@ from collections import Counter
 
 from remediator.contract.decision import Decision
 from remediator.inputs.records import Input, PodEvent
+from remediator.sim.fleet.controllers import NoRemediation
 from remediator.sim.fleet.scenario import DeploymentSpec, Faults, Scenario
 from remediator.sim.fleet.simulation import Simulation
 
@@ -25,14 +26,14 @@ def _one_node(replicas: int) -> Scenario:
     )  # fmt: skip
 
 
-class Watcher:
+class Watcher(NoRemediation):
     """Counts the kubelet's Failed events per pod; deletes the first pod whose pull fails
     when `delete_first_failing` (as a hedge that lost, or a scale-down, would)."""
 
-    name = "watcher"
     wants_inputs = True
 
     def __init__(self, delete_first_failing: bool = False) -> None:
+        super().__init__("watcher")
         self.failed: Counter[str] = Counter()
         self.delete = delete_first_failing
         self.out: list[Decision] = []
@@ -47,21 +48,9 @@ class Watcher:
             at, uid = item.at, item.pod_uid
             self.out.append(Decision("delete-pod", item.namespace, item.pod, "t", "i", at, uid=uid))
 
-    def advance(self, now: float) -> None:
-        return None
-
     def take(self) -> list[Decision]:
         out, self.out = self.out, []
         return out
-
-    def applied(self, decision: Decision) -> None:
-        return None
-
-    def held(self) -> int:
-        return 0
-
-    def next_due(self) -> float | None:
-        return None
 
 
 def test_a_failed_pull_fails_once_and_its_retry_goes_through() -> None:
