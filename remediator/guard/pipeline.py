@@ -94,12 +94,13 @@ class Pipeline:
             if verdict.reason is None:
                 continue
             reason, queue = verdict.reason, self._queues.get(i)
-            if queue is not None:
-                verdict, state = queue.queue(decision, now, state)
+            placed = queue.queue(decision, now, state) if queue is not None else None
+            if placed is not None:
+                verdict, state = placed
                 reason = verdict.reason or reason
             retry_at = self._retry_at(verdict, decision, now, i)
             held = Suppressed(
-                decision, stage.name, reason, retry_at, stage.simulates, queue is not None
+                decision, stage.name, reason, retry_at, stage.simulates, placed is not None
             )
             if not stage.simulates:
                 return held, state

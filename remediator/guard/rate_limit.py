@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from remediator.contract.decision import Decision
-from remediator.guard.stage import PASS, Verdict, acts, fmt_s, fmt_time, suppress
+from remediator.guard.stage import PASS, Verdict, acts, fmt_s, fmt_time, starts_pods, suppress
 from remediator.guard.state import GuardState, read_number, read_object, read_pairs
 
 
@@ -124,9 +124,13 @@ class RateLimit:
 
     def queue(
         self, decision: Decision, now: float, state: GuardState
-    ) -> tuple[Verdict, GuardState]:
+    ) -> tuple[Verdict, GuardState] | None:
         """Keep the held decision a place (or find the one it has, moved to the back if its
-        turn has come and gone without a token): its turn, and the state with it kept."""
+        turn has come and gone without a token): its turn, and the state with it kept. None
+        for a hedge: held, it is not asked again (one look per stall, policy/hedge.py), so
+        a place kept for it would only hold up the decisions behind it."""
+        if starts_pods(decision):
+            return None
         bucket = state.of(self.name, RateLimitState)
         live = self._live(bucket, now)
         place = _place(live, decision.incident)

@@ -69,11 +69,12 @@ class Queues(Protocol):
     """A stage whose "not yet" can keep the decision a place (the rate limit: its next free
     token). When it holds a decision the pipeline asks it to keep one, and gets the verdict
     to report (its turn as `retry_at`) and the state with the place kept: the one "no" that
-    changes state, so the engine asks again exactly at the turn and the decision goes then."""
+    changes state, so the engine asks again exactly at the turn and the decision goes then
+    (None: the stage keeps no place for this decision, and its own verdict stands)."""
 
     def queue(
         self, decision: Decision, now: float, state: GuardState
-    ) -> tuple[Verdict, GuardState]: ...
+    ) -> tuple[Verdict, GuardState] | None: ...  # None: no place for this one
 
 
 class StageClass(Protocol):

@@ -169,3 +169,15 @@ def test_the_queue_never_lets_more_through_than_the_bucket(
         for b in range(a, len(went)):
             allowed = burst + (went[b] - went[a]) * per_minute / 60
             assert b - a + 1 <= allowed + 1e-6, (went[a], went[b], b - a + 1, allowed)
+
+
+def test_a_hedge_held_keeps_no_place_to_hold_up_the_deletions_behind_it() -> None:
+    """A held hedge is not asked again (one look per stall): a place kept for it would be
+    given up only a token's time after its turn, and hold up every deletion behind it."""
+    pipeline, state = Pipeline((STAGE,)), GuardState()
+    for i in range(3):
+        _, state = pipeline.run(make(incident=f"inc-{i}"), T0, state)
+    hedge, state = pipeline.run(make(action="hedge-pod", incident="hedge-1"), T0, state)
+    assert isinstance(hedge, Suppressed) and not hedge.queued and _queue(state) == ()
+    deletion, state = pipeline.run(make(incident="inc-3"), T0, state)
+    assert isinstance(deletion, Suppressed) and deletion.retry_at == T0 + 10
