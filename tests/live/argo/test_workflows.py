@@ -34,19 +34,22 @@ def hung_pod(
 
 
 def workflows_for(cluster: LiveCluster, pod: str) -> list[dict[str, Any]]:
+    """The Workflows serve submitted about `pod`, by the parameters it submitted them with.
+    (Not by the template's `remediator.io/target` annotation: the controller writes that
+    when it takes a Workflow up, and in CI run E of stop 32 it was not on a Workflow 30 s
+    after that Workflow had ended Succeeded.)"""
     items = cluster.api("GET", "/apis/argoproj.io/v1alpha1/namespaces/argo/workflows")["items"]
-    target = f"{NS}/{pod}"
-    return [
-        w
-        for w in items
-        if w["metadata"].get("annotations", {}).get("remediator.io/target") == target
-    ]
+    return [w for w in items if _about(w) == (NS, pod)]
+
+
+def _about(wf: dict[str, Any]) -> tuple[str | None, str | None]:
+    given = wf.get("spec", {}).get("arguments", {}).get("parameters", [])
+    params = {p.get("name"): p.get("value") for p in given}
+    return params.get("namespace"), params.get("pod")
 
 
 def workflow_for(cluster: LiveCluster, pod: str) -> dict[str, Any]:
-    """The one Workflow that targets `pod`. Its target annotation comes from the template's
-    workflowMetadata, which the controller writes when it first takes the Workflow up, not
-    the server at submit: waited for."""
+    """The one Workflow about `pod` (the server has it once serve's submit returned)."""
     (wf,) = wait_for(lambda: workflows_for(cluster, pod), 30, f"the Workflow of {pod}")
     return wf
 
