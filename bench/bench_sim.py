@@ -34,7 +34,6 @@ import argparse
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
 from remediator.contract.decision import Decision
 from remediator.inputs.records import Input
@@ -44,6 +43,7 @@ from remediator.sim.fleet.controllers import Controller, CorePolicy, NoRemediati
 from remediator.sim.fleet.defaults import no_spare
 from remediator.sim.fleet.results import Summary
 from remediator.sim.fleet.scenario import (
+    EXAMPLES,
     DeploymentSpec,
     Faults,
     ScaleLoad,
@@ -52,8 +52,6 @@ from remediator.sim.fleet.scenario import (
     load_scenario,
 )
 from remediator.sim.fleet.simulation import Simulation
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "sim"
 
 
 class Listener:

@@ -34,6 +34,14 @@ class AdaptiveConfig:
     # expected cold start, which min_age waits for; until then `expected_cold_start_s`.
     min_siblings: int = 1
     window: int = 50  # completed timelines remembered per model and phase
+    # Phases whose learned budget may also come in under the static one, never below
+    # `lower_floor_s`. Container start only: a GPU driver hang (the container never starts)
+    # on a fleet whose containers start in 3 s waited the seed's static 300 s. The floor
+    # holds more than a whole untuned container and driver start (~94 s), so a fresh node's
+    # first, slow start is never taken for a hang by siblings that started on warm ones. A
+    # pull, scheduling or init that outlives its siblings is told, never deleted: no gain.
+    lower: tuple[str, ...] = ("container_start",)
+    lower_floor_s: float = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +241,14 @@ def _budgets(raw: Any, path: str) -> dict[str, float]:
     return out
 
 
+def _phases(raw: Any, path: str) -> tuple[str, ...]:
+    phases = _strings(raw, path)
+    for i, phase in enumerate(phases):
+        if phase not in BUDGET_PHASES:
+            raise ConfigError(f"{path}[{i}]", f"unknown phase; known: {', '.join(BUDGET_PHASES)}")
+    return phases
+
+
 def _models(raw: Any, path: str) -> dict[str, dict[str, float]]:
     return {m: _budgets(v, f"{path}.{m}") for m, v in _mapping(raw, path).items()}
 
@@ -268,6 +284,8 @@ _ADAPTIVE = _section(
         "min_samples": _number(1, integer=True),
         "min_siblings": _number(1, integer=True),
         "window": _number(1, integer=True),
+        "lower": _phases,
+        "lower_floor_s": _number(1.0),
     },
 )
 _PROGRESS = _section(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from remediator.policy.config import StuckPodConfig
+from remediator.policy.config import AdaptiveConfig, StuckPodConfig
 
 
 class PhaseHistory:
@@ -108,7 +108,10 @@ def budget(
     them and a slow model's first wave, which it stops guarding once earlier phases ate the
     expected time (a slow registry: a 70B fleet's first pods reached engine init older
     than 600 s and were deleted 80 s into a healthy 240 s init). No phase takes longer
-    than the whole; what a phase really takes is learned from its first pods.
+    than the whole; what a phase really takes is learned from its first pods. Learned, the
+    budget is the larger of the static one and `factor` × the P99; for the phases in
+    `adaptive.lower` (container start), the learned one even where smaller, down to
+    `adaptive.lower_floor_s`.
     `unlearned` False: without that floor (the soonest the pod could be judged, should
     its siblings' first cold starts come in meanwhile: the policy's timers arm on it)."""
     static = cfg.budgets[phase]
@@ -121,14 +124,26 @@ def budget(
     if p99 is not None:
         assert model is not None
         factor = cfg.adaptive.factor * history.margin(model, phase)
-        if factor * p99 > static:
-            return factor * p99, f"adaptive {factor:.3g}×P99 of {model}"
+        learned = factor * p99
+        if learned > static:
+            return learned, f"adaptive {factor:.3g}×P99 of {model}"
+        if how == "static" and phase in cfg.adaptive.lower:  # a model's own budget stands
+            return _lowered(cfg.adaptive, learned, static, f"{factor:.3g}×P99 of {model}")
         return static, how
     if how == "static" and unlearned:
         whole = expected_cold_start(cfg, history, model)
         if whole > static:
             return whole, f"no history of {phase} for {model or 'this pod'} yet: a whole cold start"
     return static, how
+
+
+def _lowered(cfg: AdaptiveConfig, learned: float, static: float, what: str) -> tuple[float, str]:
+    """A learned budget under the static one, held at the floor (`AdaptiveConfig.lower`)."""
+    if learned >= cfg.lower_floor_s:
+        return learned, f"adaptive {what}, under the static {static:.0f}s"
+    if cfg.lower_floor_s < static:
+        return cfg.lower_floor_s, f"the adaptive floor: {what} is {learned:.0f}s"
+    return static, "static"
 
 
 def expected_cold_start(cfg: StuckPodConfig, history: PhaseHistory, model: str | None) -> float:

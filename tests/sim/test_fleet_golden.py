@@ -41,14 +41,17 @@ SCENARIO = Scenario(
 # all three again when a failed image pull was made to fail once and to strand nobody
 # (tests/sim/test_fleet_pulls.py: before, a pull failed on every retry, and the node's other
 # pods that needed the image waited for it for good); `core` again when limits set from few
-# siblings' times were widened (policy.history.few_samples_margin: 37 deletions, none false).
+# siblings' times were widened (policy.history.few_samples_margin: 37 deletions, none false);
+# `core` again when the container-start budget was learned downwards to its 120 s floor
+# (adaptive.lower: the driver-hung pods' deletions name the floor, one goes sooner; the same
+# 37 deletions, none false, and the same times to Ready).
 EXPECTED: dict[str, dict[str, Any]] = {
     "core": {
         "decisions": 43,
-        "decisions_sha256": "7f7e653a81690eca0633810ca4737598480fe9c8c611ca8f5c1b7ba0f1aafbeb",
+        "decisions_sha256": "89d22958aae3448b8bd654ebfbdc976345d2843c2da773bb8a0f3f89f2c69440",
         "ready_s_sum": 25474.699059,
-        "stream_lines": 1235,
-        "stream_sha256": "72f1e837dbfcb91ebbbafd142e443703389fc515108c78eb410e8a8c1d0b6174",
+        "stream_lines": 1237,
+        "stream_sha256": "0fd1a4c0bbb67c3fd79cdc32b6c265abcced07bad4f1978d2563f95140aa297d",
         "summary": {
             "actions": {"delete-pod": 37, "notify": 1, "restart-warmup": 4, "verify-gpu-memory": 1},
             "censored": 24,
@@ -66,7 +69,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
             "gpu_minutes": 765.8098141842042,
             "hedge_gpu_minutes": 0.0,
             "hedges": 0,
-            "held": 519,
+            "held": 551,
             "kill_loops": 0,
             "kind": "policy-summary",
             "policy": "core",

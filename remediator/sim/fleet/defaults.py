@@ -42,17 +42,17 @@ from remediator.policy.config import (
     StuckPodConfig,
 )
 from remediator.policy_file import PolicyFile
+from remediator.sim.fleet import floors
 from remediator.sim.fleet.compare import PolicySpec, run_policy
 from remediator.sim.fleet.controllers import CorePolicy, NoRemediation, SeedRule
 from remediator.sim.fleet.properties import hung_pod_lateness
 from remediator.sim.fleet.results import Summary, summarize
-from remediator.sim.fleet.scenario import Scenario, load_scenario
+from remediator.sim.fleet.scenario import EXAMPLES, Scenario, load_scenario
 
 HANG_RATES = (0.0, 0.01, 0.05, 0.20)
 MAX_FALSE_KILL_PCT = 0.5
 MAX_HEDGE_SHARE = 0.05  # hedges' GPU-minutes, of cold starts' (issue 20)
 NOISE = 0.03  # score differences below this are within seed-to-seed noise: keep the default
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "sim"
 
 Knob = tuple[str, tuple[float, ...], Callable[[PolicyFile, float], PolicyFile]]
 
@@ -527,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     start = sweep.evaluate(first)
     best = sweep.search(begin(first), first, rounds=args.rounds)
     final = sweep.evaluate(with_overrides(best.config))
-    text = report(sweep, start, best, final)
+    text = report(sweep, start, best, final) + "\n" + floors.section(seeds, args.hours)
     if args.write:
         Path(args.write).write_text(text, encoding="utf-8")
     else:

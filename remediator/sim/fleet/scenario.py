@@ -32,6 +32,9 @@ import yaml
 
 from remediator.sim.fleet.calibration import PROFILES
 
+# The example fleets (examples/sim): the bench's and the defaults' scenarios.
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "sim"
+
 
 class ScenarioError(ValueError):
     def __init__(self, path: str, message: str) -> None:
