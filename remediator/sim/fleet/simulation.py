@@ -562,7 +562,9 @@ class Simulation:
             for node in self.nodes:
                 if node.schedulable and image not in node.images:
                     draws = PodDraws(mix(self.seed, stable(node.name), stable(image)), self._params)
-                    node.images[image] = self.now + draws.phase("image_pull", 20)
+                    # The same registry as the pods' pulls: as slow or as fast.
+                    seconds = draws.phase("image_pull", 20) * self.sc.faults.registry_slow
+                    node.images[image] = self.now + seconds
 
     def _verify_gpu_memory(self, d: Decision) -> None:
         self._push(self.now + VERIFY_S, _INPUT, ("verdict", d))
