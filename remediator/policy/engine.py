@@ -33,7 +33,14 @@ from remediator.policy.history import PhaseHistory, budget, expected_cold_start,
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored, Outcome
 from remediator.policy.stall import Stall, learn_steps, stall_of
-from remediator.policy.stuck import Facts, decide_stuck, deletes_in, skew_note, too_tight
+from remediator.policy.stuck import (
+    Facts,
+    decide_stuck,
+    deletes,
+    deletes_in,
+    skew_note,
+    too_tight,
+)
 from remediator.policy.workloads import (
     Workload,
     image_update,
@@ -446,7 +453,7 @@ class PolicyEngine:
         why += skew_note(t)
         facts = self._facts(t)
         key = (facts.workload or "", phase)
-        if deletes_in(phase, self._init_deletes) and facts.workload:
+        if deletes(t, phase, self._init_deletes) and facts.workload:
             evidence = self._too_tight(t, key, seconds, sample)
             if evidence is not None:
                 return self._hold(t, key, seconds, how, evidence, now)

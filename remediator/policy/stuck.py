@@ -17,6 +17,11 @@ from remediator.timeline.tracker import Tracker
 
 DELETE_PHASES = frozenset({"engine_init", "container_start"})
 GPU_RESOURCE = "nvidia.com/gpu"
+# The kubelet cannot build the container from the pod's spec: a ConfigMap, Secret or key it
+# names is missing, or runAsNonRoot meets an image that runs as root. Every replacement fails
+# the same way on any node, so deleting it cannot help (and with a container-start budget
+# learned from siblings that start in seconds, it would be a kill loop every two minutes).
+SPEC_ERRORS = frozenset({"CreateContainerConfigError"})
 
 
 class Facts(msgspec.Struct, frozen=True, gc=False):
@@ -38,6 +43,11 @@ def deletes_in(phase: str, init_deletes: bool = False) -> bool:
     return phase in DELETE_PHASES or (phase == "init" and init_deletes)
 
 
+def deletes(t: PodTimeline, phase: str, init_deletes: bool = False) -> bool:
+    """Whether this pod, stuck in `phase`, is deleted: not when its spec is what fails."""
+    return deletes_in(phase, init_deletes) and t.waiting_reason not in SPEC_ERRORS
+
+
 def decide_stuck(
     t: PodTimeline,
     phase: str,
@@ -47,10 +57,10 @@ def decide_stuck(
     init_deletes: bool = False,
     stalled: str | None = None,
 ) -> Decision:
-    deletes = deletes_in(phase, init_deletes)
-    then = "deleting it gives the engine a fresh start" if deletes else diagnose(t, phase)
+    deleting = deletes(t, phase, init_deletes)
+    then = "deleting it gives the engine a fresh start" if deleting else diagnose(t, phase)
     return Decision(
-        action="delete-pod" if deletes else "notify",
+        action="delete-pod" if deleting else "notify",
         namespace=t.namespace,
         target=t.name,
         uid=t.uid,
@@ -59,11 +69,11 @@ def decide_stuck(
         at=now,
         workload=facts.workload,
         # min_age and blast_radius weigh these; a notify needs none of them.
-        pod_created_at=t.created if deletes else None,
-        expected_cold_start_s=facts.expected_cold_start_s if deletes else None,
-        replicas=facts.replicas if deletes else None,
-        phase=phase if deletes else None,
-        stalled=stalled if deletes else None,
+        pod_created_at=t.created if deleting else None,
+        expected_cold_start_s=facts.expected_cold_start_s if deleting else None,
+        replicas=facts.replicas if deleting else None,
+        phase=phase if deleting else None,
+        stalled=stalled if deleting else None,
     )
 
 
@@ -90,11 +100,19 @@ def still_stuck(
     state = t.state() if t is not None else "unknown"
     if state in ("ready", "serving"):
         return f"{where} became Ready"
+    if t is not None and t.waiting_reason in SPEC_ERRORS:
+        return f"{where} cannot be started from its spec ({t.waiting_reason}): {_SPEC_FIX}"
     if state not in UNFINISHED:
         return f"{where} is {state} now"
     if phase and state != phase:
         return f"{where} moved on from {phase} to {state}"
     return None
+
+
+_SPEC_FIX = (
+    "every replacement would fail the same way, so deleting the pod cannot help: check the "
+    "ConfigMaps, Secrets and keys its spec names (kubectl describe pod)"
+)
 
 
 def skew_note(t: PodTimeline) -> str:
@@ -124,6 +142,8 @@ def diagnose(t: PodTimeline, phase: str) -> str:
             f"init containers still running on {t.node or '?'} (a weights download?); "
             "deleting the pod would restart them: check their logs, storage and network"
         )
+    if t.waiting_reason in SPEC_ERRORS:
+        return f"the kubelet cannot start it on {t.node or '?'} ({t.waiting_reason}): {_SPEC_FIX}"
     if t.image_backoff() or t.waiting_reason in ("ErrImagePull", "ImagePullBackOff"):
         return (
             f"image pull backing off ({t.waiting_reason or 'pull failed'}) on {t.node or '?'}; "

@@ -106,3 +106,16 @@ def test_a_container_start_within_the_floor_is_never_deleted(start: float, sibli
 def test_lower_names_only_budget_phases() -> None:
     with pytest.raises(ConfigError, match=r"stuck_pod\.adaptive\.lower\[1\].*unknown phase"):
         load_policy("stuck_pod: {adaptive: {lower: [container_start, warmup]}}")
+
+
+def test_a_container_its_spec_cannot_start_is_told_never_deleted() -> None:
+    """CreateContainerConfigError (a Secret or ConfigMap key the spec names is missing):
+    every replacement fails the same way, so it is told, once, with what to check."""
+    run = make_run("")
+    last = _siblings(run, 10)
+    run.feed(pod(**HUNG, created=last + 10, scheduled=last + 11,
+                 waiting="CreateContainerConfigError"))  # fmt: skip
+    run.at(T0 + last + 11 + 3600)
+    (d,) = run.decisions
+    assert d.action == "notify" and d.target == HUNG["name"]
+    assert "CreateContainerConfigError" in d.reason and "cannot help" in d.reason

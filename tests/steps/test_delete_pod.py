@@ -158,13 +158,14 @@ def test_missing_kubeconfig_is_an_error(tmp_path) -> None:  # type: ignore[no-un
 # --- issue 18 #2: look again before acting -----------------------------------------------------
 
 
-def engine_pod(ready: bool = False, started: bool = True) -> dict[str, Any]:
-    """A pod the decision found stuck in engine init; `ready`: it got there since."""
+def engine_pod(ready: bool = False, started: bool = True, waiting: str = "x") -> dict[str, Any]:
+    """A pod the decision found stuck in engine init; `ready`: it got there since; not
+    `started`: its engine container waits for `waiting`."""
     doc = pod("llm", "vllm-0")
     conds = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": STAMP}]
     if ready:
         conds.append({"type": "Ready", "status": "True", "lastTransitionTime": STAMP})
-    run = {"running": {"startedAt": STAMP}} if started else {"waiting": {"reason": "x"}}
+    run = {"running": {"startedAt": STAMP}} if started else {"waiting": {"reason": waiting}}
     doc["status"] = {
         "phase": "Running",
         "conditions": conds,
@@ -190,6 +191,11 @@ STAMP = "2026-01-01T00:00:00Z"
     [
         (engine_pod(ready=True), "engine_init", "became Ready"),
         (engine_pod(), "container_start", "moved on from container_start to engine_init"),
+        (
+            engine_pod(started=False, waiting="CreateContainerConfigError"),
+            "container_start",
+            "cannot be started from its spec (CreateContainerConfigError)",
+        ),
     ],
 )
 def test_a_pod_no_longer_stuck_is_spared_and_never_deleted(
