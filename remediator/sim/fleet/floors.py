@@ -28,9 +28,12 @@ NOTE = (
     "healthy pod. A real node's first container after a reboot loads the GPU driver "
     "(persistence mode off: the untuned ~94 s) while its siblings on warm nodes start in "
     "seconds; 120 s holds that whole start and still finds a driver hang on a tuned fleet "
-    "in half the time the static 300 s took. On the untuned fleets nothing moves: min_age "
-    "holds a driver-hung pod until it is as old as its model's expected cold start, which "
-    "comes later than either budget."
+    "in half the time the static 300 s took. On the untuned fleets the floor does not "
+    "matter (their siblings' containers take ~94 s: the learned budget is 190-240 s) and "
+    "min_age decides: it holds a driver-hung pod until it is as old as its model's expected "
+    "cold start as estimated when the pod is first judged, which the learned budget does "
+    "sooner; as the estimate moves with the fleet's recent cold starts, that pod may go "
+    "sooner or later than under the static budget (here, one fleet of two later)."
 )
 
 
