@@ -601,8 +601,12 @@ class PolicyEngine:
             return []
         incident = verdict.incident or incident_id("gpu-memory", verdict.node, str(now))
         reason = f"GPU memory on {verdict.node} did not settle: {verdict.detail or 'unstable'}"
+        # Pods scheduled there hang in engine init and are deleted, and their replacements
+        # land there again (its GPUs are the freest): in the simulator, a fleet with such
+        # nodes and no cordon had a P99 time to Ready 1.6-1.8x its own with them cordoned.
+        then = "cordoning it" if self.config.gpu_memory.cordon else _UNCORDONED
         out: list[Outcome] = [
-            Decision("notify", "", verdict.node, reason, incident, now),
+            Decision("notify", "", verdict.node, f"{reason}; {then}", incident, now),
         ]
         if self.config.gpu_memory.cordon:
             # One cordon per node: a warmup's verification reports every node under one id.
@@ -622,6 +626,13 @@ class PolicyEngine:
         )
         decision = image_update(self.config.image_update, before, seen, now)
         return [decision] if decision is not None else []
+
+
+_UNCORDONED = (
+    "new pods scheduled there may hang in engine init and their replacements land there "
+    "again: cordon it (kubectl cordon), or let remediator (gpu_memory.cordon: true, with "
+    "the cordon-nodes component in deploy/)"
+)
 
 
 # ---- the rules: what each takes, what it arms ------------------------------------------------

@@ -101,6 +101,7 @@ def test_gpu_memory_alert_verifies_the_node_and_an_unstable_verdict_is_told(run:
     )
     assert [d.action for d in run.decisions] == ["verify-gpu-memory", "notify"]
     assert "8192 MiB" in run.decisions[1].reason
+    assert "cordon it (kubectl cordon)" in run.decisions[1].reason  # cordon is off: say so
     run.feed(
         {
             "kind": "GpuMemoryVerdict",
@@ -126,7 +127,9 @@ def test_one_verification_with_two_unstable_nodes_cordons_both() -> None:
                   "incident": "image-update-abc", "time": "2025-10-09T09:00:00Z"})  # fmt: skip
     cordoned = [d.target for d in run.decisions if d.action == "cordon-node"]
     assert cordoned == ["gpu-node-1", "gpu-node-2"]
-    assert [d.target for d in run.decisions if d.action == "notify"] == cordoned
+    told = [d for d in run.decisions if d.action == "notify"]
+    assert [d.target for d in told] == cordoned
+    assert all(d.reason.endswith("; cordoning it") for d in told)
 
 
 def test_a_node_check_the_rate_limit_held_is_asked_again_not_dropped() -> None:

@@ -44,11 +44,12 @@ SCENARIO = Scenario(
 # siblings' times were widened (policy.history.few_samples_margin: 37 deletions, none false);
 # `core` again when the container-start budget was learned downwards to its 120 s floor
 # (adaptive.lower: the driver-hung pods' deletions name the floor, one goes sooner; the same
-# 37 deletions, none false, and the same times to Ready).
+# 37 deletions, none false, and the same times to Ready); `core` again when an unsettled
+# node's notice said what to do with cordoning off (its reason only).
 EXPECTED: dict[str, dict[str, Any]] = {
     "core": {
         "decisions": 43,
-        "decisions_sha256": "89d22958aae3448b8bd654ebfbdc976345d2843c2da773bb8a0f3f89f2c69440",
+        "decisions_sha256": "3d2826e140d6ab54c295d166700652e85144d1e126cc2d32bbfb3f26ff0e9faa",
         "ready_s_sum": 25474.699059,
         "stream_lines": 1237,
         "stream_sha256": "0fd1a4c0bbb67c3fd79cdc32b6c265abcced07bad4f1978d2563f95140aa297d",
