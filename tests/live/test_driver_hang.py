@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.live.harness import NS, LiveCluster, Serve, example_deployment, policy, wait_for
-from tests.live.test_incidents import HANG, params, ready, workflows_of
+from tests.live.test_incidents import params, ready, workflows_of
+from tests.live.test_progress import one_more_hung
 from tests.standins.argo_server import ArgoStandin
 
 STATIC_S = 60
@@ -41,15 +42,8 @@ def test_a_container_never_created_beside_fast_siblings_goes_on_the_learned_budg
     doc = workloads(example_deployment("vllm-driver", replicas=2, shape=SHAPE))
     wait_for(lambda: len(ps := _pods(cluster)) == 2 and all(map(ready, ps)), 60, "two Ready")
 
-    known = {p["metadata"]["uid"] for p in _pods(cluster)}
-    doc["spec"]["replicas"] = 3
-    cluster.apply([doc])
-    new = lambda: [p for p in _pods(cluster) if p["metadata"]["uid"] not in known]  # noqa: E731
-    hung = wait_for(new, 30, "the third pod")[0]
+    hung = one_more_hung(cluster, doc, _pods(cluster), SEL, hang="start")
     name = hung["metadata"]["name"]
-    cluster.api("PATCH", f"/api/v1/namespaces/{NS}/pods/{name}",
-                {"metadata": {"annotations": {HANG: "start"}}},
-                ctype="application/strategic-merge-patch+json")  # fmt: skip
 
     wf = wait_for(lambda: workflows_of(argo, "delete-stuck-inference-pod"), 90, "a delete")[0]
     assert (params(wf)["pod"], params(wf)["uid"]) == (name, hung["metadata"]["uid"])

@@ -72,15 +72,16 @@ def _pods(cluster: LiveCluster, sel: str = SEL) -> list[dict[str, Any]]:
     return cluster.pods(NS, sel)
 
 
-def _one_more_hung(cluster: LiveCluster, doc: dict[str, Any], pods: list[dict[str, Any]],
-                   sel: str) -> dict[str, Any]:  # fmt: skip
-    """Scale the workload to a third replica and make its engine hang; give back that pod."""
+def one_more_hung(cluster: LiveCluster, doc: dict[str, Any], pods: list[dict[str, Any]],
+                  sel: str, hang: str = "engine") -> dict[str, Any]:  # fmt: skip
+    """Scale the workload to a third replica and make it hang (`hang`: where, as the kwok
+    stages read it); give back that pod."""
     doc["spec"]["replicas"] = 3
     cluster.apply([doc])
     known = {p["metadata"]["uid"] for p in pods}
     new = lambda: [p for p in _pods(cluster, sel) if p["metadata"]["uid"] not in known]  # noqa: E731
     hung: dict[str, Any] = wait_for(new, 30, "the third pod")[0]
-    patch = {"metadata": {"annotations": {HANG: "engine"}}}
+    patch = {"metadata": {"annotations": {HANG: hang}}}
     cluster.api("PATCH", f"/api/v1/namespaces/{NS}/pods/{hung['metadata']['name']}", patch,
                 ctype="application/strategic-merge-patch+json")  # fmt: skip
     return hung
@@ -118,7 +119,7 @@ def test_a_pod_whose_log_stops_at_a_step_is_found_by_its_step_before_its_phase_b
     assert all(log.done() for log in siblings), "a sibling became Ready before its log ended"
 
     # One more replica; its engine hangs once it has sized its KV cache: its log stops there.
-    hung = _one_more_hung(cluster, doc, pods, SEL)
+    hung = one_more_hung(cluster, doc, pods, SEL)
     name = hung["metadata"]["name"]
     stalled = EngineLog(cluster, s, hung, LOG[:6]).start()
     wait_for(stalled.done, 60, "the hung pod's log up to its KV cache")
@@ -212,7 +213,7 @@ def test_a_pod_whose_spans_stop_at_a_step_is_found_by_its_step(
              "Ready")  # fmt: skip
     assert all(e.done() for e in siblings), "a sibling became Ready before its spans ended"
 
-    hung = _one_more_hung(cluster, doc, pods, SPANS_SEL)
+    hung = one_more_hung(cluster, doc, pods, SPANS_SEL)
     stalled = EngineSpans(cluster, s, hung, SPANS[:5]).start()
     wait_for(stalled.done, 60, "the hung pod's spans up to its last compiled graph")
 
