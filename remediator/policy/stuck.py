@@ -2,7 +2,8 @@
 
 Deciding by phase is the point: deleting a pod stuck in engine init or container start
 gives it a fresh start; deleting one that waits for a GPU or for its image cannot help
-and only throws away progress, so those are diagnosed and told, never deleted.
+and only throws away progress, so those are diagnosed and told, never deleted. So is a pod
+whose container the kubelet cannot build from its spec (`SPEC_ERRORS`), in any phase.
 """
 
 from __future__ import annotations
