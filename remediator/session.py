@@ -26,6 +26,7 @@ from remediator.guard import GuardState, Pipeline
 from remediator.inputs.records import Input
 from remediator.metrics.export import TimelineMetrics
 from remediator.policy.engine import PolicyEngine
+from remediator.policy.history import expected_cold_start
 from remediator.policy.outcome import Ignored
 from remediator.policy_file import PolicyFile, load_policy_file
 from remediator.timeline.tracker import StateChange, Tracker
@@ -44,7 +45,8 @@ class Session:
     ) -> None:
         self.policy = policy if policy is not None else PolicyFile()
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.decider = Decider(self.policy, self.registry)
+        # (keep_learned: a finished cold start may let pods held until old enough go sooner)
+        self.decider = Decider(self.policy, self.registry, keep_learned=True)
         self.guard = Guard(self.policy.guardrails, self.registry)
         self._out: Sink | None = None  # the sink of the step under way
         self._settle_cb = self._settle
@@ -91,11 +93,15 @@ class Session:
         then the input's own times (a kubelet's, an alert's) never move the session's."""
         self._out = out
         self.decider.feed(item, out, self._settle_cb, watched, now)
+        if self.decider.has_learned:
+            self._reweigh()
 
     def advance(self, now: float, out: Sink) -> None:
         """Move the clock forward (never back), firing the policy's timers on the way."""
         self._out = out
         self.decider.advance(now, out, self._settle_cb)
+        if self.decider.has_learned:
+            self._reweigh()
         if self._caught_up:
             self._caught_up = False
             self.decider.caught_up(out, self._settle_cb)
@@ -121,6 +127,18 @@ class Session:
         as the pod deleted is held and told, not deleted in turn)."""
         for decision, dry in through:
             self.decider.feedback(GotThrough(decision, decision.at, dry, phase=decision.phase))
+
+    def _reweigh(self) -> None:
+        """Cold starts finished: pods held until as old as their model's expected cold start
+        are looked at sooner where the estimate dropped, as the guard over many partitions
+        does when it hears of them (`streams.core.GuardCore`)."""
+        models = {model for model, phase, _ in self.decider.learned() if phase == "total"}
+        if not models or not self.guard.aging:
+            return
+        cfg, history = self.policy.rules.stuck_pod, self.engine.history
+        cold = lambda model: expected_cold_start(cfg, history, model)  # noqa: E731
+        for retry in self.guard.reweigh(models, self.decider.now, cold):
+            self.decider.feedback(retry)
 
     def _settle(self, candidate: Candidate) -> None:
         out = self._out

@@ -58,13 +58,27 @@ class GotThrough(msgspec.Struct, frozen=True, tag="got_through"):
 
 class RetryAt(msgspec.Struct, frozen=True, tag="retry_at"):
     """A guardrail said "not yet" at `at`: look at it again no sooner than `not_before`;
-    `queued`: exactly then, where a place is kept for it (`Suppressed.queued`)."""
+    `queued`: exactly then, where a place is kept for it (`Suppressed.queued`).
+    `sooner`: not a new "not yet" but an earlier look at a pod held until it is as old as
+    its model's expected cold start, now that the estimate has dropped (`Guard.reweigh`):
+    taken only where it is sooner than the pod's timer."""
 
     decision: Decision
     at: float
     not_before: float
     partition: int = 0
     queued: bool = False
+    sooner: bool = False
+
+
+class Aging(msgspec.Struct, frozen=True, tag="aging"):
+    """A pod deletion `guardrail` holds until the pod is as old as its `model`'s expected
+    cold start (min_age), as the guard remembers it: looked at again sooner should the
+    estimate drop (`Guard.reweigh`)."""
+
+    retry: RetryAt
+    model: str
+    guardrail: str
 
 
 class HeldBehind(msgspec.Struct, frozen=True, tag="held_behind"):

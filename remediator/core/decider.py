@@ -115,6 +115,11 @@ class Decider:
         # Pod deletions held while the picture lagged (by pod): `caught_up` looks again.
         self.held_behind: dict[str, Decision] = {}
 
+    @property
+    def has_learned(self) -> bool:
+        """Something was learned since the last `learned()` (`keep_learned`)."""
+        return self._learning is not None and bool(self._learning.fresh)
+
     def learned(self) -> tuple[tuple[str, str, float], ...]:
         """(model, phase, seconds) learned since the last call (`keep_learned`)."""
         if self._learning is None or not self._learning.fresh:
@@ -229,6 +234,12 @@ class Decider:
             if record.decision.uid:  # (the guard holds only decisions about a pod)
                 self.held_behind[record.decision.uid] = record.decision
         else:
+            self._retry(record)
+
+    def _retry(self, record: RetryAt) -> None:
+        if record.sooner:
+            self.engine.look_sooner(record.decision, record.at, record.not_before)
+        else:
             self.engine.retry_later(record.decision, record.at, record.not_before, record.queued)
 
     def caught_up(self, out: DeciderSink, settle: Settle) -> None:
@@ -242,7 +253,7 @@ class Decider:
         """A "not yet" that arrives after the decider's clock ran on (from a guard in
         another process): arm the retry and fire it at once if already due, as made no
         earlier than the record's time."""
-        self.engine.retry_later(record.decision, record.at, record.not_before, record.queued)
+        self._retry(record)
         for due, outcome in self.engine.advance(self.now):
             if isinstance(outcome, Ignored):
                 out.ignored(outcome)
@@ -263,9 +274,13 @@ class Decider:
                 settle(self._candidate(outcome, due))
 
     def _candidate(self, decision: Decision, at: float, partition: int = 0) -> Candidate:
-        phase = self.engine.deciding(decision.uid) if decision.action == "delete-pod" else None
+        phase, model = None, None
+        if decision.action == "delete-pod":
+            phase = self.engine.deciding(decision.uid)
+            t = self.tracker.get(decision.uid) if decision.uid else None
+            model = t.model if t is not None else None  # (how old is old enough: its own)
         return Candidate(
-            decision, at, partition, phase=phase, once=self.engine.tells_once(decision)
+            decision, at, partition, model, phase, once=self.engine.tells_once(decision)
         )
 
     def model_of(self, candidate: Candidate) -> str | None:

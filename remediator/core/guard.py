@@ -9,22 +9,33 @@ what a live run does, and survives a restart the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 
 import msgspec
 from prometheus_client import CollectorRegistry, Counter
 
 from remediator.contract.decision import Decision, Suppressed
-from remediator.contract.records import Candidate, Feedback, GotThrough, HeldBehind, RetryAt
+from remediator.contract.records import (
+    Aging,
+    Candidate,
+    Feedback,
+    GotThrough,
+    HeldBehind,
+    RetryAt,
+)
 from remediator.guard import GuardState, build_pipeline, engage, hold
 from remediator.guard.config import GuardConfig
+from remediator.guard.stage import HoldsUntil
 from remediator.guard.watch_current import WatchCurrent
 from remediator.policy.config import PolicyConfig
 from remediator.policy.history import PhaseHistory, expected_cold_start
 
 # What the guard said, and what goes back to the decider (None: nothing to remember).
 Judged = tuple[Decision | Suppressed, Feedback | None]
+# Pods held until old enough that the guard keeps looking out for (`Guard.aging`): a held
+# pod is let go (by a look) within its hold anyway, so this bounds only a flood.
+MAX_AGING = 10_000
 
 
 class Verdicts:
@@ -64,7 +75,8 @@ class Verdicts:
 
 class Guard:
     """`verdicts`: the counters to count into (shared by a process's guards), else new
-    ones on `registry`."""
+    ones on `registry`. `keeps_rows`: the runtime stores the pods it holds until old
+    enough (`take_aging_changed`); one process finds them again by judging again."""
 
     def __init__(
         self,
@@ -72,18 +84,29 @@ class Guard:
         registry: CollectorRegistry | None = None,
         *,
         verdicts: Verdicts | None = None,
+        keeps_rows: bool = False,
     ) -> None:
         self.pipeline = build_pipeline(config)
         self.state = GuardState()
         if verdicts is None:
             verdicts = Verdicts(registry if registry is not None else CollectorRegistry())
         self.verdicts = verdicts
+        # Pod deletions held until the pod is as old as its model's expected cold start,
+        # by pod UID (`reweigh`); `keeps_rows`: a runtime stores them, and takes the UIDs
+        # whose entry changed (`take_aging_changed`).
+        self.aging: dict[str, Aging] = {}
+        self._keeps_rows = keeps_rows
+        self._aging_changed: set[str] = set()
+        self._until = {s.name: s for s in self.pipeline.stages if isinstance(s, HoldsUntil)}
 
     def judge(self, candidate: Candidate, now: float | None = None) -> Judged:
         """The guardrails' verdict on `candidate` at `now` (default: when it was made)."""
         at = candidate.at if now is None else now
         decision = candidate.decision
         result, self.state = self.pipeline.run(decision, at, self.state)
+        if decision.uid is not None and decision.uid in self.aging:
+            del self.aging[decision.uid]  # looked at again: what it says now stands
+            self._changed(decision.uid)
         if isinstance(result, Suppressed):
             self.verdicts.suppressed(decision.action, result.guardrail).inc()
             if result.simulated:  # a dry run: got through, as far as anything remembers
@@ -94,10 +117,69 @@ class Guard:
                 return result, HeldBehind(decision, at, candidate.partition)
             if result.retry_at is not None:
                 retry = RetryAt(decision, at, result.retry_at, candidate.partition, result.queued)
+                self._age(retry, result.guardrail, candidate.model)
                 return result, retry
             return result, None
         self.verdicts.decided(result.action).inc()
         return result, GotThrough(result, at, False, candidate.partition, candidate.phase)
+
+    # ---- holds until old enough --------------------------------------------------------
+    def _age(self, retry: RetryAt, guardrail: str, model: str | None) -> None:
+        """Remember a pod held until old enough for its model's expected cold start."""
+        uid = retry.decision.uid
+        if (
+            guardrail not in self._until
+            or uid is None
+            or model is None
+            or retry.decision.expected_cold_start_s is None
+            or retry.not_before <= retry.at
+        ):
+            return
+        if len(self.aging) >= MAX_AGING:
+            first = min(self.aging, key=lambda k: self.aging[k].retry.not_before)
+            del self.aging[first]
+            self._changed(first)
+        self.aging[uid] = Aging(retry, model, guardrail)
+        self._changed(uid)
+
+    def reweigh(
+        self, models: Collection[str], at: float, cold: Callable[[str], float]
+    ) -> list[RetryAt]:
+        """The estimate of a cold start of `models` changed at `at` (`cold`: it now): each
+        pod of theirs held until it is as old as the old estimate is looked at sooner where
+        the new one lets it go sooner (a `sooner` RetryAt for its decider). One process and
+        a guard over many partitions call it at the same instants (a finished cold start
+        learned), so both look again at the same times."""
+        out: list[RetryAt] = []
+        for uid, held in list(self.aging.items()):
+            retry = held.retry
+            if retry.not_before <= at:  # looked at by now: nothing left to move
+                del self.aging[uid]
+                self._changed(uid)
+                continue
+            if held.model not in models:
+                continue
+            decision = replace(retry.decision, expected_cold_start_s=cold(held.model))
+            until = self._until[held.guardrail].not_before(decision, at)
+            when = at if until is None else until  # (None: old enough now)
+            if when >= retry.not_before:
+                continue
+            sooner = RetryAt(decision, at, when, retry.partition, sooner=True)
+            self.aging[uid] = Aging(sooner, held.model, held.guardrail)
+            self._changed(uid)
+            out.append(sooner)
+        return out
+
+    def take_aging_changed(self) -> dict[str, Aging | None]:
+        """The entries changed since the last call, by UID (None: gone), for a runtime
+        that stores them (the Kafka guard's table)."""
+        changed = {uid: self.aging.get(uid) for uid in self._aging_changed}
+        self._aging_changed.clear()
+        return changed
+
+    def _changed(self, uid: str) -> None:
+        if self._keeps_rows:
+            self._aging_changed.add(uid)
 
     # ---- state -----------------------------------------------------------------------
     def set_kill_switch(self, engaged: bool, note: str = "") -> None:
@@ -139,9 +221,13 @@ class ClusterHistory:
             changed.add(key)
         return changed
 
+    def expected(self, model: str | None) -> float:
+        """What a cold start of `model` takes, by the cluster's history."""
+        return expected_cold_start(self.rules.stuck_pod, self.history, model)
+
     def weigh(self, candidate: Candidate) -> Candidate:
         d = candidate.decision
         if d.expected_cold_start_s is None:
             return candidate
-        cold = expected_cold_start(self.rules.stuck_pod, self.history, candidate.model)
+        cold = self.expected(candidate.model)
         return msgspec.structs.replace(candidate, decision=replace(d, expected_cold_start_s=cold))

@@ -212,6 +212,23 @@ class PolicyEngine:
         due = max(soonest, not_before)
         self._arm(due, t, t.state(), since)
 
+    def look_sooner(self, decision: Decision, now: float, not_before: float) -> None:
+        """A pod held until it is as old as its model's expected cold start, whose estimate
+        has since dropped: looked at again at `not_before`, no sooner than a check interval
+        after `now`, where that is sooner than its timer (which may be a step's stall by
+        now). Rare (a drop, with pods held): the timer is found in the heap."""
+        t = self.tracker.get(decision.uid) if decision.uid else None
+        armed = self._armed.get(t.uid) if t is not None else None
+        if t is None or armed is None or armed[0] != t.state():
+            return
+        since = t.state_since()
+        if since is None:
+            return
+        due = max(now + max(self.config.stuck_pod.check_interval_s, 30.0), not_before)
+        uid, seq = t.uid, armed[1]
+        if due < min((x[0] for x in self._timers if x[1] == seq and x[2] == uid), default=due):
+            self._arm(due, t, armed[0], since)
+
     def deciding(self, uid: str | None) -> str | None:
         """The phase a deletion of this pod in flight was decided in (None: none is)."""
         key = self._deciding.get(uid) if uid else None

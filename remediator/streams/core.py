@@ -38,6 +38,7 @@ import orjson
 from remediator.contract.codec import Wire, decode, decode_wire, encode
 from remediator.contract.decision import Decision, Suppressed
 from remediator.contract.records import (
+    Aging,
     Candidate,
     Envelope,
     Feedback,
@@ -388,7 +389,7 @@ class GuardCore:
     told: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.guard = Guard(self.config.guardrails, verdicts=self.verdicts)
+        self.guard = Guard(self.config.guardrails, verdicts=self.verdicts, keeps_rows=True)
         self.history = ClusterHistory(self.config.rules, self.learned)
         self.learned = self.history.learned
         # seq -> its pending entry; new seqs come after every restored one (ties by seq)
@@ -480,6 +481,7 @@ class GuardCore:
                 for key in self.history.learn(record.samples):
                     self._dirty.add(_learned_row(key))
                 out.append(Released(None, record.partition, record))
+                out.extend(self._reweigh(record))
                 continue
             assert isinstance(record, Candidate)
             incident = record.decision.incident
@@ -502,6 +504,16 @@ class GuardCore:
                 self._dirty.add(f"told|{incident}")
             out.append(Released(result, record.partition, feedback))
         return out
+
+    def _reweigh(self, learned: Learned) -> list[Released]:
+        """Pods held until as old as their model's expected cold start, looked at sooner
+        where these cold starts brought the estimate down (as `Session` does the moment
+        it learns them): a `sooner` RetryAt to each pod's own partition."""
+        models = {model for model, phase, _ in learned.samples if phase == "total"}
+        if not models or not self.guard.aging:
+            return []
+        retries = self.guard.reweigh(models, learned.at, self.history.expected)
+        return [Released(None, retry.partition, retry) for retry in retries]
 
     # ---- the table, per key -------------------------------------------------------------
     def changed(self) -> dict[str, Any]:
@@ -528,6 +540,8 @@ class GuardCore:
             elif key.startswith("told|"):
                 rows[key] = self.told[key.split("|", 1)[1]]
         self._dirty.clear()
+        for uid, aging in self.guard.take_aging_changed().items():
+            rows[f"aging|{uid}"] = None if aging is None else encode(aging).decode()
         return rows
 
     def _learned_of(self, model: str) -> dict[str, list[float]] | None:
@@ -566,6 +580,9 @@ class GuardCore:
         core = cls(config, partitions, verdicts, pending=pending, learned=learned, told=told)
         if rows.get("state"):
             core.guard.restore(rows["state"])
+        for k, v in rows.items():
+            if k.startswith("aging|") and v is not None:
+                core.guard.aging[k.split("|", 1)[1]] = decode(v, Aging)
         marks = rows.get(MARKS) or {}
         core.watermarks = {int(p): float(at) for p, at in marks.get("watermarks", {}).items()}
         clock = marks.get("clock")
@@ -593,6 +610,7 @@ class GuardCore:
         self._dirty |= {_learned_row(k) for k in self.learned}
         self._dirty |= {f"told|{k}" for k in self.told}
         rows = {k: v for k, v in self.changed().items() if v is not None}
+        rows |= {f"aging|{uid}": encode(a).decode() for uid, a in self.guard.aging.items()}
         return json.dumps(rows, sort_keys=True)
 
     @classmethod

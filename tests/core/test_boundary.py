@@ -13,7 +13,14 @@ from prometheus_client import CollectorRegistry
 
 from remediator.contract.codec import decode, decode_wire, encode
 from remediator.contract.decision import Decision, Suppressed
-from remediator.contract.records import Candidate, GotThrough, Learned, RetryAt, Watermark
+from remediator.contract.records import (
+    Aging,
+    Candidate,
+    GotThrough,
+    Learned,
+    RetryAt,
+    Watermark,
+)
 from remediator.core import Decider, Guard
 from remediator.executors.protocol import Poll, Submit
 from remediator.policy.outcome import Ignored
@@ -108,6 +115,7 @@ def test_every_record_crossing_a_process_round_trips() -> None:
         Candidate(DECISION, 1.5e9 + 1, 3, "meta-llama/Llama-3.1-70B-Instruct"),
         GotThrough(DECISION, 1.5e9 + 2, dry=True, partition=1),
         RetryAt(DECISION, 1.5e9 + 2, 1.5e9 + 60),
+        RetryAt(DECISION, 1.5e9 + 2, 1.5e9 + 30, 5, sooner=True),
         Learned(1.5e9, 2, (("m", "engine_init", 236.0),)),
         Watermark(4, 1.5e9),
     ]
@@ -118,6 +126,7 @@ def test_every_record_crossing_a_process_round_trips() -> None:
         (Suppressed, Suppressed(DECISION, "dedup", "duplicate", None, False)),
         (Submit, Submit(DECISION)),
         (Poll, Poll(DECISION, "delete-stuck-pod-inc-1")),
+        (Aging, Aging(RetryAt(DECISION, 1.5e9, 1.5e9 + 500, 2), "m", "min_age")),
     ):
         assert decode(encode(value), kind) == value  # type: ignore[arg-type]
 

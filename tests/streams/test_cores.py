@@ -34,8 +34,9 @@ from remediator.streams.core import (
 from remediator.streams.keys import BROADCAST, arrived, split
 from tests.kafka.differential import feedback_targets
 from tests.kafka.harness import chunks, embedded, key
+from tests.policy import test_min_age_estimate as estimate
 from tests.policy.builders import T0, pod
-from tests.policy.conftest import RELAXED
+from tests.policy.conftest import RELAXED, make_run
 from tests.policy.test_dry_run_same_path import UID_B
 from tests.runtime.test_cluster_time import HEALTHY, HOUR, SKEWED, on_node
 from tests.runtime.test_cluster_time import POLICY as CLOCK_POLICY
@@ -433,3 +434,35 @@ def test_an_older_workers_rows_per_watermark_and_phase_are_read_and_rewritten() 
         "marks": {"clock": 35.0, "watermarks": {"0": 40.0, "1": 38.0}, "taken": -1, "from": 0},
         "learned|m": {"image_pull": [10.0, 12.0], "engine_init": [90.0]},
     }  # fmt: skip
+
+
+@pytest.mark.parametrize("restored", [False, True])
+def test_a_pod_held_until_old_enough_goes_when_the_clusters_estimate_drops(restored) -> None:
+    """Issue 20's open min_age item, on Kafka: the hung pod and the siblings whose cold
+    starts bring the estimate down are in other partitions; the guard hears of them in
+    time order and sends the pod's partition a look sooner, at the instant one process
+    does. `restored`: the guard's worker is replaced while the pod is held (its rows read
+    back): the hold it was looking out for is in them."""
+    policy = load_policy(estimate.POLICY)
+    run = make_run(estimate.POLICY)
+    fast = [920.0, 930.0, 940.0, 950.0, 960.0]
+    estimate.fleet(run.feed, run.at, fast)
+    expected = [(d.action, d.target, d.at, d.reason) for d in run.decisions]
+    assert ("delete-pod", estimate.HUNG["name"], T0 + 1190) in [x[:3] for x in expected]
+
+    cluster = Cluster(policy)
+    held = cluster.guard
+
+    def at(now: float) -> None:
+        cluster.tick(now)
+        if restored and now == T0 + 1120 and cluster.guard is held:
+            assert cluster.guard.guard.aging, "the hold is looked out for"
+            cluster.guard = GuardCore.from_json(policy, N, cluster.guard.to_json())
+
+    estimate.fleet(lambda doc: cluster.publish(orjson.dumps(doc)), at, fast)
+    partitions = {
+        cluster.partitioner(name.encode(), list(range(N)), list(range(N)))
+        for name in (f"llm/{estimate.HUNG['name']}", "llm/vllm-70b-7c9d5b6f4-s009")
+    }
+    assert len(partitions) == 2, "the hung pod and the last sibling are partitions apart"
+    assert [(d.action, d.target, d.at, d.reason) for d in cluster.decided] == expected
