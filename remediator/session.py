@@ -45,12 +45,12 @@ class Session:
     ) -> None:
         self.policy = policy if policy is not None else PolicyFile()
         self.registry = registry if registry is not None else CollectorRegistry()
-        # (keep_learned: a finished cold start may let pods held until old enough go sooner)
-        self.decider = Decider(self.policy, self.registry, keep_learned=True)
+        self.decider = Decider(self.policy, self.registry)
         self.guard = Guard(self.policy.guardrails, self.registry)
         self._out: Sink | None = None  # the sink of the step under way
         self._settle_cb = self._settle
         self._caught_up = False  # the runtime said so: held deletions looked at again
+        self._history_seen = 0  # the engine's history as `_reweigh` last saw it
 
     # The pieces, as callers and tests have always reached them.
     @property
@@ -93,14 +93,14 @@ class Session:
         then the input's own times (a kubelet's, an alert's) never move the session's."""
         self._out = out
         self.decider.feed(item, out, self._settle_cb, watched, now)
-        if self.decider.has_learned:
+        if self.guard.aging and self.engine.history.changes != self._history_seen:
             self._reweigh()
 
     def advance(self, now: float, out: Sink) -> None:
         """Move the clock forward (never back), firing the policy's timers on the way."""
         self._out = out
         self.decider.advance(now, out, self._settle_cb)
-        if self.decider.has_learned:
+        if self.guard.aging and self.engine.history.changes != self._history_seen:
             self._reweigh()
         if self._caught_up:
             self._caught_up = False
@@ -129,13 +129,12 @@ class Session:
             self.decider.feedback(GotThrough(decision, decision.at, dry, phase=decision.phase))
 
     def _reweigh(self) -> None:
-        """Cold starts finished: pods held until as old as their model's expected cold start
-        are looked at sooner where the estimate dropped, as the guard over many partitions
-        does when it hears of them (`streams.core.GuardCore`)."""
-        models = {model for model, phase, _ in self.decider.learned() if phase == "total"}
-        if not models or not self.guard.aging:
-            return
+        """Cold starts finished while pods are held until as old as their model's expected
+        cold start: each is looked at sooner where the estimate dropped, at the instant the
+        guard over many partitions does when it hears of them (`streams.core.GuardCore`)."""
         cfg, history = self.policy.rules.stuck_pod, self.engine.history
+        self._history_seen = history.changes
+        models = {held.model for held in self.guard.aging.values()}
         cold = lambda model: expected_cold_start(cfg, history, model)  # noqa: E731
         for retry in self.guard.reweigh(models, self.decider.now, cold):
             self.decider.feedback(retry)

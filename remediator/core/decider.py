@@ -115,11 +115,6 @@ class Decider:
         # Pod deletions held while the picture lagged (by pod): `caught_up` looks again.
         self.held_behind: dict[str, Decision] = {}
 
-    @property
-    def has_learned(self) -> bool:
-        """Something was learned since the last `learned()` (`keep_learned`)."""
-        return self._learning is not None and bool(self._learning.fresh)
-
     def learned(self) -> tuple[tuple[str, str, float], ...]:
         """(model, phase, seconds) learned since the last call (`keep_learned`)."""
         if self._learning is None or not self._learning.fresh:

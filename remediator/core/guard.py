@@ -145,11 +145,11 @@ class Guard:
     def reweigh(
         self, models: Collection[str], at: float, cold: Callable[[str], float]
     ) -> list[RetryAt]:
-        """The estimate of a cold start of `models` changed at `at` (`cold`: it now): each
-        pod of theirs held until it is as old as the old estimate is looked at sooner where
-        the new one lets it go sooner (a `sooner` RetryAt for its decider). One process and
-        a guard over many partitions call it at the same instants (a finished cold start
-        learned), so both look again at the same times."""
+        """The estimate of a cold start of `models` may have changed at `at` (`cold`: it
+        now): each pod of theirs held until it is as old as a higher estimate is looked at
+        sooner where the new one lets it go sooner (a `sooner` RetryAt for its decider).
+        One process and a guard over many partitions call it at the same instants (when a
+        cold start finished), so both look again at the same times."""
         out: list[RetryAt] = []
         for uid, held in list(self.aging.items()):
             retry = held.retry
@@ -159,7 +159,10 @@ class Guard:
                 continue
             if held.model not in models:
                 continue
-            decision = replace(retry.decision, expected_cold_start_s=cold(held.model))
+            estimate, was = cold(held.model), retry.decision.expected_cold_start_s
+            if was is not None and estimate >= was:
+                continue  # no lower than the hold's: it stands
+            decision = replace(retry.decision, expected_cold_start_s=estimate)
             until = self._until[held.guardrail].not_before(decision, at)
             when = at if until is None else until  # (None: old enough now)
             if when >= retry.not_before:

@@ -11,6 +11,11 @@ nothing for `progress.factor` times what its siblings took in the same stretch, 
 `progress.floor_s`, for `checks` checks in a row) is judged by its step, not its age, where
 `stalled` is false: that rule is a minimum age per step (its age must still be known).
 `stalled: true` holds it to min_age all the same.
+
+The expected cold start is the P99 of the model's recent cold starts, so it moves. A pod
+held by an estimate that a finished cold start then brings down is looked at again when
+the new one lets it go (`core.guard.Guard.reweigh`, which asks `not_before` again), not
+when the old one would have.
 """
 
 from __future__ import annotations

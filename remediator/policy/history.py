@@ -16,6 +16,7 @@ class PhaseHistory:
         self._samples: dict[tuple[str, str], deque[float]] = {}
         self._p99: dict[tuple[str, str], float] = {}  # until the next sample of that key
         self._sorted: dict[tuple[str, str], list[float]] = {}  # likewise, the samples sorted
+        self.changes = 0  # samples added so far: whether anything was learned since a look
 
     def add(self, model: str, phase: str, seconds: float) -> None:
         key = (model, phase)
@@ -23,6 +24,7 @@ class PhaseHistory:
         if samples is None:
             samples = self._samples[key] = deque(maxlen=self._window)
         samples.append(seconds)
+        self.changes += 1
         self._p99.pop(key, None)
         self._sorted.pop(key, None)
 
