@@ -46,6 +46,10 @@ class Decision:
     gpus: int | None = None
     cold_start_gpu_s: float | None = None
     clocked_since: float | None = None
+    # The target pod's node, where a verification found its GPU memory unsettled (the
+    # gpu_memory rule): the cause is known and the pod serves nothing, so blast_radius
+    # does not cap its deletion (guard/blast_radius.py).
+    unsettled_node: str | None = None
 
     @property
     def where(self) -> str:

@@ -11,6 +11,14 @@ so a one- or two-replica model can still be healed, one pod per window.
 Hedges (`hedge-pod`) count as one each beside deletions: a hedge ends in a deletion (of
 whichever pod loses), and many pods stalling at once is the same sign as many stuck. A pod
 is counted once: its deletion after its own hedge (it went on to hang) is not counted again.
+
+A pod on a node whose GPU memory a verification found unsettled (`Decision.unsettled_node`)
+is neither capped nor counted: the cause is known, and the pod, hung in engine init there,
+serves nothing. Capped, its replacement (which lands on the same node: its GPUs are the
+freest, its image is there) waited its turn behind every other: in the simulator, fleets
+with four such nodes and no cordon had a P99 time to Ready above the seed rule's (tuned
+1,334 s against 900 s; mixed TP 1,800 s against 1,125 s), and equal to it without the cap.
+The rate limit still paces them; cordoning the node (`gpu_memory.cordon`) is the cure.
 """
 
 from __future__ import annotations
@@ -80,7 +88,7 @@ def workload_cap(config: BlastRadiusConfig, replicas: int | None) -> int:
 
 
 def _counted(decision: Decision) -> bool:
-    return deletes_pods(decision) or starts_pods(decision)
+    return (deletes_pods(decision) or starts_pods(decision)) and decision.unsettled_node is None
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,6 +59,9 @@ class InputKind:
     stamped: Callable[[Any], float | None] | None
     names: tuple[str, ...] = ()  # the document kinds it is decoded from (`"kind": ...`)
     decoder: Decoder | None = None  # None: decoded by its payload's shape, or made by us
+    # A kind every partition gets (`key` BROADCAST): the key of the one partition that makes
+    # its decisions (the others only take it in).
+    owner: Callable[[Any], str] | None = None
 
     @property
     def cluster_stamped(self) -> bool:
@@ -82,6 +85,12 @@ def key_of(item: Input) -> str:
     (one partition for all of them: seen, never a crash)."""
     kind = KINDS.get(type(item))
     return kind.key(item) if kind is not None else f"unregistered/{type(item).__name__}"
+
+
+def owner_key(item: Input) -> str | None:
+    """For a broadcast kind, the key of the partition that decides for it; else None."""
+    kind = KINDS.get(type(item))
+    return kind.owner(item) if kind is not None and kind.owner is not None else None
 
 
 def cluster_stamped(item: Input) -> bool:
@@ -142,13 +151,16 @@ def _listed(item: Relisted) -> float | None:
 
 register(InputKind(PodSeen, lambda p: f"{p.namespace}/{p.name}", _pod_stamped, ("Pod",), _pod))
 register(InputKind(PodEvent, _pod_key, _created, ("Event",), _event))
+# A workload's pods are in every partition; its image-update decision is made in one.
 register(InputKind(WorkloadSeen, lambda w: BROADCAST, _created, tuple(WORKLOAD_KINDS),
-                   _workload))  # fmt: skip
+                   _workload, lambda w: f"{w.namespace}/{w.kind}/{w.name}"))  # fmt: skip
 register(InputKind(Relisted, lambda r: BROADCAST, _listed))  # made by the watch source
 register(InputKind(AlertSeen, _alert_key, None))  # by shape: an Alertmanager payload
 register(InputKind(FirstToken, _pod_key, None, ("FirstToken",), _one(first_token)))
 register(InputKind(EngineStep, _pod_key, None, ("EngineLog",), _one(engine_log)))
 # From serve's OTLP endpoint (inputs.otlp), stored as an EngineSpanList.
 register(InputKind(EngineSpan, _pod_key, None, ("EngineSpan",), _one(engine_span)))
-register(InputKind(GpuVerdict, lambda v: f"node/{v.node}", None,
-                   ("GpuMemoryVerdict",), _one(gpu_verdict)))  # fmt: skip
+# A node's pods are in every partition, and each needs to know its GPU memory is unsettled
+# (Decision.unsettled_node); what to tell and cordon is decided in one.
+register(InputKind(GpuVerdict, lambda v: BROADCAST, None, ("GpuMemoryVerdict",),
+                   _one(gpu_verdict), lambda v: f"node/{v.node}"))  # fmt: skip

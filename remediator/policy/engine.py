@@ -90,6 +90,9 @@ class PolicyEngine:
         # GPU-seconds clocked in (what the hedge budget is a share of).
         self._hedging = config.stuck_pod.hedge.enabled and config.stuck_pod.progress.enabled
         self._hedged: set[str] = set()
+        # Nodes a verification found with GPU memory unsettled, and when; until one finds
+        # it settled. A pod stuck there is the node's (Decision.unsettled_node).
+        self._unsettled: dict[str, float] = {}
         self._gpu_short: dict[str, float] = {}
         self.gpu_clock = GpuClock()
         # Whether the selector matches a label set, by the set's identity (the tracker holds
@@ -548,6 +551,7 @@ class PolicyEngine:
             workload=workload,
             replicas=known.replicas if known else None,
             expected_cold_start_s=expected_cold_start(cfg, self.history, t.model),
+            unsettled_node=t.node if t.node is not None and t.node in self._unsettled else None,
         )
 
     # ---- alerts -----------------------------------------------------------------------
@@ -615,7 +619,11 @@ class PolicyEngine:
 
     def _on_verdict(self, verdict: GpuVerdict, now: float) -> list[Outcome]:
         if verdict.stable:
+            self._unsettled.pop(verdict.node, None)
             return []
+        if verdict.node not in self._unsettled and len(self._unsettled) >= _UNSETTLED:
+            del self._unsettled[min(self._unsettled, key=self._unsettled.__getitem__)]
+        self._unsettled[verdict.node] = now
         incident = verdict.incident or incident_id("gpu-memory", verdict.node, str(now))
         reason = f"GPU memory on {verdict.node} did not settle: {verdict.detail or 'unstable'}"
         # Pods scheduled there hang in engine init and are deleted, and their replacements
@@ -645,6 +653,7 @@ class PolicyEngine:
         return [decision] if decision is not None else []
 
 
+_UNSETTLED = 4096  # nodes remembered unsettled: a cluster's GPU nodes, and then some
 _UNCORDONED = (
     "new pods scheduled there may hang in engine init and their replacements land there "
     "again: cordon it (kubectl cordon), or let remediator (gpu_memory.cordon: true, with "

@@ -32,6 +32,7 @@ class Facts(msgspec.Struct, frozen=True, gc=False):
     workload: str | None
     replicas: int | None
     expected_cold_start_s: float
+    unsettled_node: str | None = None  # the pod's node, its GPU memory found unsettled
 
 
 def stuck_incident(t: PodTimeline, phase: str) -> str:
@@ -60,6 +61,9 @@ def decide_stuck(
 ) -> Decision:
     deleting = deletes(t, phase, init_deletes)
     then = "deleting it gives the engine a fresh start" if deleting else diagnose(t, phase)
+    node = facts.unsettled_node if deleting else None
+    if node is not None:
+        then += f" (on {node}, whose GPU memory a verification found unsettled)"
     return Decision(
         action="delete-pod" if deleting else "notify",
         namespace=t.namespace,
@@ -75,6 +79,7 @@ def decide_stuck(
         replicas=facts.replicas if deleting else None,
         phase=phase if deleting else None,
         stalled=stalled if deleting else None,
+        unsettled_node=node,
     )
 
 

@@ -52,10 +52,10 @@ from remediator.contract.records import (
 from remediator.core.decider import Decider, TimelineMetrics
 from remediator.core.guard import ClusterHistory, Guard, Verdicts
 from remediator.inputs.decode import decode as decode_input
-from remediator.inputs.records import InputError, Relisted, WorkloadSeen
+from remediator.inputs.records import Input, InputError, Relisted
 from remediator.inputs.stamps import api_server_time
 from remediator.policy_file import PolicyFile
-from remediator.streams.keys import owner, workload_owner_key
+from remediator.streams.keys import owner, owner_key
 
 __all__ = [
     "FORGET_AFTER_S",
@@ -245,7 +245,7 @@ class PartitionCore:
             self._internal(raw, sink)
         else:
             for item in decode_input(raw):
-                mine = not isinstance(item, WorkloadSeen) or self._owns(item)
+                mine = self._owns(item)
                 before = len(sink.out)
                 # serve's clock rule (runtime.clock.ClusterTime): only the API server's
                 # stamps move the clock (the newest the ingest saw, on any partition),
@@ -254,7 +254,7 @@ class PartitionCore:
                 now = max(self.decider.now, -math.inf if stamp is None else stamp,
                           -math.inf if arrived is None else arrived)  # fmt: skip
                 self.decider.feed(item, sink, sink.candidate, now=now)
-                if not mine:  # a broadcast workload: its own decision is another's to make
+                if not mine:  # a broadcast input: its own decision is another's to make
                     del sink.out[before:]
         self._judge_behind(sink)
         self.ignored += sink.dropped
@@ -299,8 +299,11 @@ class PartitionCore:
             return f"no word from the ingest's watch for {silent:.0f}s"
         return why
 
-    def _owns(self, item: WorkloadSeen) -> bool:
-        return owner(workload_owner_key(item), self.partitions) == self.partition
+    def _owns(self, item: Input) -> bool:
+        """Whether this partition decides for `item`: any but a broadcast kind's, which one
+        partition decides for (`inputs.kinds.owner_key`)."""
+        key = owner_key(item)
+        return key is None or owner(key, self.partitions) == self.partition
 
     def _internal(self, raw: bytes, sink: _Collect) -> None:
         if raw.startswith(_FEEDBACKS):

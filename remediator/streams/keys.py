@@ -27,7 +27,7 @@ import orjson
 from aiokafka.partitioner import murmur2
 
 from remediator.inputs.decode import decode
-from remediator.inputs.kinds import BROADCAST, key_of
+from remediator.inputs.kinds import BROADCAST, key_of, owner_key
 from remediator.inputs.records import Input, InputError, WorkloadSeen
 from remediator.inputs.stamps import api_server_time
 from remediator.runtime.clock import ClusterTime
@@ -40,6 +40,7 @@ __all__ = [
     "arrived",
     "key_of",
     "owner",
+    "owner_key",
     "partition_of",
     "split",
     "split_key",
@@ -64,7 +65,9 @@ def owner(key: str, partitions: int) -> int:
 
 
 def workload_owner_key(item: WorkloadSeen) -> str:
-    return f"{item.namespace}/{item.kind}/{item.name}"
+    key = owner_key(item)
+    assert key is not None  # (registered with its owner: inputs.kinds)
+    return key
 
 
 class Record:

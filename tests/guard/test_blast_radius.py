@@ -118,3 +118,13 @@ def test_record_appends_and_drops_what_left_the_window() -> None:
 
 def test_record_ignores_other_actions() -> None:
     assert STAGE.record(make(action="restart-warmup"), T0, GuardState()) == GuardState()
+
+
+def test_a_pod_hung_on_a_node_verified_unsettled_is_neither_capped_nor_counted() -> None:
+    """The cause is known (the node's GPU memory) and the pod serves nothing: capped, its
+    replacement, which lands on the same node, waited its turn behind every other."""
+    full = _deleted((VLLM, T0), (VLLM, T0 + 1))
+    on_bad_node = make(target="vllm-2", unsettled_node="gpu-node-3")
+    assert STAGE.check(on_bad_node, T0 + 2, full).reason is None
+    assert STAGE.record(on_bad_node, T0 + 2, full) == full  # nothing counted
+    assert STAGE.check(make(target="vllm-3"), T0 + 2, full).reason is not None  # others are

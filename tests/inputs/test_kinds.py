@@ -7,7 +7,14 @@ import typing
 
 import msgspec
 
-from remediator.inputs.kinds import BROADCAST, DECODERS, KINDS, cluster_stamped, key_of
+from remediator.inputs.kinds import (
+    BROADCAST,
+    DECODERS,
+    KINDS,
+    cluster_stamped,
+    key_of,
+    owner_key,
+)
 from remediator.inputs.records import (
     AlertSeen,
     EngineSpan,
@@ -51,7 +58,9 @@ def test_keys_keep_a_pod_in_one_partition() -> None:
                       "fp", "g", None)  # fmt: skip
     assert key_of(token) == key_of(alert) == key_of(span) == "llm/vllm-0"
     assert not cluster_stamped(span)  # the node's clock, as a log line's
-    assert key_of(verdict) == "node/gpu-1"
+    # A node's pods are in every partition: its verdict goes to all, decided for by one.
+    assert key_of(verdict) == BROADCAST and owner_key(verdict) == "node/gpu-1"
+    assert owner_key(token) is None
     assert not cluster_stamped(token) and not cluster_stamped(alert)
     assert KINDS[PodSeen].cluster_stamped and KINDS[PodEvent].cluster_stamped
     assert BROADCAST == "*"

@@ -45,43 +45,52 @@ SCENARIO = Scenario(
 # `core` again when the container-start budget was learned downwards to its 120 s floor
 # (adaptive.lower: the driver-hung pods' deletions name the floor, one goes sooner; the same
 # 37 deletions, none false, and the same times to Ready); `core` again when an unsettled
-# node's notice said what to do with cordoning off (its reason only).
+# node's notice said what to do with cordoning off (its reason only); `core` again when the
+# deletion of a pod hung on a node verified unsettled stopped counting against blast_radius
+# (116 deletions against 37, the new ones all of pods hung on that node, none false; 165
+# holds against 551; 15 replicas never Ready against 24; time to Ready summed 20,750 s
+# against 25,475 s).
 EXPECTED: dict[str, dict[str, Any]] = {
     "core": {
-        "decisions": 43,
-        "decisions_sha256": "3d2826e140d6ab54c295d166700652e85144d1e126cc2d32bbfb3f26ff0e9faa",
-        "ready_s_sum": 25474.699059,
-        "stream_lines": 1237,
-        "stream_sha256": "0fd1a4c0bbb67c3fd79cdc32b6c265abcced07bad4f1978d2563f95140aa297d",
+        "decisions": 123,
+        "decisions_sha256": "0cff7f8d1d97b6813acedf026ae4637743a3728c82d1eee0d428a14fabccc980",
+        "ready_s_sum": 20749.93529,
+        "stream_lines": 1859,
+        "stream_sha256": "2fb13dd39ef9158003416d8ae1b54f012a94fcce4bad0a907ab64cf173e1b601",
         "summary": {
-            "actions": {"delete-pod": 37, "notify": 1, "restart-warmup": 4, "verify-gpu-memory": 1},
-            "censored": 24,
-            "cold_starts": 112,
-            "deletions": 37,
+            "actions": {
+                "delete-pod": 117,
+                "notify": 1,
+                "restart-warmup": 4,
+                "verify-gpu-memory": 1,
+            },
+            "censored": 15,
+            "cold_starts": 180,
+            "deletions": 116,
             "false_kill_pct": 0.0,
             "false_kills": 0,
             "first_token": {
                 "max": 1800.0,
-                "p50": 46.63847756283246,
-                "p95": 1412.5820515716164,
+                "p50": 48.548547335594435,
+                "p95": 1285.50732731678,
                 "p99": 1800.0,
-                "spread": 1753.3615224371674,
+                "spread": 1751.4514526644057,
             },
-            "gpu_minutes": 765.8098141842042,
+            "gpu_minutes": 580.0095460334812,
             "hedge_gpu_minutes": 0.0,
             "hedges": 0,
-            "held": 551,
+            "held": 165,
             "kill_loops": 0,
             "kind": "policy-summary",
             "policy": "core",
             "ready": {
                 "max": 1800.0,
-                "p50": 45.57210610568279,
-                "p95": 1410.3701660755823,
+                "p50": 47.15756855472523,
+                "p95": 1284.5231400235803,
                 "p99": 1800.0,
-                "spread": 1754.427893894317,
+                "spread": 1752.8424314452748,
             },
-            "replicas": 75,
+            "replicas": 64,
             "scenario": "golden",
         },
     },

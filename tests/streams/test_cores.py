@@ -35,6 +35,7 @@ from remediator.streams.keys import BROADCAST, arrived, split
 from tests.kafka.differential import feedback_targets
 from tests.kafka.harness import chunks, embedded, key
 from tests.policy import test_min_age_estimate as estimate
+from tests.policy import test_unsettled_node as unsettled
 from tests.policy.builders import T0, pod
 from tests.policy.conftest import RELAXED, make_run
 from tests.policy.test_dry_run_same_path import UID_B
@@ -466,3 +467,34 @@ def test_a_pod_held_until_old_enough_goes_when_the_clusters_estimate_drops(resto
     }
     assert len(partitions) == 2, "the hung pod and the last sibling are partitions apart"
     assert [(d.action, d.target, d.at, d.reason) for d in cluster.decided] == expected
+
+
+def test_a_nodes_verdict_reaches_its_pods_in_every_partition_and_is_told_once() -> None:
+    """Issue 20's unsettled nodes, on Kafka: the verdict goes to every partition (a node's
+    pods are in any of them), each pod's deletion is the node's there as in one process,
+    and what to tell about the node is said once (its owner partition's)."""
+    policy = load_policy("")
+    run = make_run("")
+    cluster = Cluster(policy)
+    docs = [pod(name, uid, created=0, scheduled=1, started=10, node=unsettled.BAD)
+            for name, uid in unsettled.PODS]  # fmt: skip
+    for doc in docs:
+        run.feed(doc)
+        cluster.publish(orjson.dumps(doc))
+    for at in (100, 400, 700, 900):
+        run.at(T0 + at)
+        cluster.tick(T0 + at)
+        if at == 100:
+            run.feed(unsettled.verdict(False, 100))
+            cluster.publish(orjson.dumps(unsettled.verdict(False, 100)))
+    everyone = list(range(N))
+    apart = {cluster.partitioner(f"llm/{name}".encode(), everyone, everyone)
+             for name, _ in unsettled.PODS}  # fmt: skip
+    assert len(apart) == 2, "the two pods are partitions apart"
+    got = sorted((d.action, d.target, d.unsettled_node, d.reason) for d in cluster.decided)
+    assert got == sorted((d.action, d.target, d.unsettled_node, d.reason) for d in run.decisions)
+    assert [d.action for d in run.decisions].count("notify") == 1
+    assert [d.unsettled_node for d in run.decisions if d.action == "delete-pod"] == [
+        unsettled.BAD,
+        unsettled.BAD,
+    ]
