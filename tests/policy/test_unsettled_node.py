@@ -23,8 +23,9 @@ PODS = [("vllm-70b-7c9d5b6f4-hung1", "aaaaaaaa-0000-0000-0000-000000000001"),
 
 
 def verdict(stable: bool, at: float, node: str = BAD) -> dict[str, Any]:
-    return {"kind": "GpuMemoryVerdict", "node": node, "stable": stable,
-            "detail": "" if stable else "GPU 3 spread 8192 MiB > 512 MiB", "time": ts(at)}  # fmt: skip
+    detail = "" if stable else "GPU 3 spread 8192 MiB > 512 MiB"
+    return {"kind": "GpuMemoryVerdict", "node": node, "stable": stable, "detail": detail,
+            "time": ts(at)}  # fmt: skip
 
 
 def _hung(run: Run, node: str = BAD) -> None:
