@@ -10,7 +10,10 @@ two lives apart).
 
 Workloads are broadcast to every partition: the pods of a Deployment are spread over
 all of them and each needs its replica count. Their image-update decision is kept by
-one partition only (`owner`), so it is made once.
+one partition only (`owner`), so it is made once. So are a node's GPU-memory verdicts:
+its pods are anywhere, and each partition needs to know the node is unsettled; what to
+tell about the node (and whether to cordon it) is decided by one. A broadcast kind names
+the key of its deciding partition where it is registered (`inputs.kinds.owner_key`).
 
 A record's value is always a raw JSON document that `inputs.decode.decode` accepts;
 a body whose inputs have different keys (an Alertmanager group about several pods, a
