@@ -22,6 +22,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable
@@ -196,11 +197,22 @@ class Cluster(Supervised):
                 ctype="application/apply-patch+yaml",
             )
 
-    def token(self, namespace: str, name: str, seconds: int = 3600) -> str:
+    def token(self, namespace: str, name: str, seconds: int = 3600, wait_s: float = 30.0) -> str:
+        """A bound token of the ServiceAccount. A namespace's `default` ServiceAccount is made
+        by the controller manager a moment after the namespace (a CI run asked in between and
+        got 404): a 404 is asked again for up to `wait_s`, then raised."""
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest"}
         body["spec"] = {"expirationSeconds": seconds}  # type: ignore[assignment]
-        out = self.api("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", body)
-        return str(out["status"]["token"])
+        path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                out = self.api("POST", path, body)
+                return str(out["status"]["token"])
+            except urllib.error.HTTPError as exc:
+                if exc.code != 404 or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)
 
     def serviceaccount_kubeconfig(
         self, namespace: str, name: str, path: Path | None = None
