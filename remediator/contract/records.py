@@ -4,6 +4,7 @@
        ▲                     │
        └──── Feedback ───────┘   GotThrough: acted or dry run, the same record
                                  RetryAt:    a guardrail's "not yet", look again then
+                                             (`sooner`: min_age's estimate dropped)
                                  HeldBehind: held while the picture may lag the
                                              cluster's; looked at again once caught up
 
@@ -12,7 +13,8 @@ the guard lets through, live or dry, goes back to the decider as `GotThrough`: t
 how the kill-loop guard learns that a pod of a workload was deleted, and it is the same
 record for a dry run, so a dry run decides exactly what a live run would. `Learned` is a
 finished cold start's phase durations, for a guard that weighs decisions by history it
-did not see itself (one per cluster over many partitions).
+did not see itself (one per cluster over many partitions). `Aging` is a hold the guard
+looks out for until the estimate it was made by drops (the Kafka guard stores them).
 
 All are msgspec structs tagged by `type`, so `contract.codec` reads any of them back
 from one union. `Envelope` is the Kafka runtime's input-topic record: many raw input
