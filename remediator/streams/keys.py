@@ -31,7 +31,7 @@ from aiokafka.partitioner import murmur2
 
 from remediator.inputs.decode import decode
 from remediator.inputs.kinds import BROADCAST, key_of, owner_key
-from remediator.inputs.records import Input, InputError, WorkloadSeen
+from remediator.inputs.records import Input, InputError
 from remediator.inputs.stamps import api_server_time
 from remediator.runtime.clock import ClusterTime
 
@@ -47,7 +47,6 @@ __all__ = [
     "partition_of",
     "split",
     "split_key",
-    "workload_owner_key",
 ]
 
 # The cluster's time when the ingest took the record (ASCII seconds since the epoch).
@@ -65,12 +64,6 @@ def partition_of(key: str, partitions: int) -> int:
 def owner(key: str, partitions: int) -> int:
     """The one partition that decides for a broadcast input (stable across processes)."""
     return zlib.crc32(key.encode()) % partitions
-
-
-def workload_owner_key(item: WorkloadSeen) -> str:
-    key = owner_key(item)
-    assert key is not None  # (registered with its owner: inputs.kinds)
-    return key
 
 
 class Record:
