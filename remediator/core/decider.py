@@ -269,17 +269,10 @@ class Decider:
                 settle(self._candidate(outcome, due))
 
     def _candidate(self, decision: Decision, at: float, partition: int = 0) -> Candidate:
-        phase, model = None, None
-        if decision.action == "delete-pod":
-            phase = self.engine.deciding(decision.uid)
-            t = self.tracker.get(decision.uid) if decision.uid else None
-            model = t.model if t is not None else None  # (how old is old enough: its own)
+        phase = self.engine.deciding(decision.uid) if decision.action == "delete-pod" else None
+        # Its model: how old is old enough, and what a hedge costs, by its own cold starts.
+        t = self.tracker.get(decision.uid) if decision.uid else None
+        model = t.model if t is not None else None
         return Candidate(
             decision, at, partition, model, phase, once=self.engine.tells_once(decision)
         )
-
-    def model_of(self, candidate: Candidate) -> str | None:
-        """The target pod's model, for a guard that weighs its cold start elsewhere."""
-        uid = candidate.decision.uid
-        t = self.tracker.get(uid) if uid else None
-        return t.model if t is not None else None

@@ -264,8 +264,7 @@ class PartitionCore:
             out.append(Learned(self.decider.now, self.partition, learned))
         p, behind = self.partition, self.behind
         for c in sink.out:
-            model = self.decider.model_of(c)
-            out.append(Candidate(c.decision, c.at, p, model, c.phase, c.once, behind))
+            out.append(Candidate(c.decision, c.at, p, c.model, c.phase, c.once, behind))
         return out
 
     def _relisted(self, raw: bytes, sink: _Collect, arrived: float | None) -> None:

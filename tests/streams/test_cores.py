@@ -461,6 +461,7 @@ def test_a_pod_held_until_old_enough_goes_when_the_clusters_estimate_drops(resto
             cluster.guard = GuardCore.from_json(policy, N, cluster.guard.to_json())
 
     estimate.fleet(lambda doc: cluster.publish(orjson.dumps(doc)), at, fast)
+    assert (cluster.guard is not held) == restored, "the worker was replaced mid-hold"
     partitions = {
         cluster.partitioner(name.encode(), list(range(N)), list(range(N)))
         for name in (f"llm/{estimate.HUNG['name']}", "llm/vllm-70b-7c9d5b6f4-s009")
