@@ -50,6 +50,10 @@ class Decision:
     # gpu_memory rule): the cause is known and the pod serves nothing, so blast_radius
     # does not cap its deletion (guard/blast_radius.py).
     unsettled_node: str | None = None
+    # The incident whose Slack thread this decision is told in, not the channel (the
+    # acting component replies under that incident's act message where it has one): each
+    # deletion on an unsettled node goes into the thread of the node's own message.
+    told_under: str | None = None
 
     @property
     def where(self) -> str:

@@ -90,9 +90,10 @@ class PolicyEngine:
         # GPU-seconds clocked in (what the hedge budget is a share of).
         self._hedging = config.stuck_pod.hedge.enabled and config.stuck_pod.progress.enabled
         self._hedged: set[str] = set()
-        # Nodes a verification found with GPU memory unsettled, and when; until one finds
-        # it settled. A pod stuck there is the node's (Decision.unsettled_node).
-        self._unsettled: dict[str, float] = {}
+        # Nodes a verification found with GPU memory unsettled: when, and the incident that
+        # told of it; until one finds it settled. A pod stuck there is the node's
+        # (Decision.unsettled_node), told in that incident's thread (Decision.told_under).
+        self._unsettled: dict[str, tuple[float, str]] = {}
         self._gpu_short: dict[str, float] = {}
         self.gpu_clock = GpuClock()
         # Whether the selector matches a label set, by the set's identity (the tracker holds
@@ -547,11 +548,13 @@ class PolicyEngine:
         workload = owner_workload(t.namespace, t.owner, t.labels)
         known = self.workloads.get(workload) if workload else None
         cfg = self.config.stuck_pod
+        unsettled = self._unsettled.get(t.node) if t.node is not None else None
         return Facts(
             workload=workload,
             replicas=known.replicas if known else None,
             expected_cold_start_s=expected_cold_start(cfg, self.history, t.model),
-            unsettled_node=t.node if t.node is not None and t.node in self._unsettled else None,
+            unsettled_node=t.node if unsettled is not None else None,
+            unsettled_incident=unsettled[1] if unsettled is not None else None,
         )
 
     # ---- alerts -----------------------------------------------------------------------
@@ -622,9 +625,12 @@ class PolicyEngine:
             self._unsettled.pop(verdict.node, None)
             return []
         if verdict.node not in self._unsettled and len(self._unsettled) >= _UNSETTLED:
-            del self._unsettled[min(self._unsettled, key=self._unsettled.__getitem__)]
-        self._unsettled[verdict.node] = now
-        incident = verdict.incident or incident_id("gpu-memory", verdict.node, str(now))
+            del self._unsettled[min(self._unsettled, key=lambda n: self._unsettled[n][0])]
+        # The same id in every partition that hears the verdict (on Kafka each does): the
+        # verification's own, else the verdict's time, never a partition's clock.
+        when = verdict.at if verdict.at is not None else now
+        incident = verdict.incident or incident_id("gpu-memory", verdict.node, str(when))
+        self._unsettled[verdict.node] = (now, incident)
         reason = f"GPU memory on {verdict.node} did not settle: {verdict.detail or 'unstable'}"
         # Pods scheduled there hang in engine init and are deleted, and their replacements
         # land there again (its GPUs are the freest): in the simulator, a fleet with such

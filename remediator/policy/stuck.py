@@ -33,6 +33,7 @@ class Facts(msgspec.Struct, frozen=True, gc=False):
     replicas: int | None
     expected_cold_start_s: float
     unsettled_node: str | None = None  # the pod's node, its GPU memory found unsettled
+    unsettled_incident: str | None = None  # the incident that told of that node
 
 
 def stuck_incident(t: PodTimeline, phase: str) -> str:
@@ -80,6 +81,7 @@ def decide_stuck(
         phase=phase if deleting else None,
         stalled=stalled if deleting else None,
         unsettled_node=node,
+        told_under=facts.unsettled_incident if node is not None else None,
     )
 
 

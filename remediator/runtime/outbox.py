@@ -351,6 +351,14 @@ class Outbox:
     def rows(self) -> list[Row]:
         return self._rows("ORDER BY id")
 
+    def act_message(self, incident: str) -> str | None:
+        """The act message (its ts) of the incident's first row that has one (the
+        UNIQUE (incident, action) index finds them)."""
+        sql = "SELECT slack_ts FROM outbox WHERE incident = ? AND slack_ts IS NOT NULL"
+        with self._lock:
+            found = self._db.execute(f"{sql} ORDER BY id LIMIT 1", (incident,)).fetchone()
+        return str(found[0]) if found else None
+
     def get(self, row_id: int) -> Row | None:
         found = self._rows("WHERE id = ?", (row_id,))
         return found[0] if found else None
@@ -410,6 +418,9 @@ class OutboxRows:
 
     async def prune(self, closed_before: float) -> int:
         return await asyncio.to_thread(self.outbox.prune, closed_before)
+
+    async def act_message(self, incident: str) -> str | None:
+        return await asyncio.to_thread(self.outbox.act_message, incident)
 
 
 def _about_the_pod(name: str) -> bool:

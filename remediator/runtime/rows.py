@@ -106,3 +106,8 @@ class RowStore(Protocol):
     async def prune(self, closed_before: float) -> int:
         """Delete closed rows last moved before then; how many went."""
         ...
+
+    async def act_message(self, incident: str) -> str | None:
+        """The act message (its ts) of a row of `incident` this store holds, if one was
+        posted: the thread a decision `told_under` it is told in."""
+        ...

@@ -436,6 +436,7 @@ class Acting:
             return None
         if not self._may_post():
             return Unavailable("not the leader")
+        thread = await self._thread(row, thread)
         since: float | None = None
         if not begun:
             since = getattr(row, at_column)
@@ -449,6 +450,17 @@ class Acting:
         elif isinstance(out, Refused):  # Slack said no: nothing went out, nothing to look for
             await self._mark(row, None, **{at_column: None})
         return out
+
+    async def _thread(self, row: Row, own: str | None) -> str | None:
+        """Where the row's message goes: the thread of the incident it is told under, where
+        that incident's act message is in this store (every message of the row: Slack wants
+        a thread's first message, never a reply, as `thread_ts`); else the row's own thread
+        (`own`: its act message, None for the act message itself: the channel)."""
+        under = row.decision.told_under
+        if under is None:
+            return own
+        found = await self.store.act_message(under)
+        return found if found is not None else own
 
     def _may_post(self) -> bool:
         return self.leading and self._is_leader()

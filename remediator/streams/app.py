@@ -81,7 +81,7 @@ from remediator.streams.core import (
     unpack,
 )
 from remediator.streams.executor import Executors, install_acting, would_have
-from remediator.streams.keys import NOW_HEADER
+from remediator.streams.keys import NOW_HEADER, command_key
 from remediator.streams.kill_switch import SwitchPoll
 from remediator.streams.metrics import WorkerMetrics
 from remediator.streams.pods import TICK, PartitionRows
@@ -440,7 +440,7 @@ def build_app(
                 log.info("decided", extra={"incident": result.incident, "action": result.action,
                                            "namespace": result.namespace,
                                            "pod": result.target})  # fmt: skip
-                await commands.send(key=result.incident.encode(), value=encode(result))
+                await commands.send(key=command_key(result), value=encode(result))
             else:
                 d = result.decision
                 log.info(
@@ -450,7 +450,7 @@ def build_app(
                            "decided_at": d.at, "namespace": d.namespace, "pod": d.target},
                 )  # fmt: skip
                 if result.simulated:  # a dry run's "would have": told as serve tells it
-                    await commands.send(key=d.incident.encode(), value=would_have(result))
+                    await commands.send(key=command_key(d), value=would_have(result))
             record = one.feedback
             if record is None:
                 continue

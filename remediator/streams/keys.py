@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 from aiokafka.partitioner import murmur2
 
+from remediator.contract.decision import Decision
 from remediator.inputs.decode import decode
 from remediator.inputs.kinds import BROADCAST, key_of, owner_key
 from remediator.inputs.records import Input, InputError
@@ -64,6 +65,13 @@ def partition_of(key: str, partitions: int) -> int:
 def owner(key: str, partitions: int) -> int:
     """The one partition that decides for a broadcast input (stable across processes)."""
     return zlib.crc32(key.encode()) % partitions
+
+
+def command_key(decision: Decision) -> bytes:
+    """A command's key on the commands topic: its incident, or the incident it is told
+    under (`Decision.told_under`), so its row lands in the partition, and the worker, that
+    holds that incident's act message to reply under (`RowStore.act_message`)."""
+    return (decision.told_under or decision.incident).encode()
 
 
 class Record:

@@ -126,6 +126,13 @@ class TableRows:
             await self._write(s.partition, key, None)  # a tombstone: compaction drops it
         return len(gone)
 
+    async def act_message(self, incident: str) -> str | None:
+        """The rows of an incident share its commands partition (`streams.keys.command_key`
+        puts a decision told under another incident in that one's)."""
+        prefix = f"{incident}\n".encode()
+        found = [s for k, s in self._mine() if k.startswith(prefix) and s.slack_ts is not None]
+        return min(found, key=lambda s: s.created_at).slack_ts if found else None
+
     def counts(self) -> dict[str, int]:
         """This worker's rows by state (`remediator_outbox_rows`, as serve's outbox)."""
         out: dict[str, int] = {}

@@ -50,12 +50,38 @@ def test_both_pods_on_a_node_verified_unsettled_go_and_say_why() -> None:
     assert not [h for h in run.held if h.guardrail == "blast_radius"]
 
 
+def test_each_deletion_is_told_in_the_thread_of_the_nodes_own_message() -> None:
+    """On-call reads one line for the node in the channel, and each pod that hung there in
+    its thread, rather than a line per deletion for as long as it is not cordoned."""
+    run = make_run("")
+    _hung(run)
+    run.feed(verdict(False, 100))
+    run.at(T0 + 900)
+    (told,) = [d for d in run.decisions if d.action == "notify" and d.target == BAD]
+    assert told.told_under is None
+    assert [d.told_under for d in _deleted(run)] == [told.incident, told.incident]
+
+
+def test_the_nodes_incident_is_the_verdicts_time_not_the_clock_that_heard_it() -> None:
+    """On Kafka every partition hears the verdict, each on its own clock: each must name
+    the same incident, the one whose message the owner partition tells."""
+    incidents = set()
+    for heard in (100, 160):
+        run = make_run("")
+        _hung(run)
+        run.at(T0 + heard)
+        run.feed(verdict(False, 100))
+        run.at(T0 + 900)
+        incidents |= {d.told_under for d in _deleted(run)}
+    assert len(incidents) == 1 and None not in incidents
+
+
 def test_without_the_verdict_the_second_waits_for_blast_radius() -> None:
     run = make_run("")
     _hung(run)
     run.at(T0 + 900)
     (deleted,) = _deleted(run)
-    assert deleted.unsettled_node is None
+    assert deleted.unsettled_node is None and deleted.told_under is None
     assert any(h.guardrail == "blast_radius" for h in run.held)
 
 

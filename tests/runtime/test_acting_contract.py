@@ -279,6 +279,42 @@ async def test_a_note_only_decision_is_told_once_and_ends(store: Store) -> None:
     assert p.argo.carried == [] and await rows(store) == []
 
 
+def node_notice() -> Decision:
+    return Decision("notify", "", "gpu-node-3", "GPU memory on gpu-node-3 did not settle",
+                    "gpu-memory-node-3", T0)  # fmt: skip
+
+
+async def test_a_decision_told_under_an_incident_goes_into_its_thread(store: Store) -> None:
+    """A deletion on a node found unsettled: its act message, and its end, reply under the
+    node's message; the channel shows one line for the node, however many pods go."""
+    p = Process(store, Argo(running=0), slack_ok())
+    await store.add(node_notice())
+    await p.at(0)
+    (notice,) = p.told()
+    assert notice.thread is None
+    for n in range(2):
+        d = delete_decision(incident=f"stuck-{n}", told_under="gpu-memory-node-3")
+        await store.add(d)
+    for t in (5, 10, 15):
+        await p.at(t)
+    told = p.told()[1:]
+    assert sorted(type(t.note).__name__ for t in told) == ["Acted", "Acted", "Finished", "Finished"]
+    assert {t.thread for t in told} == {"ts-1"}, "each into the node's thread, never a reply's"
+    assert await rows(store) == []
+
+
+async def test_with_no_message_to_reply_under_it_is_told_in_the_channel(store: Store) -> None:
+    """Nothing lost: the incident it is told under never got a message here (Slack refused
+    it, or another process holds it), so it is told as any other, in its own thread."""
+    p = Process(store, Argo(running=0), slack_ok())
+    await store.add(delete_decision(told_under="gpu-memory-node-3"))
+    for t in (0, 5):
+        await p.at(t)
+    act, end = p.told()
+    assert isinstance(act.note, Acted) and act.thread is None
+    assert isinstance(end.note, Finished) and end.thread == "ts-1"
+
+
 async def test_killed_mid_follow_the_next_process_follows_to_the_end(store: Store) -> None:
     """Submitted and told, then the process dies while the workflow runs: the next one
     submits nothing, tells the act nothing more, and replies the end under the act."""

@@ -61,19 +61,29 @@ def test_every_decision_is_an_outbox_row_that_ends_told_in_slack(runtime: Runtim
     )
     assert {r.state for r in rows} == {"ended"}
     posts = runtime.slack.posts
+    act_ts: dict[str, str | None] = {}  # an incident's thread: its first message's
+    for r in sorted(rows, key=lambda r: r.id):
+        act_ts.setdefault(r.incident, r.slack_ts)
+    threaded = 0
     for row in rows:
         acts = [p for p in posts if isinstance(p.note, Acted) and p.note.decision == row.decision]
-        assert len(acts) == 1 and acts[0].ts == row.slack_ts and acts[0].thread is None
+        # A deletion on a node found unsettled is told in the thread of the node's incident
+        # (the verification's, where the node's notice went too).
+        under = row.decision.told_under
+        thread = act_ts[under] if under is not None else None
+        threaded += thread is not None
+        assert len(acts) == 1 and acts[0].ts == row.slack_ts and acts[0].thread == thread
         if not action(row.decision.action).acts:
             assert row.phase == "notified" and row.end_ts is None
             continue
         assert row.phase == "Succeeded" and row.workflow is not None
         assert f"Workflow*: {row.workflow}" in acts[0].text
         (end,) = [p for p in posts if isinstance(p.note, Finished) and p.ts == row.end_ts]
-        assert end.thread == row.slack_ts  # the reply goes in the act message's thread
+        assert end.thread == (thread or row.slack_ts)  # the reply: in the act message's thread
         assert f"Workflow `{row.workflow}` *Succeeded*" in end.text
         assert end.at >= acts[0].at + SCENARIO.executor_delay_s  # ended once applied
     assert len(posts) == len(rows) + sum(1 for r in rows if r.end_ts is not None)
+    assert threaded > 0, "the scenario has a node found unsettled, and pods deleted there"
 
 
 async def test_slack_text_is_the_notifiers_message_escaped() -> None:

@@ -31,7 +31,7 @@ from remediator.streams.core import (
     parse_guard_record,
     tick_record,
 )
-from remediator.streams.keys import BROADCAST, arrived, split
+from remediator.streams.keys import BROADCAST, arrived, command_key, split
 from tests.kafka.differential import feedback_targets
 from tests.kafka.harness import chunks, embedded, key
 from tests.policy import test_min_age_estimate as estimate
@@ -492,9 +492,16 @@ def test_a_nodes_verdict_reaches_its_pods_in_every_partition_and_is_told_once() 
     apart = {cluster.partitioner(f"llm/{name}".encode(), everyone, everyone)
              for name, _ in unsettled.PODS}  # fmt: skip
     assert len(apart) == 2, "the two pods are partitions apart"
-    got = sorted((d.action, d.target, d.unsettled_node, d.reason) for d in cluster.decided)
-    assert got == sorted((d.action, d.target, d.unsettled_node, d.reason) for d in run.decisions)
+
+    def seen(d: Decision) -> tuple[object, ...]:
+        return d.action, d.target, d.unsettled_node, d.reason, d.told_under
+
+    assert sorted(map(seen, cluster.decided)) == sorted(map(seen, run.decisions))
     assert [d.action for d in run.decisions].count("notify") == 1
+    # Each deletion's row goes where the node's message is, to be told in its thread.
+    assert {command_key(d) for d in cluster.decided} == {
+        next(d.incident for d in cluster.decided if d.action == "notify").encode()
+    }
     assert [d.unsettled_node for d in run.decisions if d.action == "delete-pod"] == [
         unsettled.BAD,
         unsettled.BAD,
