@@ -19,7 +19,7 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry
 
 from remediator.contract.decision import Decision, Suppressed
-from remediator.contract.records import Candidate, GotThrough
+from remediator.contract.records import Candidate, GotThrough, Learned
 from remediator.core.decider import Decider
 from remediator.core.guard import Guard
 from remediator.guard import GuardState, Pipeline
@@ -40,12 +40,20 @@ class Sink(Protocol):
 
 
 class Session:
+    """`keeps_learned`: the runtime stores each finished cold start's phases and steps
+    (`learned`) and gives them back after a restart (`restore_learned`), so budgets and
+    the siblings' step times are not learned again from nothing."""
+
     def __init__(
-        self, policy: PolicyFile | None = None, registry: CollectorRegistry | None = None
+        self,
+        policy: PolicyFile | None = None,
+        registry: CollectorRegistry | None = None,
+        *,
+        keeps_learned: bool = False,
     ) -> None:
         self.policy = policy if policy is not None else PolicyFile()
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.decider = Decider(self.policy, self.registry)
+        self.decider = Decider(self.policy, self.registry, keep_learned=keeps_learned)
         self.guard = Guard(self.policy.guardrails, self.registry)
         self._out: Sink | None = None  # the sink of the step under way
         self._settle_cb = self._settle
@@ -127,6 +135,16 @@ class Session:
         as the pod deleted is held and told, not deleted in turn)."""
         for decision, dry in through:
             self.decider.feedback(GotThrough(decision, decision.at, dry, phase=decision.phase))
+
+    def learned(self) -> tuple[tuple[str, str, float], ...]:
+        """(model, phase, seconds) learned since the last call (`keeps_learned`), to store."""
+        return self.decider.learned()
+
+    def restore_learned(self, samples: tuple[tuple[str, str, float], ...]) -> None:
+        """What a run before a restart learned (`learned`, as stored), oldest first: the
+        history again, not learned anew (never handed back by `learned`)."""
+        if samples:
+            self.decider.learn(Learned(self.decider.now, 0, samples))
 
     def _reweigh(self) -> None:
         """Cold starts finished while pods are held until as old as their model's expected

@@ -3,6 +3,7 @@
     queue of inputs ──▶ session.feed ─┐
     timer (next deadline, ≤ max tick) ┴▶ decisions ──▶ outbox.record (with guard state)
     kill-switch file (polled) ──▶ session.set_kill_switch
+    what the core learned ──▶ outbox.learn (restored on start: `restore`)
 
 It knows nothing of what an action is or who carries it out: it writes what the core let
 through, logs what it held, and hands a dry run's "would have" to `simulated`. The
@@ -39,11 +40,12 @@ from remediator.runtime.clock import Clock, ClusterTime, wait
 from remediator.runtime.inbox import StoreHealth
 from remediator.runtime.kill_switch_file import read_switch
 from remediator.runtime.metrics import RuntimeMetrics
-from remediator.runtime.outbox import Outbox
+from remediator.runtime.outbox import Outbox, Sample
 from remediator.session import Session
 from remediator.timeline.tracker import StateChange
 
 log = get_logger("remediator.runtime")
+_UNKEPT = 10_000  # learned samples held while the state file refuses writes
 
 # A list a watch makes: (kind, namespace, field selector), as `Relisted` says it is complete.
 ListKey = tuple[str, str, str | None]
@@ -116,6 +118,7 @@ class Driver:
         self.store = store or StoreHealth()
         self._unwritten: list[Decision] = []  # let through, not yet in the outbox
         self._unwritten_dry: list[Decision] = []  # a dry run's, likewise (rows marked dry)
+        self._unkept: list[Sample] = []  # learned, not yet in the state file
         self.rearm = asyncio.Event()  # a new input may have armed an earlier timer
         self.last_tick = clock.monotonic()
         # Behind: (why, since when on the monotonic clock) the picture may lag the cluster's.
@@ -302,6 +305,22 @@ class Driver:
             self._wake_worker()
         for uid in batch.gone:
             self._drop_for_gone_pod(uid)
+        self._keep_learned()
+
+    def _keep_learned(self) -> None:
+        """What the core learned (finished cold starts' phases and steps), to the state
+        file: a restarted serve judges by its siblings at once, not after `min_samples`
+        more cold starts of each model. Kept for the next try when the file refuses."""
+        self._unkept.extend(self.session.learned())
+        if not self._unkept:
+            return
+        try:
+            self.outbox.learn(self._unkept, self.session.policy.rules.stuck_pod.adaptive.window)
+        except sqlite3.Error as exc:
+            self.store.failed("outbox", exc)
+            del self._unkept[:-_UNKEPT]  # the newest matter: a history keeps its last samples
+            return
+        self._unkept = []
 
     def _drop_for_gone_pod(self, uid: str) -> None:
         """A pod that went away (a watch DELETED, a relist without it) takes its pending
@@ -344,6 +363,13 @@ class Driver:
         it announced is acted on now, once, and they spend no blast-radius slot. The rows
         themselves are told to the decider again, on the same terms (its kill-loop memory:
         an acting run's, of what acting runs did)."""
+        samples, bad = self.outbox.learned()
+        self.session.restore_learned(tuple(samples))
+        if samples or bad:
+            models = len({model for model, _, _ in samples})
+            log.info("learned history restored", extra={"samples": len(samples), "models": models})
+        for what in bad:
+            log.warning("learned history unreadable: left out", extra={"error": what})
         state = self.outbox.guard_state(acting=self.acting)
         if state is not None:
             self.session.restore_guard_state(state)

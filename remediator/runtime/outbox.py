@@ -42,10 +42,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -90,7 +91,18 @@ CREATE TABLE IF NOT EXISTS outbox_counts (
     state TEXT PRIMARY KEY,
     n     INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS learned (
+    model      TEXT NOT NULL,
+    phase      TEXT NOT NULL,
+    samples    TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (model, phase)
+);
 """
+# (model, phase) histories kept at most: a cluster's models × their phases and steps, and
+# then some; the least recently learned goes first.
+LEARNED_KEYS = 20_000
+Sample = tuple[str, str, float]
 
 # Columns added since the first release, for state files written before them.
 _ADDED = {
@@ -129,6 +141,19 @@ CREATE TRIGGER IF NOT EXISTS outbox_count_delete AFTER DELETE ON outbox BEGIN
     UPDATE outbox_counts SET n = n - 1 WHERE state = old.state;
 END;
 """
+
+
+def _floats(text: str) -> list[float]:
+    """A stored history: a JSON list of finite, non-negative seconds (ValueError if not)."""
+    try:
+        values = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(values, list) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < math.inf for v in values
+    ):
+        raise ValueError("not a list of non-negative seconds")
+    return [float(v) for v in values]
 
 
 def decision_to_json(d: Decision) -> str:
@@ -269,6 +294,54 @@ class Outbox:
             (d.incident, d.action, decision_to_json(d), state, now, now),
         )
         return cur.lastrowid if cur.rowcount and cur.lastrowid is not None else None
+
+    # --- what the core learned: its history, kept across restarts ----------------------
+    def learn(self, samples: Iterable[Sample], keep: int) -> None:
+        """Finished cold starts' (model, phase, seconds), in the order learned: each
+        (model, phase) keeps its last `keep`, as the core's history does."""
+        fresh: dict[tuple[str, str], list[float]] = {}
+        for model, phase, seconds in samples:
+            fresh.setdefault((model, phase), []).append(seconds)
+        now = self._now()
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for (model, phase), values in fresh.items():
+                    found = self._db.execute(
+                        "SELECT samples FROM learned WHERE model = ? AND phase = ?", (model, phase)
+                    ).fetchone()
+                    kept = [*(_floats(found[0]) if found else []), *values][-keep:]
+                    self._db.execute(
+                        "INSERT OR REPLACE INTO learned (model, phase, samples, updated_at)"
+                        " VALUES (?, ?, ?, ?)",
+                        (model, phase, json.dumps(kept), now),
+                    )
+                self._db.execute(
+                    "DELETE FROM learned WHERE rowid IN (SELECT rowid FROM learned"
+                    " ORDER BY updated_at DESC LIMIT -1 OFFSET ?)",
+                    (LEARNED_KEYS,),
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+
+    def learned(self) -> tuple[list[Sample], list[str]]:
+        """Every kept sample, oldest first per (model, phase); and what could not be read
+        (a history is a help, never a reason not to start: such a row is left out)."""
+        with self._lock:
+            found = self._db.execute(
+                "SELECT model, phase, samples FROM learned ORDER BY updated_at, rowid"
+            ).fetchall()
+        out: list[Sample] = []
+        bad: list[str] = []
+        for model, phase, text in found:
+            try:
+                out.extend((str(model), str(phase), v) for v in _floats(text))
+            except ValueError as exc:
+                bad.append(f"{model}/{phase}: {exc}")
+        return out, bad
 
     def save_guard(self, guard: GuardState, acting: bool = True) -> None:
         with self._lock:
