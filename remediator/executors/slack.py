@@ -233,6 +233,14 @@ def alone_end_blocks(d: Decision, ended: Ended) -> list[dict[str, Any]]:
     return blocks[:3] + end_blocks(ended) + blocks[3:]
 
 
+def _threaded(note: Note, thread: str | None) -> bool:
+    """Acts, ends and "not started" notes go in the incident's thread; a spared delete
+    only where it is given one (a pod on a node found unsettled: the node's)."""
+    return isinstance(note, Acted | Finished | NotStarted) or (
+        thread is not None and isinstance(note, Spared)
+    )
+
+
 def message(note: Note, threaded: bool = True) -> tuple[str, list[dict[str, Any]]]:
     """The fallback text (mrkdwn too: the notification shows it, so it is escaped) and
     the blocks of each kind of note. Headers are plain_text: never parsed, never escaped.
@@ -371,7 +379,7 @@ class SlackNotifier:
         """The ts of this note (by its metadata) posted at or after `since`, or None."""
         want = metadata(note)["event_payload"]
         incident = note.decision.incident
-        threaded = isinstance(note, Acted | Finished | NotStarted)
+        threaded = _threaded(note, thread)
         if threaded and thread is None:
             thread = self._threads.get(incident)
         args: dict[str, Any] = {
@@ -417,9 +425,10 @@ class SlackNotifier:
         """Post a note. Acts, ends and "not started" notes go in the incident's thread (the
         one given, else the one this process posted); an end other than Succeeded and a
         workflow not started are also broadcast to the channel, since someone has to look.
-        Dry-run and could-not notes stand alone."""
+        A spared delete goes in the thread given, if any. Dry-run and could-not notes stand
+        alone."""
         incident = note.decision.incident
-        threaded = isinstance(note, Acted | Finished | NotStarted)
+        threaded = _threaded(note, thread)
         if threaded and thread is None:
             thread = self._threads.get(incident)
         text, blocks = message(note, threaded=not threaded or thread is not None)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from remediator.executors.argo import Ended, Submitted
+from remediator.executors.protocol import Acted, Spared, Tell
 from remediator.executors.slack import SlackError, SlackNotifier
 from tests.executors.conftest import delete_decision
 from tests.standins.fixtures import slack_config, slack_fixture
@@ -112,6 +113,24 @@ async def test_incidents_get_their_own_threads(slack: SlackStandin, tmp_path: Pa
     assert ts_a != ts_b
     assert slack.posted()[-1].body["thread_ts"] == ts_b
     assert notifier.thread_of("incident-a") == ts_a
+
+
+async def test_a_pod_told_under_a_node_goes_into_the_nodes_thread_spared_too(
+    slack: SlackStandin, tmp_path: Path
+) -> None:
+    """The acting component gives the node's message as the thread of a pod deleted there
+    (`Decision.told_under`): the act, and a delete spared at the last look, reply under it;
+    without a thread given, a spared delete stands alone in the channel, as before."""
+    notifier = notifier_for(slack, tmp_path)
+    node = await notifier.acted(delete_decision(action="notify", incident="gpu-memory-3"))
+    pod = delete_decision(incident="stuck-a", told_under="gpu-memory-3")
+    await notifier.carry(Tell(Acted(pod, submitted_for()), node))
+    await notifier.carry(Tell(Spared(pod, "Ready now"), node))
+    await notifier.carry(Tell(Spared(pod, "Ready now")))
+    _, act, spared, alone = slack.posted()
+    assert act.body["thread_ts"] == node and spared.body["thread_ts"] == node
+    assert "thread_ts" not in alone.body
+    assert "Spared" in spared.body["text"]
 
 
 async def test_429_waits_retry_after_then_posts(
