@@ -108,8 +108,12 @@ async def test_the_control_a_new_state_file_waits_for_the_phase_budget(tmp_path:
     by progress; the pod waits for its 600 s phase budget."""
     clock = VirtualClock(T0)
     await _learn(tmp_path / "state.db", clock)
-    second, _ = await _hang(tmp_path / "other.db", clock)
+    second, started = await _hang(tmp_path / "other.db", clock)
     assert second.deleted() == []
+    await second.until(started + 600 + 40)
+    (deleted,) = second.deleted()
+    assert deleted.at - T0 == pytest.approx(started + 600 + 20, abs=10)
+    assert "over its 600s budget" in deleted.reason
 
 
 async def test_each_history_keeps_its_last_window_and_unreadable_rows_are_left_out(
