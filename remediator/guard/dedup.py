@@ -3,7 +3,9 @@
 Alertmanager repeats a firing alert every `repeat_interval`, and a watch event
 and an alert can both report one stuck pod under different incident ids; the
 key is therefore (action, namespace, target), not the incident. Notify decisions
-go through here too, so on-call is not paged twice for one thing.
+go through here too, so on-call is not paged twice for one thing. A note told in the
+thread of another incident (`Decision.told_under`: a node found settled again, under the
+message that said it was not) pages no one and repeats nothing: neither held nor counted.
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ def dedup_key(decision: Decision) -> str:
     return describe(decision)
 
 
+def _a_reply(decision: Decision) -> bool:
+    """A note in another incident's thread (a deletion told there is still deduplicated)."""
+    return decision.told_under is not None and not action(decision.action).acts
+
+
 @dataclass(frozen=True, slots=True)
 class Dedup:
     name: ClassVar[str] = "dedup"
@@ -48,6 +55,8 @@ class Dedup:
     config: DedupConfig = DedupConfig()
 
     def check(self, decision: Decision, now: float, state: GuardState) -> Verdict:
+        if _a_reply(decision):
+            return PASS
         key = dedup_key(decision)
         at = state.of(self.name, DedupState).seen.get(key)
         if at is None or now - at >= self.config.window_s:
@@ -62,6 +71,8 @@ class Dedup:
         )
 
     def record(self, decision: Decision, now: float, state: GuardState) -> GuardState:
+        if _a_reply(decision):
+            return state
         seen = prune(state.of(self.name, DedupState).seen, now, self.config.window_s)
         seen[dedup_key(decision)] = now
         return state.put(self.name, DedupState(seen))

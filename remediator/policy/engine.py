@@ -621,15 +621,16 @@ class PolicyEngine:
         )
 
     def _on_verdict(self, verdict: GpuVerdict, now: float) -> list[Outcome]:
-        if verdict.stable:
-            self._unsettled.pop(verdict.node, None)
-            return []
-        if verdict.node not in self._unsettled and len(self._unsettled) >= _UNSETTLED:
-            del self._unsettled[min(self._unsettled, key=lambda n: self._unsettled[n][0])]
         # The same id in every partition that hears the verdict (on Kafka each does): the
         # verification's own, else the verdict's time, never a partition's clock.
         when = verdict.at if verdict.at is not None else now
         incident = verdict.incident or incident_id("gpu-memory", verdict.node, str(when))
+        if verdict.stable:
+            was = self._unsettled.pop(verdict.node, None)
+            return [] if was is None else [_settled(verdict.node, was[1], incident, now,
+                                                    self.config.gpu_memory.cordon)]  # fmt: skip
+        if verdict.node not in self._unsettled and len(self._unsettled) >= _UNSETTLED:
+            del self._unsettled[min(self._unsettled, key=lambda n: self._unsettled[n][0])]
         self._unsettled[verdict.node] = (now, incident)
         reason = f"GPU memory on {verdict.node} did not settle: {verdict.detail or 'unstable'}"
         # Pods scheduled there hang in engine init and are deleted, and their replacements
@@ -657,6 +658,16 @@ class PolicyEngine:
         )
         decision = image_update(self.config.image_update, before, seen, now)
         return [decision] if decision is not None else []
+
+
+def _settled(node: str, told: str, incident: str, now: float, cordoned: bool) -> Decision:
+    """A node found unsettled is found settled: said in the thread that told of it."""
+    then = "its pods are judged as any other's again"
+    if cordoned:
+        then += "; remediator cordoned it and leaves uncordoning to you (kubectl uncordon)"
+    reason = f"GPU memory on {node} settled, as a verification found it; {then}"
+    return Decision("notify", "", node, reason, incident_id("settled", incident, node), now,
+                    told_under=told)  # fmt: skip
 
 
 _UNSETTLED = 4096  # nodes remembered unsettled: a cluster's GPU nodes, and then some

@@ -57,3 +57,14 @@ def test_record_remembers_and_forgets_expired() -> None:
 def test_record_keeps_notify_too() -> None:
     after = STAGE.record(notify(), T0, GuardState())
     assert STAGE.check(notify(incident="inc-9"), T0 + 1, after).reason is not None
+
+
+def test_a_note_told_in_another_incidents_thread_is_neither_held_nor_counted() -> None:
+    """A node found settled again, told under the message that said it was not, minutes
+    after it: not a repeat of that message, and no repeat of it is held for it."""
+    reply = notify(told_under="gpu-memory-1", incident="settled-1")
+    assert STAGE.check(reply, T0 + 1, SEEN).passed
+    assert STAGE.record(reply, T0 + 1, GuardState()) == GuardState()
+    # A deletion told in a node's thread is still a deletion: repeats are held.
+    delete = make(told_under="gpu-memory-1")
+    assert STAGE.check(delete, T0 + 1, SEEN).reason is not None

@@ -100,3 +100,18 @@ def test_a_verification_that_finds_the_node_settled_ends_it() -> None:
     run.feed(verdict(True, 200))
     run.at(T0 + 900)
     assert [d.unsettled_node for d in _deleted(run)] == [None]
+
+
+def test_the_node_found_settled_is_told_in_its_thread_once() -> None:
+    """On-call who read "did not settle" reads its end under it; a node never found unsettled
+    says nothing when found settled (a warmup verifies every node)."""
+    run = make_run("")
+    run.feed(verdict(True, 50, node="gpu-node-4"))
+    run.feed(verdict(False, 100))
+    run.feed(verdict(True, 200))
+    run.feed(verdict(True, 300))
+    told = [d for d in run.decisions if d.action == "notify"]
+    assert [d.target for d in told] == [BAD, BAD]
+    unsettled, settled = told
+    assert settled.told_under == unsettled.incident and settled.incident != unsettled.incident
+    assert f"GPU memory on {BAD} settled" in settled.reason
