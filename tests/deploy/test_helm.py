@@ -287,6 +287,31 @@ def test_lease_and_replicas() -> None:
     assert role["rules"][0]["resourceNames"] == ["rem-lead"]
 
 
+def test_the_state_file_outlives_the_pod_on_a_claim_with_one_replica() -> None:
+    """Off by default: an emptyDir, rolled as before. On: a ReadWriteOnce claim the release
+    keeps, mounted where the emptyDir was (the state file is /tmp/remediator/state.db),
+    and the pod replaced by Recreate (the new one cannot mount the claim beside the old)."""
+    off = s.find(h.render(), "Deployment", "remediator")
+    assert off["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert not [d for d in h.render() if d["kind"] == "PersistentVolumeClaim"]
+    values = {"replicas": 1, "persistence": {"enabled": True, "size": "2Gi",
+                                             "storageClass": "fast"}}  # fmt: skip
+    docs = h.render(values)
+    dep = s.find(docs, "Deployment", "remediator")
+    assert dep["spec"]["strategy"] == {"type": "Recreate"}
+    tmp = next(v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "tmp")
+    assert tmp == {"name": "tmp", "persistentVolumeClaim": {"claimName": "remediator-state"}}
+    claim = s.find(docs, "PersistentVolumeClaim", "remediator-state")
+    assert claim["spec"] == {"accessModes": ["ReadWriteOnce"], "storageClassName": "fast",
+                             "resources": {"requests": {"storage": "2Gi"}}}  # fmt: skip
+    assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_a_state_file_on_a_claim_with_two_replicas_is_refused_saying_why() -> None:
+    out = h.helm(*h.template_args({"persistence": {"enabled": True}}))
+    assert out.returncode != 0 and "persistence.enabled needs replicas: 1" in out.stderr
+
+
 def test_argo_server_namespace_and_an_existing_token_secret() -> None:
     values = {
         "dryRun": False,
@@ -487,6 +512,7 @@ WRONG = {
     "secret-value-instead-of-reference": ({"webhookToken": "s3cr3t"}, "webhookToken"),
     "percentage-pattern": ({"gpuWarmup": {"maxUnavailable": "a quarter"}}, "maxUnavailable"),
     "label-value-not-string": ({"serviceMonitor": {"labels": {"release": 1}}}, "release"),
+    "size-pattern": ({"persistence": {"enabled": True, "size": "lots"}}, "size"),
 }
 
 
