@@ -65,6 +65,7 @@ from remediator.streams.batches import waiting, written_under
 from remediator.streams.config import StreamsConfig
 from remediator.streams.core import (
     ENVELOPE,
+    FEEDBACK_KEY,
     INTERNAL,
     MARKS,
     Candidate,
@@ -74,7 +75,8 @@ from remediator.streams.core import (
     PartitionCore,
     Released,
     Watermark,
-    feedback_batch,
+    feedback_runs,
+    feedback_value,
     guard_batch,
     parse_guard_records,
     tick_record,
@@ -96,7 +98,7 @@ GUARD_BATCH = 200  # records in one candidates-topic record, at most
 # A restored guard reads its waiting candidates back within this, or its agent fails
 # (/healthz: a liveness probe restarts the worker, which reads them again).
 REPLAY_TIMEOUT_S = 60.0
-FEEDBACK = b"\x00feedback"  # the key of feedback records (the partition is explicit)
+FEEDBACK = FEEDBACK_KEY.encode()  # the key of feedback records (the partition is explicit)
 LEARNED = b"\x00learned"  # (an older worker's key of relayed cold starts)
 
 
@@ -464,30 +466,34 @@ def build_app(
                 feedback.setdefault(p, []).append(record)
         fed: list[GuardRecord] = []
         for p, records in sorted(feedback.items()):
-            value = feedback_batch(records)
+            runs = feedback_runs(records)
             if held.here(p):
-                fed.extend(feed_here(p, value))
-            else:
-                metrics.feedback.labels("topic").inc()
-                await inputs.send(key=FEEDBACK, value=value, partition=p)
+                fed.extend(feed_here(p, runs))
+                continue
+            metrics.feedback.labels("topic").inc()
+            await inputs.send(key=FEEDBACK, value=feedback_value(runs), partition=p)
         if fed:
             metrics.candidates.inc(len(fed))
             await candidates.send(key=CLUSTER, value=guard_batch(fed))
 
-    def feed_here(p: int, value: bytes) -> list[Candidate | Learned]:
+    def feed_here(p: int, runs: list[tuple[str, bytes]]) -> list[Candidate | Learned]:
         """A partition this worker holds takes its feedback at once, in this process, as
         `Session` does: no record to the inputs topic and back (a "not yet" is most of
         the guard's feedback). It is kept in the partition's rows after the documents it
-        followed (the offset applied last, the next place there), so a rebuild, here or
-        by the next owner, feeds it in the same order; the row goes to the broker before
-        the guard's batch is committed (the producer is flushed first)."""
+        followed (the offset applied last, the next places there), each run under its key
+        (`feedback_runs`), so a rebuild, here or by the next owner, feeds it in the same
+        order; the row goes to the broker before the guard's batch is committed (the
+        producer is flushed first)."""
         core, rows, event = held.cores[p], held.rows[p], held.events[p]
-        offset, index = held.applied[p], held.after[p]
-        held.after[p] = index + 1
-        out = core.feed(value)
-        key = FEEDBACK.decode()
-        rows.add(offset, value.decode(), key, None, index)
-        rows.taught(key, offset, _samples(out))
+        offset = held.applied[p]
+        out: list[Candidate | Learned] = []
+        for key, value in runs:
+            index = held.after[p]
+            held.after[p] = index + 1
+            fed = core.feed(value)
+            rows.add(offset, value.decode(), key, None, index)
+            rows.taught(key, offset, _samples(fed))
+            out.extend(fed)
         with written_under(event):  # the changelog partition is the partition's
             rows.flush()
         metrics.feedback.labels("process").inc()

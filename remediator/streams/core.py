@@ -145,6 +145,41 @@ def feedback_batch(records: Sequence[Feedback | Learned]) -> bytes:
     return _FEEDBACKS + encode(list(records)) + b"}"
 
 
+# The key the partition's rows keep feedback under when it outlives any one pod (what got
+# through: the kill-loop memory; cold starts learned elsewhere): never pruned.
+FEEDBACK_KEY = "\x00feedback"
+
+
+def feedback_runs(records: Sequence[Feedback | Learned]) -> list[tuple[str, bytes]]:
+    """What a guard batch tells one partition, in order, cut where the key changes: a "not
+    yet" for a pod under the pod's own key (`namespace/name`, as its inputs), so its rows
+    leave the `pods` table with the pod once it is forgotten (a retry for a pod the core no
+    longer holds does nothing when fed again); the rest under `FEEDBACK_KEY`."""
+    runs: list[tuple[str, list[Feedback | Learned]]] = []
+    for record in records:
+        key = _feedback_key(record)
+        if runs and runs[-1][0] == key:
+            runs[-1][1].append(record)
+        else:
+            runs.append((key, [record]))
+    return [(key, feedback_batch(run)) for key, run in runs]
+
+
+def feedback_value(runs: list[tuple[str, bytes]]) -> bytes:
+    """The runs as one input-topic record for a worker that holds the partition: the batch
+    itself when it is one run under `FEEDBACK_KEY` (as before runs), else an envelope of
+    the runs, each a document under its key, in order."""
+    if len(runs) == 1 and runs[0][0] == FEEDBACK_KEY:
+        return runs[0][1]
+    return envelope([Packed(key, None, msgspec.Raw(value)) for key, value in runs])
+
+
+def _feedback_key(record: Feedback | Learned) -> str:
+    if isinstance(record, RetryAt) and record.decision.uid and record.decision.namespace:
+        return f"{record.decision.namespace}/{record.decision.target}"
+    return FEEDBACK_KEY
+
+
 GuardRecord = Candidate | Learned | Watermark
 
 

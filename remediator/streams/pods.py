@@ -26,7 +26,10 @@ that held them are written again without them, or deleted), so the table is boun
 the pods alive, not by every pod ever seen. What the pod taught the core that outlives
 it is kept: the cold starts it finished (the adaptive budgets learn from them) go to an
 `L` row and are learned again, in their place, when the core is rebuilt. The guard's
-feedback (the kill-loop memory) is kept under its own key and never pruned.
+feedback is kept by what it is about: a pod's "not yet" (`RetryAt`) under the pod's key,
+so it goes with the pod (fed again for a pod the core no longer holds, it does nothing);
+what got through (the kill-loop memory) and cold starts learned elsewhere under the
+feedback key, never pruned (`streams.core.feedback_runs`).
 """
 
 from __future__ import annotations

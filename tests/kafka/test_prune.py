@@ -17,7 +17,7 @@ from remediator.streams.core import FORGET_AFTER_S
 from remediator.streams.ingest import Publisher
 from remediator.streams.topics import ensure_topics
 from tests.kafka.harness import Lag, Worker, config
-from tests.policy.builders import T0
+from tests.policy.builders import T0, pod
 from tests.streams.test_pods import ALIVE, GONE, life
 
 
@@ -88,6 +88,61 @@ async def test_a_deleted_pods_rows_leave_the_table(bootstrap: str, tmp_path: Pat
             assert sample(worker, "remediator_kafka_partition_rebuilds_total") == 8
             assert sample(worker, "remediator_kafka_pruned_pods_total") == 0
             assert pods_in(await table(cfg)) == {f"llm/{ALIVE}"}
+    finally:
+        await pub.stop()
+        worker.stop()
+
+
+HELD = """
+stuck_pod:
+  budgets: {engine_init: 30}
+  checks: 1
+  check_interval_s: 10
+  expected_cold_start_s: 3600
+  adaptive: {enabled: false}
+guardrails:
+  min_age: {factor: 1}
+"""
+
+
+def entries_of(rows: dict[str, Any], key: str) -> list[list[Any]]:
+    return [e for name, value in rows.items() if "|0" in name for e in value if e[2] == key]
+
+
+async def test_a_forgotten_pods_not_yets_leave_the_table_with_it(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    """A pod held until old enough gets the guard's "not yet" (a `RetryAt`, fed in process
+    and kept in the partition's rows to be fed again on a rebuild). Kept under the guard's
+    feedback key, such rows were never pruned: a worker rebuilt a year of them. Under the
+    pod's key they go with the pod; what got through (the kill-loop memory) stays."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(HELD)
+    cfg = config(bootstrap, "prune-held")
+    await ensure_topics(cfg)
+    worker = Worker(cfg, tmp_path, "a", batch=5, policy=policy)
+    pub = Publisher(cfg)
+    await pub.start()
+    hung = f"llm/{GONE}"
+    try:
+        worker.start()
+        worker.wait_ready()
+        async with Lag(cfg) as lag:
+            await pub.publish(orjson.dumps(pod(GONE, "uid-hung", watch="ADDED", created=0.0)))
+            await pub.publish(orjson.dumps(pod(GONE, "uid-hung", created=0.0, scheduled=1.0,
+                                               started=10.0)))  # fmt: skip
+            await pub.tick(T0 + 120.0)
+            await lag.wait_idle([worker])
+            held = entries_of(await table(cfg), hung)
+            assert any(e[1].startswith('{"remediator":"feedback"') for e in held), held
+            await pub.publish(orjson.dumps(pod(GONE, "uid-hung", watch="DELETED", created=0.0,
+                                               scheduled=1.0, started=10.0)))  # fmt: skip
+            await pub.tick(T0 + 200.0 + FORGET_AFTER_S + 200.0)
+            await lag.wait_idle([worker])
+            rows = await table(cfg)
+            assert entries_of(rows, hung) == [], "its records and its not-yets are gone"
+            kept = [e[1] for e in entries_of(rows, "\x00feedback")]
+            assert not [raw for raw in kept if GONE in raw and "retry" in raw.lower()], kept
     finally:
         await pub.stop()
         worker.stop()
