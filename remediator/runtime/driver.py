@@ -320,6 +320,7 @@ class Driver:
             self.store.failed("outbox", exc)
             del self._unkept[:-_UNKEPT]  # the newest matter: a history keeps its last samples
             return
+        self.store.ok("outbox")
         self._unkept = []
 
     def _drop_for_gone_pod(self, uid: str) -> None:

@@ -31,6 +31,7 @@ from remediator.runtime.outbox import Outbox
 from remediator.session import Session
 from tests.policy import test_progress as progress
 from tests.policy.builders import MODEL, T0, pod
+from tests.runtime.test_durable_intake import write_locked
 
 POLICY = progress.POLICY % ("true", 5)
 HUNG = 9
@@ -135,6 +136,22 @@ async def test_each_history_keeps_its_last_window_and_unreadable_rows_are_left_o
     outbox.close()
     serve = Serve(tmp_path / "state.db", clock)
     assert serve.driver.session.engine.history.count("m", "image_pull") == 20
+
+
+async def test_a_refused_write_keeps_the_samples_and_ends_as_healthy(tmp_path: Path) -> None:
+    """Another process holds the state file's write lock while a cold start finishes: the
+    store says it fails (serve's /healthz), nothing learned is lost, and the next write
+    that goes through says the store is fine again."""
+    clock = VirtualClock(T0)
+    serve = Serve(tmp_path / "state.db", clock)
+    ready = dict(created=0.0, scheduled=1.0, started=10.0, ready=100.0)
+    with write_locked(str(tmp_path / "state.db")):
+        serve.feed(pod(progress._name(1), progress._uid(1), **ready))
+        assert serve.driver.store.failing() is not None
+    serve.feed(pod(progress._name(2), progress._uid(2), **ready))
+    assert serve.driver.store.failing() is None
+    samples, _ = serve.outbox.learned()
+    assert [s for m, p, s in samples if p == "total"] == [100.0, 100.0]
 
 
 def test_a_session_that_does_not_keep_learned_hands_nothing_back() -> None:
