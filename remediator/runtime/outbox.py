@@ -156,6 +156,14 @@ def _floats(text: str) -> list[float]:
     return [float(v) for v in values]
 
 
+def _readable(found: tuple[Any, ...] | None) -> list[float]:
+    """A stored history to add to; one that does not read back is replaced, not kept."""
+    try:
+        return _floats(found[0]) if found else []
+    except ValueError:
+        return []
+
+
 def decision_to_json(d: Decision) -> str:
     doc = asdict(d)
     doc["params"] = [list(p) for p in d.params]
@@ -310,7 +318,7 @@ class Outbox:
                     found = self._db.execute(
                         "SELECT samples FROM learned WHERE model = ? AND phase = ?", (model, phase)
                     ).fetchone()
-                    kept = [*(_floats(found[0]) if found else []), *values][-keep:]
+                    kept = [*_readable(found), *values][-keep:]
                     self._db.execute(
                         "INSERT OR REPLACE INTO learned (model, phase, samples, updated_at)"
                         " VALUES (?, ?, ?, ?)",

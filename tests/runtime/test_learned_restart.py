@@ -131,6 +131,9 @@ async def test_each_history_keeps_its_last_window_and_unreadable_rows_are_left_o
                                                                          range(10, 30)]  # fmt: skip
     assert ("m", "engine_init", 90.0) in samples and ("n", "image_pull", 5.0) in samples
     assert sorted(b.split(":")[0] for b in bad) == ["bad/total", "nan/total"]
+    outbox.learn([("bad", "total", 7.0)], keep=20)  # an unreadable row is written anew
+    samples, bad = outbox.learned()
+    assert ("bad", "total", 7.0) in samples and [b.split(":")[0] for b in bad] == ["nan/total"]
     # serve starts on it all the same, with what could be read.
     clock = VirtualClock(T0)
     outbox.close()
