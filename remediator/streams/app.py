@@ -78,6 +78,8 @@ from remediator.streams.core import (
     feedback_runs,
     feedback_value,
     guard_batch,
+    judged_key,
+    learned_samples,
     parse_guard_records,
     tick_record,
     unpack,
@@ -208,6 +210,7 @@ def build_app(
     observed = timeline_metrics(registry)  # every partition this worker holds observes here
     verdicts = Verdicts(registry)  # and its guard counts here
     held = Partitions(policy, streams.inputs.partitions)
+    window = policy.rules.stuck_pod.adaptive.window  # the history a pod is judged by
     # The tracker's gauges (pods per phase, time in phase), summed over those partitions.
     registry.register(tracker_gauges(lambda: [core.decider for core in held.cores.values()]))
     # serve's gauge, per worker: 1 while any partition it holds holds pod deletions (its
@@ -283,6 +286,9 @@ def build_app(
                 if gone:
                     rows.prune(gone, event.message.offset)
                     metrics.pruned.inc(len(gone))
+                if rows.unfolded >= streams.fold_after:
+                    rows.fold(window, learned_samples, judged_key)
+                    metrics.folds.inc()
 
     def take(p: int, offset: int, docs: Sequence[Doc]) -> list[GuardRecord]:
         """One input-topic record into its partition's core, its documents in order (an

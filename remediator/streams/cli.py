@@ -161,6 +161,18 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
     " twice this to an input's way to its command; 0: a lone record goes on at once.",
 )
 @click.option(
+    "--fold-after",
+    envvar="REMEDIATOR_KAFKA_FOLD_AFTER",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(1, 1_000_000),
+    help="Learned cold starts (of pods forgotten since, or relayed from other partitions) a"
+    " partition's pods-table rows take before they are folded: of what was learned before"
+    " the oldest live pod's record, only the last adaptive.window of each model's phase can"
+    " judge a pod again, and only those stay. A fold reads the partition's rows once; lower"
+    " keeps the table smaller, higher reads it less often.",
+)
+@click.option(
     "--standby-replicas",
     envvar="REMEDIATOR_KAFKA_STANDBY_REPLICAS",
     default=0,
@@ -248,7 +260,7 @@ def worker(**kw: Any) -> None:
                   web_port=listen.port, tick_s=kw["tick_s"],
                   session_timeout_s=kw["session_timeout_s"], batch=kw["batch"],
                   recovery_stall_s=kw["recovery_stall_s"],
-                  standby_replicas=kw["standby_replicas"],
+                  standby_replicas=kw["standby_replicas"], fold_after=kw["fold_after"],
                   fetch_wait_s=kw["fetch_wait_s"],
                   batch_linger_s=kw["batch_linger_s"],
                   ingest_watches={"on": True, "auto": None, "off": False}[kw["ingest_watches"]],

@@ -48,6 +48,9 @@ class StreamsConfig:
     # True: its word is required from the start; None: once heard; False: ignored.
     ingest_watches: bool | None = None
     watch_silent_s: float = 10.0
+    # Learned cold starts a partition takes between folds of its learned history in the
+    # pods table (streams/pods.py, `PartitionRows.fold`): a fold reads the partition's rows.
+    fold_after: int = 1000
     # serve's kill-switch file, read by the worker that holds the guard (streams/kill_switch.py).
     kill_switch_file: str | None = None
 
@@ -65,6 +68,8 @@ class StreamsConfig:
             raise ValueError("fetch_wait_s must be above 0 and at most 30 seconds")
         if not 2 <= self.watch_silent_s <= 3600:
             raise ValueError("watch_silent_s must be between 2 and 3600 seconds")
+        if self.fold_after < 1:
+            raise ValueError("fold_after must be at least 1")
         if self.standby_replicas < 0:
             raise ValueError("standby_replicas must be at least 0")
         if self.candidates.partitions != 1:

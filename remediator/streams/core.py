@@ -55,7 +55,8 @@ from remediator.inputs.decode import decode as decode_input
 from remediator.inputs.records import Input, InputError, Relisted
 from remediator.inputs.stamps import api_server_time
 from remediator.policy_file import PolicyFile
-from remediator.streams.keys import owner, owner_key
+from remediator.streams.keys import BROADCAST, owner, owner_key
+from remediator.streams.pods import LEARNED_KEY, Sample
 
 __all__ = [
     "FORGET_AFTER_S",
@@ -146,7 +147,8 @@ def feedback_batch(records: Sequence[Feedback | Learned]) -> bytes:
 
 
 # The key the partition's rows keep feedback under when it outlives any one pod (what got
-# through: the kill-loop memory; cold starts learned elsewhere): never pruned.
+# through: the kill-loop memory): never pruned. Cold starts learned elsewhere go under
+# `LEARNED_KEY`, and are folded (`streams.pods.PartitionRows.fold`).
 FEEDBACK_KEY = "\x00feedback"
 
 
@@ -154,7 +156,8 @@ def feedback_runs(records: Sequence[Feedback | Learned]) -> list[tuple[str, byte
     """What a guard batch tells one partition, in order, cut where the key changes: a "not
     yet" for a pod under the pod's own key (`namespace/name`, as its inputs), so its rows
     leave the `pods` table with the pod once it is forgotten (a retry for a pod the core no
-    longer holds does nothing when fed again); the rest under `FEEDBACK_KEY`."""
+    longer holds does nothing when fed again); cold starts learned elsewhere under
+    `LEARNED_KEY`, so their rows can be folded; the rest under `FEEDBACK_KEY`."""
     runs: list[tuple[str, list[Feedback | Learned]]] = []
     for record in records:
         key = _feedback_key(record)
@@ -177,7 +180,20 @@ def feedback_value(runs: list[tuple[str, bytes]]) -> bytes:
 def _feedback_key(record: Feedback | Learned) -> str:
     if isinstance(record, RetryAt) and record.decision.uid and record.decision.namespace:
         return f"{record.decision.namespace}/{record.decision.target}"
-    return FEEDBACK_KEY
+    return LEARNED_KEY if isinstance(record, Learned) else FEEDBACK_KEY
+
+
+def learned_samples(raw: str) -> list[Sample]:
+    """The cold starts a run under `LEARNED_KEY` carries, in order."""
+    records = decode(raw.encode()[len(_FEEDBACKS) : -1], list[Feedback | Learned])
+    return [s for r in records if isinstance(r, Learned) for s in r.samples]
+
+
+def judged_key(key: str) -> bool:
+    """Whether records under a partition key are a pod's, judged by the learned history:
+    not a workload's or node's (broadcast), a node's or a pod-less alert's, or a
+    partition's own (ticks, feedback)."""
+    return not (key == BROADCAST or key.startswith(("\x00", "node/", "alert/")))
 
 
 GuardRecord = Candidate | Learned | Watermark

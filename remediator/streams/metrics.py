@@ -31,6 +31,12 @@ class WorkerMetrics:
             "Deleted pods whose records left the pods table (their grace passed).",
             registry=registry,
         )
+        self.folds = Counter(
+            "remediator_kafka_learned_folds_total",
+            "Folds of a partition's learned history in the pods table: cold starts no pod"
+            " alive can be judged by any more left it (streams.pods.PartitionRows.fold).",
+            registry=registry,
+        )
         self.rewinds = Counter(
             "remediator_kafka_rewinds_total",
             "Partitions sought back to the first record their agent never got: records"

@@ -34,7 +34,8 @@ feedback key, never pruned (`streams.core.feedback_runs`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, MutableMapping
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,12 @@ def relisted_key(kind: str, namespace: str, selector: str | None) -> str:
 
 
 Sample = tuple[str, str, float]  # (model, phase, seconds)
+# The row of a partition's learned history folded (`PartitionRows.fold`): {"before": X,
+# "samples": [[offset, model, phase, seconds], ...]}, in the order they were learned.
+FOLDED = "Lfolded"
+# The partition key of cold starts learned in other partitions, relayed by the guard
+# (`streams.core.feedback_runs`): kept as feedback until folded.
+LEARNED_KEY = "\x00learned"
 # The most record bytes in one row: well under Kafka's default message size (1 MB), which a
 # batch of 500 pod documents can pass.
 ROW_BYTES = 256 * 1024
@@ -90,6 +97,7 @@ class PartitionRows:
     learned: dict[str, list[list[Any]]] = field(default_factory=dict)
     _batch: list[list[Any]] = field(default_factory=list)
     _latest: dict[str, list[Any]] = field(default_factory=dict)  # key -> its last record
+    unfolded: int = 0  # learned records written since the last fold (`StreamsConfig.fold_after`)
 
     @property
     def prefix(self) -> str:
@@ -100,10 +108,13 @@ class PartitionRows:
         """Everything to rebuild the core from, in offset order (and the index of rows)."""
         prefix = self.prefix
         entries: list[Entry] = []
+        before, folded = self.folded()
         for name, value in list(self.table.items()):
             if not name.startswith(prefix):
                 continue
             rest = name[len(prefix) :]
+            if rest == FOLDED:
+                continue
             if rest.startswith(TICK):
                 index = int(value[2]) if len(value) > 2 else 0
                 at = value[3] if len(value) > 3 else None
@@ -120,8 +131,19 @@ class PartitionRows:
                 entries.append(Entry(int(rest), str(value[1]), at=value[0]))
             else:
                 entries.append(Entry(int(rest), str(value)))
-        entries.sort(key=lambda e: (e.offset, not e.samples, e.index))
+        # What a fold took in and a crash left behind it is read from the fold alone.
+        entries = [e for e in entries if e.offset >= before or not _learned(e)]
+        self.unfolded = sum(1 for e in entries if _learned(e))
+        entries[:0] = [Entry(o, samples=((m, ph, float(sec)),)) for o, m, ph, sec in folded]
+        entries.sort(key=lambda e: (e.offset, not e.samples, e.index))  # (stable: in order)
         return entries
+
+    def folded(self) -> tuple[int, list[list[Any]]]:
+        """The fold's bound (every learned record before it is in the fold) and samples."""
+        value = self.table.get(f"{self.prefix}{FOLDED}")
+        if not isinstance(value, dict):
+            return -1, []
+        return int(value["before"]), list(value["samples"])
 
     # ---- writing ------------------------------------------------------------------------
     def add(self, offset: int, raw: str, key: str, at: float | None = None, index: int = 0) -> None:
@@ -132,6 +154,7 @@ class PartitionRows:
             self._latest[key if key.startswith(TICK) else TICK] = [offset, raw, index, at]
         else:
             self._batch.append([offset, raw, key, at, index])
+            self.unfolded += key == LEARNED_KEY
 
     def taught(self, key: str, offset: int, samples: Iterable[Sample]) -> None:
         """What the record at `offset` (under `key`) taught the core: cold starts."""
@@ -160,6 +183,86 @@ class PartitionRows:
         self._latest = {}
         return written
 
+    def fold(
+        self, window: int, samples_of: Callable[[str], Sequence[Sample]],
+        judged: Callable[[str], bool],
+    ) -> int:  # fmt: skip
+        """Fold the learned history no pod of the partition can still be judged by into one
+        row; rows written. A rebuild feeds records from the oldest under a judged key
+        (`judged`: a pod's, not a workload's or the feedback's), and the history a pod is
+        judged by is the last `window` samples of its model's phase: of what was learned
+        before that record, only those last `window` can ever be in it. So the history at
+        every record a rebuild judges by stays what it was. `samples_of`: the samples of a
+        relayed record (under `LEARNED_KEY`)."""
+        self.unfolded = 0
+        was, learned = self.folded()
+        before, learned_rows, relayed = self._unfolded(judged)
+        if before <= was:
+            return 0
+        entries: list[tuple[int, bool, int, Sequence[Sample]]] = []
+        for name in learned_rows:
+            for o, m, ph, sec in self.table[name]:
+                if was <= int(o) < before:
+                    entries.append((int(o), False, 0, [(m, ph, float(sec))]))
+        for name in relayed:
+            for offset, raw, key, _at, *index in self.table[name]:
+                if key == LEARNED_KEY and was <= offset < before:
+                    entries.append((offset, True, index[0] if index else 0, samples_of(raw)))
+        entries.sort(key=lambda e: e[:3])  # as a rebuild feeds them
+        learned.extend([o, *sample] for o, _, _, samples in entries for sample in samples)
+        last: dict[tuple[str, str], deque[list[Any]]] = {}
+        for sample in learned:
+            last.setdefault((sample[1], sample[2]), deque(maxlen=window)).append(sample)
+        kept = {id(sample) for samples in last.values() for sample in samples}
+        # The fold first: a worker killed before the rest is written is rebuilt from it.
+        self.table[f"{self.prefix}{FOLDED}"] = {
+            "before": before,
+            "samples": [sample for sample in learned if id(sample) in kept],
+        }
+        written = 1
+        for name in learned_rows:
+            written += self._rewrite(name, [e for e in self.table[name] if int(e[0]) >= before])
+        for name in relayed:
+            rest = [e for e in self.table[name] if not (e[2] == LEARNED_KEY and e[0] < before)]
+            written += self._rewrite(name, rest)
+        return written
+
+    def _unfolded(self, judged: Callable[[str], bool]) -> tuple[int, list[str], list[str]]:
+        """The offset of the oldest record under a judged key (past the newest, if none),
+        the `L` rows and the rows holding relayed learned records."""
+        oldest, newest = None, -1
+        learned_rows: list[str] = []
+        relayed: list[str] = []
+        for name, value in self.table.items():
+            rest = name[len(self.prefix) :]
+            if not name.startswith(self.prefix) or rest == FOLDED or rest.startswith(TICK):
+                continue
+            if rest.startswith("L"):
+                learned_rows.append(name)
+                continue
+            if not (isinstance(value, list) and value and isinstance(value[0], list)):
+                offsets = [int(rest)]  # an older worker's row of one record: a pod's, maybe
+            else:
+                offsets = [e[0] for e in value if judged(e[2])]
+                if any(e[2] == LEARNED_KEY for e in value):
+                    relayed.append(name)
+                newest = max(newest, value[-1][0])
+            if offsets:
+                oldest = min(offsets) if oldest is None else min(oldest, *offsets)
+        return (newest + 1 if oldest is None else oldest), learned_rows, relayed
+
+    def _rewrite(self, name: str, rest: list[list[Any]]) -> int:
+        """A row written again with only `rest` (deleted if none: a tombstone)."""
+        if len(rest) == len(self.table[name]):
+            return 0
+        if rest:
+            self.table[name] = rest
+        else:
+            del self.table[name]
+            for names in self.where.values():
+                names.discard(name)
+        return 1
+
     def prune(self, keys: Iterable[str], offset: int) -> int:
         """The records of `keys` (pods the core forgot) leave the table; what they taught
         it goes to an `L` row at `offset` (the record being taken). Rows written: each row
@@ -179,5 +282,11 @@ class PartitionRows:
         written = len(names)
         if kept:
             self.table[f"{self.prefix}L{offset:012d}"] = sorted(kept)
+            self.unfolded += len(kept)
             written += 1
         return written
+
+
+def _learned(entry: Entry) -> bool:
+    """A record that only teaches the history: an `L` row's sample, a relayed batch."""
+    return bool(entry.samples) or entry.key == LEARNED_KEY

@@ -1,6 +1,7 @@
 """The guard's feedback to one partition, cut into runs by the key its rows keep it under
 (`streams.core.feedback_runs`): a pod's "not yet" under the pod's own key, so it leaves the
-`pods` table with the pod (tests/kafka/test_prune.py, on a real broker); the rest under the
+`pods` table with the pod (tests/kafka/test_prune.py, on a real broker); cold starts learned
+elsewhere under the learned key, folded (tests/streams/test_fold.py); the rest under the
 feedback key, never pruned. Cutting must change nothing the partition is fed: the same
 records, in the same order."""
 
@@ -18,6 +19,7 @@ from remediator.streams.core import (
     feedback_value,
     unpack,
 )
+from remediator.streams.pods import LEARNED_KEY
 from tests.streams.test_cores import stuck
 
 _BATCH = b'{"remediator":"feedback","records":'
@@ -46,14 +48,16 @@ def test_runs_are_the_records_in_order_each_under_its_key(spec: list[tuple[int, 
     assert all(a != b for a, b in zip(keys, keys[1:], strict=False)), "a run per change of key"
     for key, value in runs:
         for r in _records(value):
-            pod = f"ns/{r.decision.target}" if isinstance(r, RetryAt) else FEEDBACK_KEY
-            assert key == pod
+            if isinstance(r, RetryAt):
+                assert key == f"ns/{r.decision.target}"
+            else:
+                assert key == (LEARNED_KEY if isinstance(r, Learned) else FEEDBACK_KEY)
 
 
 def test_one_run_of_lasting_feedback_goes_as_before_else_as_an_envelope() -> None:
-    lasting = [_record(1, 0), _record(2, 1)]
+    lasting = [_record(1, 0), _record(1, 1)]
     assert feedback_value(feedback_runs(lasting)) == feedback_batch(lasting)
     mixed = [_record(1, 0), _record(0, 1), _record(0, 1), _record(2, 2)]
     docs = unpack(feedback_value(feedback_runs(mixed)))
-    assert [d.key for d in docs] == [FEEDBACK_KEY, "ns/pod-1", FEEDBACK_KEY]
+    assert [d.key for d in docs] == [FEEDBACK_KEY, "ns/pod-1", LEARNED_KEY]
     assert [r for d in docs for r in _records(bytes(d.raw))] == mixed

@@ -1,0 +1,156 @@
+"""Folding a partition's learned history in the `pods` table (`PartitionRows.fold`): the
+cold starts learned from pods since pruned (`L` rows) and those relayed from other
+partitions (`LEARNED_KEY`) would otherwise grow with every cold start the cluster ever
+made. A fold keeps, of what was learned before the oldest pod record left, the last
+`window` samples of each model's phase: a rebuild then judges every pod record by the
+history it was judged by before the fold, and ends with the same history.
+
+Over a dict as the table (the worker's is a Faust table), against the rows' own replay:
+no core, so that the property speaks of the rows alone; then a real core, rebuilt."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from remediator.policy_file import PolicyFile
+from remediator.streams.core import (
+    FEEDBACK_KEY,
+    Learned,
+    feedback_batch,
+    judged_key,
+    learned_samples,
+    tick_record,
+)
+from remediator.streams.pods import FOLDED, LEARNED_KEY, Entry, PartitionRows
+from tests.policy.builders import T0
+from tests.streams.test_pods import P, Partition, life, rebuilt
+
+WINDOW = 3
+MODELS = ("llama", "qwen")
+PHASES = ("total", "image_pull")
+
+sample = st.tuples(st.sampled_from(MODELS), st.sampled_from(PHASES), st.integers(1, 99))
+op = st.one_of(
+    st.tuples(st.just("pod"), st.integers(0, 5), st.lists(sample, max_size=3)),
+    st.tuples(st.just("relayed"), st.lists(sample, min_size=1, max_size=3)),
+    st.tuples(st.just("other"), st.sampled_from(["*", FEEDBACK_KEY, "node/gpu-1"])),
+    st.tuples(st.just("end"), st.sets(st.integers(0, 5))),
+    st.tuples(st.just("fold")),
+)
+
+
+def _teaching(raw: str) -> list[tuple[str, str, float]]:
+    """What a record teaches, as a rebuild feeds it: a pod document here says it outright."""
+    if raw.startswith('{"teach"'):
+        return [(m, ph, float(s)) for m, ph, s in orjson.loads(raw)["teach"]]
+    return []
+
+
+def judged_history(entries: list[Entry]) -> tuple[list[Any], dict[Any, list[float]]]:
+    """Feed the entries as a rebuild does: the history each judged record met, and the
+    history at the end."""
+    history: dict[tuple[str, str], deque[float]] = {}
+    met: list[Any] = []
+
+    def learn(samples: Any) -> None:
+        for m, ph, s in samples:
+            history.setdefault((m, ph), deque(maxlen=WINDOW)).append(s)
+
+    for e in entries:
+        if e.samples:
+            learn(e.samples)
+        elif e.key == LEARNED_KEY:
+            learn(learned_samples(e.raw))
+        else:
+            if judged_key(e.key):
+                met.append((e.offset, e.key, e.raw, {k: list(v) for k, v in history.items()}))
+            learn(_teaching(e.raw))
+    return met, {k: list(v) for k, v in history.items()}
+
+
+def run(ops: list[tuple[Any, ...]], table: dict[str, Any], fold: bool) -> PartitionRows:
+    rows = PartitionRows(table, P)
+    for offset, o in enumerate(ops, 1):
+        if o[0] == "pod":
+            key, teach = f"ns/pod-{o[1]}", [[m, ph, s] for m, ph, s in o[2]]
+            raw = orjson.dumps({"teach": teach, "at": offset}).decode()
+            rows.add(offset, raw, key)
+            rows.taught(key, offset, [(m, ph, float(s)) for m, ph, s in teach])
+        elif o[0] == "relayed":
+            learned = Learned(float(offset), P + 1, tuple((m, ph, float(s)) for m, ph, s in o[1]))
+            rows.add(offset, feedback_batch([learned]).decode(), LEARNED_KEY, None, 1)
+        elif o[0] == "other":
+            rows.add(offset, orjson.dumps({"other": offset}).decode(), o[1])
+        elif o[0] == "end":
+            rows.flush()
+            rows.prune([f"ns/pod-{i}" for i in o[1]], offset)
+        elif fold:  # (a fold)
+            rows.flush()
+            rows.fold(WINDOW, learned_samples, judged_key)
+    rows.flush()
+    return rows
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(op, max_size=60))
+def test_a_fold_leaves_every_judged_record_the_history_it_met(ops: list[Any]) -> None:
+    unfolded: dict[str, Any] = {}
+    run(ops, unfolded, fold=False)
+    folded: dict[str, Any] = {}
+    rows = run(ops, folded, fold=True)
+    before = judged_history(PartitionRows(dict(unfolded), P).replay())
+    assert judged_history(PartitionRows(dict(folded), P).replay()) == before
+
+    # Folded again at the end, and a worker killed right after the fold's own row was
+    # written (the rows it folded still there): rebuilt from either, the same.
+    crashed = dict(folded)
+    rows.fold(WINDOW, learned_samples, judged_key)
+    assert judged_history(PartitionRows(dict(folded), P).replay()) == before
+    crashed[f"{P}|{FOLDED}"] = folded.get(f"{P}|{FOLDED}")
+    if crashed[f"{P}|{FOLDED}"] is None:
+        del crashed[f"{P}|{FOLDED}"]
+    assert judged_history(PartitionRows(crashed, P).replay()) == before
+
+
+def test_the_learned_rows_stay_bounded_while_no_pod_is_judged_by_them() -> None:
+    table: dict[str, Any] = {}
+    ops: list[Any] = []
+    for i in range(400):
+        ops += [("pod", i % 3, [("llama", "total", i)]), ("relayed", [("qwen", "total", i)])]
+        ops += [("end", {(i + 1) % 3}), ("fold",)]
+    run(ops, table, fold=True)
+    samples = [s for s in table[f"{P}|{FOLDED}"]["samples"]]
+    assert 0 < len(samples) <= WINDOW * 2, "the last window of each model's phase, no more"
+    relayed_left = [e for row in table.values() if isinstance(row, list) for e in row
+                    if isinstance(e, list) and len(e) > 2 and e[2] == LEARNED_KEY]  # fmt: skip
+    assert len(relayed_left) <= 2, "only those at or after the oldest live pod's record"
+
+
+def test_a_core_rebuilt_from_a_folded_table_knows_what_the_live_one_knows() -> None:
+    """A real core: pods finish cold starts and are forgotten, other partitions' cold starts
+    come in relayed; folded with the policy's window, a rebuild learns the same history."""
+    table: dict[str, Any] = {}
+    live = Partition(table)
+    window = PolicyFile().rules.stuck_pod.adaptive.window
+    for n in range(window + 20):
+        start = 400.0 * n
+        name = f"vllm-70b-7c9d5b6f4-p{n:03d}"
+        for doc in life(name, f"uid-{n}", start, deleted=True):
+            live.take(orjson.dumps(doc), f"llm/{name}")
+        relayed = Learned(T0 + start, P + 1, (("meta-llama/Llama-3.1-70B", "total", 100.0 + n),))
+        value = feedback_batch([relayed])
+        live.core.feed(value)
+        live.rows.add(live.offset - 1, value.decode(), LEARNED_KEY, None, 1)
+        live.take(tick_record(T0 + start + 399.0), "\x00tick")
+        live.end_batch()
+        live.rows.fold(window, learned_samples, judged_key)
+    assert live.history(), "the stream must finish cold starts"
+    folded = table[f"{P}|{FOLDED}"]["samples"]
+    kinds = {(m, ph) for _, m, ph, _ in folded}
+    assert len(folded) <= window * len(kinds) < (window + 20) * len(kinds)
+    assert rebuilt(table).history() == live.history()
