@@ -146,3 +146,54 @@ async def test_a_forgotten_pods_not_yets_leave_the_table_with_it(
     finally:
         await pub.stop()
         worker.stop()
+
+
+async def test_a_partitions_learned_history_is_folded_and_a_rebuild_reads_the_fold(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    """Every finished cold start is learned by every partition: its own pods' stay in `L`
+    rows once pruned, the others' come relayed by the guard. Folded (`--fold-after`), a
+    partition keeps of each model's phase only the last `adaptive.window` learned before
+    its oldest live pod, and a worker rebuilt from the folded changelog runs on."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("stuck_pod:\n  adaptive: {window: 5}\n")
+    cfg = config(bootstrap, "fold")
+    await ensure_topics(cfg)
+    worker = Worker(cfg, tmp_path, "a", batch=5, policy=policy, extra=["--fold-after", "3"])
+    pub = Publisher(cfg)
+    await pub.start()
+    try:
+        worker.start()
+        worker.wait_ready()
+        async with Lag(cfg) as lag:
+            end = 0.0
+            for n in range(24):
+                name = f"vllm-70b-7c9d5b6f4-f{n:03d}"
+                for doc in life(name, f"uid-fold-{n}", 200.0 * n, deleted=True):
+                    await pub.publish(orjson.dumps(doc))
+                end = 200.0 * n + 160.0
+                await pub.tick(T0 + end + FORGET_AFTER_S + 1.0)  # the pods before: forgotten
+            await lag.wait_idle([worker])
+            assert sample(worker, "remediator_kafka_learned_folds_total") >= 1
+            rows = await table(cfg)
+            folds = {name: value for name, value in rows.items() if name.endswith("|Lfolded")}
+            assert folds, rows.keys()
+            for value in folds.values():
+                per: dict[tuple[str, str], int] = {}
+                for _, model, phase, _ in value["samples"]:
+                    per[model, phase] = per.get((model, phase), 0) + 1
+                assert per and max(per.values()) <= 5, per
+            worker.kill()
+            worker.start()  # rebuilt from the folded table
+            worker.wait_ready()
+            name = "vllm-70b-7c9d5b6f4-after"
+            for doc in life(name, "uid-fold-after", end + 100.0, deleted=False):
+                await pub.publish(orjson.dumps(doc))
+            await pub.tick(T0 + end + 400.0)
+            await lag.wait_idle([worker])
+            assert sample(worker, "remediator_kafka_partition_rebuilds_total") == 8
+            assert sample(worker, "remediator_kafka_input_errors_total") == 0
+            assert f"llm/{name}" in pods_in(await table(cfg))
+    finally:
+        await pub.stop()
+        worker.stop()
