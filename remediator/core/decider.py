@@ -219,6 +219,13 @@ class Decider:
         self.engine.relisted(item, changes)
 
     # ---- feedback --------------------------------------------------------------------
+    @staticmethod
+    def remembers(record: GotThrough) -> tuple[str, str] | bool:
+        """What a let-through record leaves in a decider that does not hold its pod
+        (`PolicyEngine.remembers`): a later record with the same key makes it forgotten;
+        False, nothing; True, kept for good."""
+        return PolicyEngine.remembers(record.decision, record.phase)
+
     def feedback(self, record: Feedback) -> None:
         """What the guard did with a candidate: let through (acted or dry: the kill-loop
         guard remembers the deletion either way), "look again then", or held until the

@@ -243,6 +243,17 @@ class PolicyEngine:
         """A notice told once per cause for good (a budget too tight), not once per window."""
         return decision.action == "notify" and decision.incident.startswith(_TOO_TIGHT)
 
+    @staticmethod
+    def remembers(decision: Decision, phase: str | None) -> tuple[str, str] | bool:
+        """What `acted` keeps of a decision once no engine holds its pod (pruned, or
+        another partition's): a pod deletion, only the kill-loop memory of its workload's
+        phase, which the next deletion there overwrites (its key); nothing at all (False)
+        without one. True: anything else, kept for good (a notice told once, warmed work,
+        a node's check)."""
+        if decision.action != "delete-pod":
+            return True
+        return (decision.workload, phase) if decision.workload and phase is not None else False
+
     def acted(self, decision: Decision, now: float, phase: str | None = None) -> None:
         """A decision got through the guardrails: remember the deletions a kill loop needs.
         `phase`: what the deciding engine said the deletion was for (`deciding`), so an

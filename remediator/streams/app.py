@@ -81,6 +81,7 @@ from remediator.streams.core import (
     judged_key,
     learned_samples,
     parse_guard_records,
+    thin_feedback,
     tick_record,
     unpack,
 )
@@ -287,7 +288,7 @@ def build_app(
                     rows.prune(gone, event.message.offset)
                     metrics.pruned.inc(len(gone))
                 if rows.unfolded >= streams.fold_after:
-                    rows.fold(window, learned_samples, judged_key)
+                    rows.fold(window, learned_samples, judged_key, thin_feedback)
                     metrics.folds.inc()
 
     def take(p: int, offset: int, docs: Sequence[Doc]) -> list[GuardRecord]:

@@ -56,6 +56,7 @@ from remediator.inputs.records import Input, InputError, Relisted
 from remediator.inputs.stamps import api_server_time
 from remediator.policy_file import PolicyFile
 from remediator.streams.keys import BROADCAST, owner, owner_key
+from remediator.streams.pods import FEEDBACK_KEY as FEEDBACK_KEY
 from remediator.streams.pods import LEARNED_KEY, Sample
 
 __all__ = [
@@ -146,12 +147,6 @@ def feedback_batch(records: Sequence[Feedback | Learned]) -> bytes:
     return _FEEDBACKS + encode(list(records)) + b"}"
 
 
-# The key the partition's rows keep feedback under when it outlives any one pod (what got
-# through: the kill-loop memory): never pruned. Cold starts learned elsewhere go under
-# `LEARNED_KEY`, and are folded (`streams.pods.PartitionRows.fold`).
-FEEDBACK_KEY = "\x00feedback"
-
-
 def feedback_runs(records: Sequence[Feedback | Learned]) -> list[tuple[str, bytes]]:
     """What a guard batch tells one partition, in order, cut where the key changes: a "not
     yet" for a pod under the pod's own key (`namespace/name`, as its inputs), so its rows
@@ -187,6 +182,36 @@ def learned_samples(raw: str) -> list[Sample]:
     """The cold starts a run under `LEARNED_KEY` carries, in order."""
     records = decode(raw.encode()[len(_FEEDBACKS) : -1], list[Feedback | Learned])
     return [s for r in records if isinstance(r, Learned) for s in r.samples]
+
+
+def thin_feedback(raws: Sequence[str]) -> list[str | None]:
+    """Feedback kept under `FEEDBACK_KEY` from before any pod record a partition still
+    holds, in the order a rebuild feeds it, thinned to what that rebuild needs: a pod
+    deletion leaves only its workload's kill-loop memory there (`Decider.remembers`),
+    which a later deletion of the same key overwrites, so only the last of each is kept.
+    Each raw as it was, thinner, or None (nothing left)."""
+    batches = [decode(raw.encode()[len(_FEEDBACKS) : -1], list[Feedback | Learned])
+               for raw in raws]  # fmt: skip
+    last: dict[tuple[str, str], tuple[int, int]] = {}
+    for i, records in enumerate(batches):
+        for j, record in enumerate(records):
+            if isinstance(record, GotThrough):
+                key = Decider.remembers(record)
+                if isinstance(key, tuple):
+                    last[key] = (i, j)
+
+    def kept(i: int, j: int, record: Feedback | Learned) -> bool:
+        if not isinstance(record, GotThrough):
+            return True
+        key = Decider.remembers(record)
+        return key if isinstance(key, bool) else last[key] == (i, j)
+
+    out: list[str | None] = []
+    for i, (raw, records) in enumerate(zip(raws, batches, strict=True)):
+        rest = [r for j, r in enumerate(records) if kept(i, j, r)]
+        out.append(raw if len(rest) == len(records) else
+                   feedback_batch(rest).decode() if rest else None)  # fmt: skip
+    return out
 
 
 def judged_key(key: str) -> bool:

@@ -28,8 +28,15 @@ it is kept: the cold starts it finished (the adaptive budgets learn from them) g
 `L` row and are learned again, in their place, when the core is rebuilt. The guard's
 feedback is kept by what it is about: a pod's "not yet" (`RetryAt`) under the pod's key,
 so it goes with the pod (fed again for a pod the core no longer holds, it does nothing);
-what got through (the kill-loop memory) and cold starts learned elsewhere under the
-feedback key, never pruned (`streams.core.feedback_runs`).
+cold starts learned elsewhere under `LEARNED_KEY`; what got through (the kill-loop memory)
+under `FEEDBACK_KEY` (`streams.core.feedback_runs`).
+
+    "<p>|Lfolded"         the learned history folded: {"before": offset, "samples":
+                          [[offset, model, phase, seconds], ...]}
+
+A fold (`PartitionRows.fold`) bounds what outlives the pods: of what was learned before the
+oldest pod record left, only what can still judge a pod stays (the last `adaptive.window`
+samples of each model's phase, the last deletion of each workload's phase).
 """
 
 from __future__ import annotations
@@ -54,6 +61,9 @@ Sample = tuple[str, str, float]  # (model, phase, seconds)
 # The row of a partition's learned history folded (`PartitionRows.fold`): {"before": X,
 # "samples": [[offset, model, phase, seconds], ...]}, in the order they were learned.
 FOLDED = "Lfolded"
+# The key the partition's rows keep feedback under when it outlives any one pod (what got
+# through: the kill-loop memory), thinned by a fold (`streams.core.thin_feedback`).
+FEEDBACK_KEY = "\x00feedback"
 # The partition key of cold starts learned in other partitions, relayed by the guard
 # (`streams.core.feedback_runs`): kept as feedback until folded.
 LEARNED_KEY = "\x00learned"
@@ -185,18 +195,19 @@ class PartitionRows:
 
     def fold(
         self, window: int, samples_of: Callable[[str], Sequence[Sample]],
-        judged: Callable[[str], bool],
+        judged: Callable[[str], bool], thin: Callable[[list[str]], list[str | None]],
     ) -> int:  # fmt: skip
-        """Fold the learned history no pod of the partition can still be judged by into one
-        row; rows written. A rebuild feeds records from the oldest under a judged key
-        (`judged`: a pod's, not a workload's or the feedback's), and the history a pod is
-        judged by is the last `window` samples of its model's phase: of what was learned
-        before that record, only those last `window` can ever be in it. So the history at
+        """Fold what no pod of the partition can still be judged by; rows written. A
+        rebuild feeds records from the oldest under a judged key (`judged`: a pod's, not a
+        workload's or the feedback's), and the history a pod is judged by is the last
+        `window` samples of its model's phase: of what was learned before that record,
+        only those last `window` can ever be in it; they go to one row. So the history at
         every record a rebuild judges by stays what it was. `samples_of`: the samples of a
-        relayed record (under `LEARNED_KEY`)."""
+        relayed record (under `LEARNED_KEY`); `thin`: the feedback from before that record
+        (under `FEEDBACK_KEY`), in order, as a rebuild still needs it."""
         self.unfolded = 0
         was, learned = self.folded()
-        before, learned_rows, relayed = self._unfolded(judged)
+        before, learned_rows, batch_rows = self._unfolded(judged)
         if before <= was:
             return 0
         entries: list[tuple[int, bool, int, Sequence[Sample]]] = []
@@ -204,7 +215,7 @@ class PartitionRows:
             for o, m, ph, sec in self.table[name]:
                 if was <= int(o) < before:
                     entries.append((int(o), False, 0, [(m, ph, float(sec))]))
-        for name in relayed:
+        for name in batch_rows:
             for offset, raw, key, _at, *index in self.table[name]:
                 if key == LEARNED_KEY and was <= offset < before:
                     entries.append((offset, True, index[0] if index else 0, samples_of(raw)))
@@ -222,17 +233,36 @@ class PartitionRows:
         written = 1
         for name in learned_rows:
             written += self._rewrite(name, [e for e in self.table[name] if int(e[0]) >= before])
-        for name in relayed:
-            rest = [e for e in self.table[name] if not (e[2] == LEARNED_KEY and e[0] < before)]
+        thinner = self._thinned(batch_rows, before, thin)
+        for name in batch_rows:
+            rest: list[list[Any]] = []
+            for n, e in enumerate(self.table[name]):
+                raw = thinner.get((name, n), e[1])
+                if raw is not None and not (e[2] == LEARNED_KEY and e[0] < before):
+                    rest.append(e if raw is e[1] else [e[0], raw, *e[2:]])
             written += self._rewrite(name, rest)
         return written
 
+    def _thinned(
+        self, rows: list[str], before: int, thin: Callable[[list[str]], list[str | None]]
+    ) -> dict[tuple[str, int], str | None]:
+        """The feedback entries before `before` that `thin` changed: (row, place) → raw."""
+        fed = sorted((e[0], e[4] if len(e) > 4 else 0, name, n) for name in rows
+                     for n, e in enumerate(self.table[name])
+                     if e[2] == FEEDBACK_KEY and e[0] < before)  # fmt: skip
+        raws = [self.table[name][n][1] for _, _, name, n in fed]
+        return {
+            (name, n): new
+            for (_, _, name, n), raw, new in zip(fed, raws, thin(raws), strict=True)
+            if new != raw
+        }
+
     def _unfolded(self, judged: Callable[[str], bool]) -> tuple[int, list[str], list[str]]:
         """The offset of the oldest record under a judged key (past the newest, if none),
-        the `L` rows and the rows holding relayed learned records."""
+        the `L` rows, and the rows holding relayed cold starts or feedback."""
         oldest, newest = None, -1
         learned_rows: list[str] = []
-        relayed: list[str] = []
+        batch_rows: list[str] = []
         for name, value in self.table.items():
             rest = name[len(self.prefix) :]
             if not name.startswith(self.prefix) or rest == FOLDED or rest.startswith(TICK):
@@ -244,16 +274,16 @@ class PartitionRows:
                 offsets = [int(rest)]  # an older worker's row of one record: a pod's, maybe
             else:
                 offsets = [e[0] for e in value if judged(e[2])]
-                if any(e[2] == LEARNED_KEY for e in value):
-                    relayed.append(name)
+                if any(e[2] in (LEARNED_KEY, FEEDBACK_KEY) for e in value):
+                    batch_rows.append(name)
                 newest = max(newest, value[-1][0])
             if offsets:
                 oldest = min(offsets) if oldest is None else min(oldest, *offsets)
-        return (newest + 1 if oldest is None else oldest), learned_rows, relayed
+        return (newest + 1 if oldest is None else oldest), learned_rows, batch_rows
 
     def _rewrite(self, name: str, rest: list[list[Any]]) -> int:
         """A row written again with only `rest` (deleted if none: a tombstone)."""
-        if len(rest) == len(self.table[name]):
+        if rest == self.table[name]:
             return 0
         if rest:
             self.table[name] = rest

@@ -2,8 +2,9 @@
 cold starts learned from pods since pruned (`L` rows) and those relayed from other
 partitions (`LEARNED_KEY`) would otherwise grow with every cold start the cluster ever
 made. A fold keeps, of what was learned before the oldest pod record left, the last
-`window` samples of each model's phase: a rebuild then judges every pod record by the
-history it was judged by before the fold, and ends with the same history.
+`window` samples of each model's phase, and of the deletions that got through only the last
+of each workload's phase (the kill-loop memory): a rebuild then judges every pod record by
+the history and memory it was judged by before the fold, and ends with the same.
 
 Over a dict as the table (the worker's is a Faust table), against the rows' own replay:
 no core, so that the property speaks of the rows alone; then a real core, rebuilt."""
@@ -17,6 +18,10 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from remediator.contract.codec import decode
+from remediator.contract.decision import Decision
+from remediator.contract.records import Feedback, GotThrough
+from remediator.core.decider import Decider
 from remediator.policy_file import PolicyFile
 from remediator.streams.core import (
     FEEDBACK_KEY,
@@ -24,6 +29,7 @@ from remediator.streams.core import (
     feedback_batch,
     judged_key,
     learned_samples,
+    thin_feedback,
     tick_record,
 )
 from remediator.streams.pods import FOLDED, LEARNED_KEY, Entry, PartitionRows
@@ -31,14 +37,23 @@ from tests.policy.builders import T0
 from tests.streams.test_pods import P, Partition, life, rebuilt
 
 WINDOW = 3
+FEEDBACKS = '{"remediator":"feedback","records":'
 MODELS = ("llama", "qwen")
 PHASES = ("total", "image_pull")
 
 sample = st.tuples(st.sampled_from(MODELS), st.sampled_from(PHASES), st.integers(1, 99))
+# What got through: a pod deletion in a workload's phase (or with no phase), or a notice.
+through = st.tuples(
+    st.sampled_from(["delete-pod", "delete-pod", "notify"]),
+    st.sampled_from(["ns/Deployment/a", "ns/Deployment/b", None]),
+    st.sampled_from(["engine_init", "image_pull", None]),
+    st.integers(0, 9),
+)
 op = st.one_of(
     st.tuples(st.just("pod"), st.integers(0, 5), st.lists(sample, max_size=3)),
     st.tuples(st.just("relayed"), st.lists(sample, min_size=1, max_size=3)),
-    st.tuples(st.just("other"), st.sampled_from(["*", FEEDBACK_KEY, "node/gpu-1"])),
+    st.tuples(st.just("other"), st.sampled_from(["*", "node/gpu-1"])),
+    st.tuples(st.just("through"), st.lists(through, min_size=1, max_size=3)),
     st.tuples(st.just("end"), st.sets(st.integers(0, 5))),
     st.tuples(st.just("fold")),
 )
@@ -51,11 +66,24 @@ def _teaching(raw: str) -> list[tuple[str, str, float]]:
     return []
 
 
-def judged_history(entries: list[Entry]) -> tuple[list[Any], dict[Any, list[float]]]:
-    """Feed the entries as a rebuild does: the history each judged record met, and the
-    history at the end."""
+def got_through(spec: tuple[str, str | None, str | None, int], at: float) -> GotThrough:
+    action, workload, phase, n = spec
+    decision = Decision(action, "ns", f"pod-{n}", "why", f"{action}-{n}", at, uid=f"uid-{n}",
+                        workload=workload, phase=phase)  # type: ignore[arg-type]  # fmt: skip
+    return GotThrough(decision, at, False, P + 1, phase)
+
+
+def judged_history(entries: list[Entry]) -> tuple[list[Any], Any]:
+    """Feed the entries as a rebuild does: the history and the kill-loop memory each judged
+    record met, and both at the end. The memory is a real decider's, fed what got
+    through (its private state read: what a pod judged next would meet)."""
     history: dict[tuple[str, str], deque[float]] = {}
     met: list[Any] = []
+    decider = Decider(PolicyFile())
+
+    def memory() -> Any:
+        engine = decider.engine
+        return dict(engine._deleted), set(engine._told), dict(engine._done_work)
 
     def learn(samples: Any) -> None:
         for m, ph, s in samples:
@@ -66,11 +94,16 @@ def judged_history(entries: list[Entry]) -> tuple[list[Any], dict[Any, list[floa
             learn(e.samples)
         elif e.key == LEARNED_KEY:
             learn(learned_samples(e.raw))
+        elif e.key == FEEDBACK_KEY:
+            for record in decode(e.raw.encode()[len(FEEDBACKS) : -1], list[Feedback | Learned]):
+                assert isinstance(record, GotThrough)
+                decider.feedback(record)
         else:
             if judged_key(e.key):
-                met.append((e.offset, e.key, e.raw, {k: list(v) for k, v in history.items()}))
+                learned = {k: list(v) for k, v in history.items()}
+                met.append((e.offset, e.key, e.raw, learned, memory()))
             learn(_teaching(e.raw))
-    return met, {k: list(v) for k, v in history.items()}
+    return met, ({k: list(v) for k, v in history.items()}, memory())
 
 
 def run(ops: list[tuple[Any, ...]], table: dict[str, Any], fold: bool) -> PartitionRows:
@@ -84,6 +117,9 @@ def run(ops: list[tuple[Any, ...]], table: dict[str, Any], fold: bool) -> Partit
         elif o[0] == "relayed":
             learned = Learned(float(offset), P + 1, tuple((m, ph, float(s)) for m, ph, s in o[1]))
             rows.add(offset, feedback_batch([learned]).decode(), LEARNED_KEY, None, 1)
+        elif o[0] == "through":
+            records = [got_through(spec, float(offset)) for spec in o[1]]
+            rows.add(offset, feedback_batch(records).decode(), FEEDBACK_KEY, None, 1)
         elif o[0] == "other":
             rows.add(offset, orjson.dumps({"other": offset}).decode(), o[1])
         elif o[0] == "end":
@@ -91,7 +127,7 @@ def run(ops: list[tuple[Any, ...]], table: dict[str, Any], fold: bool) -> Partit
             rows.prune([f"ns/pod-{i}" for i in o[1]], offset)
         elif fold:  # (a fold)
             rows.flush()
-            rows.fold(WINDOW, learned_samples, judged_key)
+            rows.fold(WINDOW, learned_samples, judged_key, thin_feedback)
     rows.flush()
     return rows
 
@@ -109,7 +145,7 @@ def test_a_fold_leaves_every_judged_record_the_history_it_met(ops: list[Any]) ->
     # Folded again at the end, and a worker killed right after the fold's own row was
     # written (the rows it folded still there): rebuilt from either, the same.
     crashed = dict(folded)
-    rows.fold(WINDOW, learned_samples, judged_key)
+    rows.fold(WINDOW, learned_samples, judged_key, thin_feedback)
     assert judged_history(PartitionRows(dict(folded), P).replay()) == before
     crashed[f"{P}|{FOLDED}"] = folded.get(f"{P}|{FOLDED}")
     if crashed[f"{P}|{FOLDED}"] is None:
@@ -133,7 +169,8 @@ def test_the_learned_rows_stay_bounded_while_no_pod_is_judged_by_them() -> None:
 
 def test_a_core_rebuilt_from_a_folded_table_knows_what_the_live_one_knows() -> None:
     """A real core: pods finish cold starts and are forgotten, other partitions' cold starts
-    come in relayed; folded with the policy's window, a rebuild learns the same history."""
+    come in relayed, and deletions got through; folded with the policy's window, a rebuild
+    learns the same history and remembers the same last deletion of each workload."""
     table: dict[str, Any] = {}
     live = Partition(table)
     window = PolicyFile().rules.stuck_pod.adaptive.window
@@ -143,14 +180,23 @@ def test_a_core_rebuilt_from_a_folded_table_knows_what_the_live_one_knows() -> N
         for doc in life(name, f"uid-{n}", start, deleted=True):
             live.take(orjson.dumps(doc), f"llm/{name}")
         relayed = Learned(T0 + start, P + 1, (("meta-llama/Llama-3.1-70B", "total", 100.0 + n),))
-        value = feedback_batch([relayed])
-        live.core.feed(value)
-        live.rows.add(live.offset - 1, value.decode(), LEARNED_KEY, None, 1)
+        deleted = got_through(("delete-pod", f"llm/Deployment/w{n % 2}", "engine_init", n),
+                              T0 + start)  # fmt: skip
+        for key, value in ((LEARNED_KEY, feedback_batch([relayed])),
+                           (FEEDBACK_KEY, feedback_batch([deleted]))):  # fmt: skip
+            live.core.feed(value)
+            live.rows.add(live.offset - 1, value.decode(), key, None, 1 + (key == FEEDBACK_KEY))
         live.take(tick_record(T0 + start + 399.0), "\x00tick")
         live.end_batch()
-        live.rows.fold(window, learned_samples, judged_key)
+        live.rows.fold(window, learned_samples, judged_key, thin_feedback)
     assert live.history(), "the stream must finish cold starts"
     folded = table[f"{P}|{FOLDED}"]["samples"]
     kinds = {(m, ph) for _, m, ph, _ in folded}
     assert len(folded) <= window * len(kinds) < (window + 20) * len(kinds)
-    assert rebuilt(table).history() == live.history()
+    again = rebuilt(table)
+    assert again.history() == live.history()
+    memory = live.core.decider.engine._deleted  # the kill-loop memory: the last of each
+    assert len(memory) == 2 and again.core.decider.engine._deleted == memory
+    kept = [e for row in table.values() if isinstance(row, list) for e in row
+            if isinstance(e, list) and len(e) > 2 and e[2] == FEEDBACK_KEY]  # fmt: skip
+    assert len(kept) <= 4, "what got through, thinned to what a rebuild still needs"
