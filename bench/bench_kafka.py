@@ -282,8 +282,16 @@ def per_input(r: dict[str, object], inputs: int) -> str:
         f"CPU per input: ingest {1e6 * float(r['ingest_cpu']) / inputs:.0f} µs,"  # type: ignore[arg-type]
         f" broker {1e6 * float(r['broker_cpu']) / inputs:.0f} µs"  # type: ignore[arg-type]
         f" (its JIT compiler {1e6 * float(r['broker_jit']) / inputs:.0f}),"  # type: ignore[arg-type]
-        f" workers {each} µs ({r['elapsed']:.1f} s wall)"
+        f" workers {each} µs ({r['elapsed']:.1f} s wall); in their agents {agents(r, inputs)}"
     )
+
+
+def agents(r: dict[str, object], inputs: int) -> str:
+    """Where the workers' time went: seconds inside each agent's batches, per input (all
+    workers together; the rest is Faust, the consumer, the producer and the tables)."""
+    stages = r["stages"]
+    assert isinstance(stages, dict)
+    return ", ".join(f"{a} {1e6 * s / inputs:.0f} µs" for a, s in sorted(stages.items()))
 
 
 def worker_cpu(r: dict[str, object]) -> float:
