@@ -81,12 +81,13 @@ from remediator.streams.core import (
     judged_key,
     learned_samples,
     parse_guard_records,
+    thin_broadcast,
     thin_feedback,
     tick_record,
     unpack,
 )
 from remediator.streams.executor import Executors, install_acting, would_have
-from remediator.streams.keys import NOW_HEADER, command_key
+from remediator.streams.keys import BROADCAST, NOW_HEADER, command_key
 from remediator.streams.kill_switch import SwitchPoll
 from remediator.streams.metrics import WorkerMetrics
 from remediator.streams.pods import TICK, PartitionRows
@@ -212,6 +213,7 @@ def build_app(
     verdicts = Verdicts(registry)  # and its guard counts here
     held = Partitions(policy, streams.inputs.partitions)
     window = policy.rules.stuck_pod.adaptive.window  # the history a pod is judged by
+    thinning = {FEEDBACK_KEY: thin_feedback, BROADCAST: thin_broadcast}
     # The tracker's gauges (pods per phase, time in phase), summed over those partitions.
     registry.register(tracker_gauges(lambda: [core.decider for core in held.cores.values()]))
     # serve's gauge, per worker: 1 while any partition it holds holds pod deletions (its
@@ -288,7 +290,7 @@ def build_app(
                     rows.prune(gone, event.message.offset)
                     metrics.pruned.inc(len(gone))
                 if rows.unfolded >= streams.fold_after:
-                    rows.fold(window, learned_samples, judged_key, thin_feedback)
+                    rows.fold(window, learned_samples, judged_key, thinning)
                     metrics.folds.inc()
 
     def take(p: int, offset: int, docs: Sequence[Doc]) -> list[GuardRecord]:

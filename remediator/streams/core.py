@@ -52,7 +52,7 @@ from remediator.contract.records import (
 from remediator.core.decider import Decider, TimelineMetrics
 from remediator.core.guard import ClusterHistory, Guard, Verdicts
 from remediator.inputs.decode import decode as decode_input
-from remediator.inputs.records import Input, InputError, Relisted
+from remediator.inputs.records import Input, InputError, Relisted, WorkloadSeen
 from remediator.inputs.stamps import api_server_time
 from remediator.policy_file import PolicyFile
 from remediator.streams.keys import BROADCAST, owner, owner_key
@@ -212,6 +212,27 @@ def thin_feedback(raws: Sequence[str]) -> list[str | None]:
         out.append(raw if len(rest) == len(records) else
                    feedback_batch(rest).decode() if rest else None)  # fmt: skip
     return out
+
+
+def thin_broadcast(raws: Sequence[str]) -> list[str | None]:
+    """Broadcast documents from before any pod record a partition still holds, in order,
+    thinned to what a rebuild needs: a workload is known by its last document (the decider
+    keeps the last seen; a Deployment's status moves with every pod of it that starts), so
+    of each workload's documents only the last stays. A node's verdicts stay whole."""
+    keys = [_workload_of(raw) for raw in raws]
+    last = {key: i for i, key in enumerate(keys) if key is not None}
+    return [raw if key is None or last[key] == i else None
+            for i, (raw, key) in enumerate(zip(raws, keys, strict=True))]  # fmt: skip
+
+
+def _workload_of(raw: str) -> str | None:
+    try:
+        inputs = decode_input(raw.encode())
+    except InputError:
+        return None
+    if len(inputs) == 1 and isinstance(inputs[0], WorkloadSeen):
+        return owner_key(inputs[0])
+    return None
 
 
 def judged_key(key: str) -> bool:

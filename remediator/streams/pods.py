@@ -36,13 +36,14 @@ under `FEEDBACK_KEY` (`streams.core.feedback_runs`).
 
 A fold (`PartitionRows.fold`) bounds what outlives the pods: of what was learned before the
 oldest pod record left, only what can still judge a pod stays (the last `adaptive.window`
-samples of each model's phase, the last deletion of each workload's phase).
+samples of each model's phase, the last deletion of each workload's phase, each workload's
+last document).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,8 @@ def relisted_key(kind: str, namespace: str, selector: str | None) -> str:
 
 
 Sample = tuple[str, str, float]  # (model, phase, seconds)
+# Records under one key, in order → each as it was, thinner, or None (`PartitionRows.fold`).
+Thin = Callable[[list[str]], list[str | None]]
 # The row of a partition's learned history folded (`PartitionRows.fold`): {"before": X,
 # "samples": [[offset, model, phase, seconds], ...]}, in the order they were learned.
 FOLDED = "Lfolded"
@@ -195,7 +198,7 @@ class PartitionRows:
 
     def fold(
         self, window: int, samples_of: Callable[[str], Sequence[Sample]],
-        judged: Callable[[str], bool], thin: Callable[[list[str]], list[str | None]],
+        judged: Callable[[str], bool], thin: Mapping[str, Thin],
     ) -> int:  # fmt: skip
         """Fold what no pod of the partition can still be judged by; rows written. A
         rebuild feeds records from the oldest under a judged key (`judged`: a pod's, not a
@@ -203,11 +206,12 @@ class PartitionRows:
         `window` samples of its model's phase: of what was learned before that record,
         only those last `window` can ever be in it; they go to one row. So the history at
         every record a rebuild judges by stays what it was. `samples_of`: the samples of a
-        relayed record (under `LEARNED_KEY`); `thin`: the feedback from before that record
-        (under `FEEDBACK_KEY`), in order, as a rebuild still needs it."""
+        relayed record (under `LEARNED_KEY`); `thin`, by key: the records under it from
+        before that record, in order, as a rebuild still needs them (the feedback, the
+        workloads)."""
         self.unfolded = 0
         was, learned = self.folded()
-        before, learned_rows, batch_rows = self._unfolded(judged)
+        before, learned_rows, batch_rows = self._unfolded(judged, {LEARNED_KEY, *thin})
         if before <= was:
             return 0
         entries: list[tuple[int, bool, int, Sequence[Sample]]] = []
@@ -233,7 +237,9 @@ class PartitionRows:
         written = 1
         for name in learned_rows:
             written += self._rewrite(name, [e for e in self.table[name] if int(e[0]) >= before])
-        thinner = self._thinned(batch_rows, before, thin)
+        thinner = {}
+        for key, how in thin.items():
+            thinner.update(self._thinned(batch_rows, before, key, how))
         for name in batch_rows:
             rest: list[list[Any]] = []
             for n, e in enumerate(self.table[name]):
@@ -244,12 +250,12 @@ class PartitionRows:
         return written
 
     def _thinned(
-        self, rows: list[str], before: int, thin: Callable[[list[str]], list[str | None]]
+        self, rows: list[str], before: int, key: str, thin: Thin
     ) -> dict[tuple[str, int], str | None]:
-        """The feedback entries before `before` that `thin` changed: (row, place) → raw."""
+        """The entries under `key` before `before` that `thin` changed: (row, place) → raw."""
         fed = sorted((e[0], e[4] if len(e) > 4 else 0, name, n) for name in rows
                      for n, e in enumerate(self.table[name])
-                     if e[2] == FEEDBACK_KEY and e[0] < before)  # fmt: skip
+                     if e[2] == key and e[0] < before)  # fmt: skip
         raws = [self.table[name][n][1] for _, _, name, n in fed]
         return {
             (name, n): new
@@ -257,9 +263,11 @@ class PartitionRows:
             if new != raw
         }
 
-    def _unfolded(self, judged: Callable[[str], bool]) -> tuple[int, list[str], list[str]]:
+    def _unfolded(
+        self, judged: Callable[[str], bool], keys: set[str]
+    ) -> tuple[int, list[str], list[str]]:
         """The offset of the oldest record under a judged key (past the newest, if none),
-        the `L` rows, and the rows holding relayed cold starts or feedback."""
+        the `L` rows, and the rows holding records under `keys`."""
         oldest, newest = None, -1
         learned_rows: list[str] = []
         batch_rows: list[str] = []
@@ -274,7 +282,7 @@ class PartitionRows:
                 offsets = [int(rest)]  # an older worker's row of one record: a pod's, maybe
             else:
                 offsets = [e[0] for e in value if judged(e[2])]
-                if any(e[2] in (LEARNED_KEY, FEEDBACK_KEY) for e in value):
+                if any(e[2] in keys for e in value):
                     batch_rows.append(name)
                 newest = max(newest, value[-1][0])
             if offsets:

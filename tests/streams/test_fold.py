@@ -3,8 +3,9 @@ cold starts learned from pods since pruned (`L` rows) and those relayed from oth
 partitions (`LEARNED_KEY`) would otherwise grow with every cold start the cluster ever
 made. A fold keeps, of what was learned before the oldest pod record left, the last
 `window` samples of each model's phase, and of the deletions that got through only the last
-of each workload's phase (the kill-loop memory): a rebuild then judges every pod record by
-the history and memory it was judged by before the fold, and ends with the same.
+of each workload's phase (the kill-loop memory), and of a workload's documents its last: a
+rebuild then judges every pod record by the history, memory and workloads it was judged by
+before the fold, and ends with the same.
 
 Over a dict as the table (the worker's is a Faust table), against the rows' own replay:
 no core, so that the property speaks of the rows alone; then a real core, rebuilt."""
@@ -22,6 +23,7 @@ from remediator.contract.codec import decode
 from remediator.contract.decision import Decision
 from remediator.contract.records import Feedback, GotThrough
 from remediator.core.decider import Decider
+from remediator.inputs.decode import decode as decode_input
 from remediator.policy_file import PolicyFile
 from remediator.streams.core import (
     FEEDBACK_KEY,
@@ -29,15 +31,18 @@ from remediator.streams.core import (
     feedback_batch,
     judged_key,
     learned_samples,
+    thin_broadcast,
     thin_feedback,
     tick_record,
 )
+from remediator.streams.keys import BROADCAST
 from remediator.streams.pods import FOLDED, LEARNED_KEY, Entry, PartitionRows
-from tests.policy.builders import T0
+from tests.policy.builders import T0, deployment
 from tests.streams.test_pods import P, Partition, life, rebuilt
 
 WINDOW = 3
 FEEDBACKS = '{"remediator":"feedback","records":'
+THIN = {FEEDBACK_KEY: thin_feedback, BROADCAST: thin_broadcast}
 MODELS = ("llama", "qwen")
 PHASES = ("total", "image_pull")
 
@@ -52,7 +57,13 @@ through = st.tuples(
 op = st.one_of(
     st.tuples(st.just("pod"), st.integers(0, 5), st.lists(sample, max_size=3)),
     st.tuples(st.just("relayed"), st.lists(sample, min_size=1, max_size=3)),
-    st.tuples(st.just("other"), st.sampled_from(["*", "node/gpu-1"])),
+    st.tuples(st.just("other"), st.just("node/gpu-1")),
+    st.tuples(
+        st.just("workload"),
+        st.sampled_from(["a", "b"]),
+        st.integers(1, 3),
+        st.sampled_from(["MODIFIED", "MODIFIED", "DELETED"]),
+    ),  # fmt: skip
     st.tuples(st.just("through"), st.lists(through, min_size=1, max_size=3)),
     st.tuples(st.just("end"), st.sets(st.integers(0, 5))),
     st.tuples(st.just("fold")),
@@ -83,7 +94,8 @@ def judged_history(entries: list[Entry]) -> tuple[list[Any], Any]:
 
     def memory() -> Any:
         engine = decider.engine
-        return dict(engine._deleted), set(engine._told), dict(engine._done_work)
+        return (dict(engine._deleted), set(engine._told), dict(engine._done_work),
+                dict(engine.workloads))  # fmt: skip
 
     def learn(samples: Any) -> None:
         for m, ph, s in samples:
@@ -94,6 +106,9 @@ def judged_history(entries: list[Entry]) -> tuple[list[Any], Any]:
             learn(e.samples)
         elif e.key == LEARNED_KEY:
             learn(learned_samples(e.raw))
+        elif e.key == BROADCAST:
+            for item in decode_input(e.raw.encode()):
+                decider.engine.on_input(item, None, float(e.offset))
         elif e.key == FEEDBACK_KEY:
             for record in decode(e.raw.encode()[len(FEEDBACKS) : -1], list[Feedback | Learned]):
                 assert isinstance(record, GotThrough)
@@ -120,6 +135,10 @@ def run(ops: list[tuple[Any, ...]], table: dict[str, Any], fold: bool) -> Partit
         elif o[0] == "through":
             records = [got_through(spec, float(offset)) for spec in o[1]]
             rows.add(offset, feedback_batch(records).decode(), FEEDBACK_KEY, None, 1)
+        elif o[0] == "workload":  # a Deployment's document (its status moves with its pods)
+            doc = deployment(f"vllm/vllm-openai:v0.{o[2]}", watch=o[3], ready=offset)
+            doc["object"]["metadata"]["name"] = f"vllm-{o[1]}"  # (a fresh document: ours)
+            rows.add(offset, orjson.dumps(doc).decode(), BROADCAST)
         elif o[0] == "other":
             rows.add(offset, orjson.dumps({"other": offset}).decode(), o[1])
         elif o[0] == "end":
@@ -127,7 +146,7 @@ def run(ops: list[tuple[Any, ...]], table: dict[str, Any], fold: bool) -> Partit
             rows.prune([f"ns/pod-{i}" for i in o[1]], offset)
         elif fold:  # (a fold)
             rows.flush()
-            rows.fold(WINDOW, learned_samples, judged_key, thin_feedback)
+            rows.fold(WINDOW, learned_samples, judged_key, THIN)
     rows.flush()
     return rows
 
@@ -145,7 +164,7 @@ def test_a_fold_leaves_every_judged_record_the_history_it_met(ops: list[Any]) ->
     # Folded again at the end, and a worker killed right after the fold's own row was
     # written (the rows it folded still there): rebuilt from either, the same.
     crashed = dict(folded)
-    rows.fold(WINDOW, learned_samples, judged_key, thin_feedback)
+    rows.fold(WINDOW, learned_samples, judged_key, THIN)
     assert judged_history(PartitionRows(dict(folded), P).replay()) == before
     crashed[f"{P}|{FOLDED}"] = folded.get(f"{P}|{FOLDED}")
     if crashed[f"{P}|{FOLDED}"] is None:
@@ -153,11 +172,12 @@ def test_a_fold_leaves_every_judged_record_the_history_it_met(ops: list[Any]) ->
     assert judged_history(PartitionRows(crashed, P).replay()) == before
 
 
-def test_the_learned_rows_stay_bounded_while_no_pod_is_judged_by_them() -> None:
+def test_the_rows_stay_bounded_while_no_pod_is_judged_by_them() -> None:
     table: dict[str, Any] = {}
     ops: list[Any] = []
     for i in range(400):
         ops += [("pod", i % 3, [("llama", "total", i)]), ("relayed", [("qwen", "total", i)])]
+        ops += [("workload", "ab"[i % 2], 1 + i % 3, "MODIFIED")]
         ops += [("end", {(i + 1) % 3}), ("fold",)]
     run(ops, table, fold=True)
     samples = [s for s in table[f"{P}|{FOLDED}"]["samples"]]
@@ -165,6 +185,9 @@ def test_the_learned_rows_stay_bounded_while_no_pod_is_judged_by_them() -> None:
     relayed_left = [e for row in table.values() if isinstance(row, list) for e in row
                     if isinstance(e, list) and len(e) > 2 and e[2] == LEARNED_KEY]  # fmt: skip
     assert len(relayed_left) <= 2, "only those at or after the oldest live pod's record"
+    workloads = [e for row in table.values() if isinstance(row, list) for e in row
+                 if isinstance(e, list) and len(e) > 2 and e[2] == BROADCAST]  # fmt: skip
+    assert len(workloads) <= 4, "each workload's last document, and those after the oldest pod"
 
 
 def test_a_core_rebuilt_from_a_folded_table_knows_what_the_live_one_knows() -> None:
@@ -188,7 +211,7 @@ def test_a_core_rebuilt_from_a_folded_table_knows_what_the_live_one_knows() -> N
             live.rows.add(live.offset - 1, value.decode(), key, None, 1 + (key == FEEDBACK_KEY))
         live.take(tick_record(T0 + start + 399.0), "\x00tick")
         live.end_batch()
-        live.rows.fold(window, learned_samples, judged_key, thin_feedback)
+        live.rows.fold(window, learned_samples, judged_key, THIN)
     assert live.history(), "the stream must finish cold starts"
     folded = table[f"{P}|{FOLDED}"]["samples"]
     kinds = {(m, ph) for _, m, ph, _ in folded}
