@@ -163,14 +163,14 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
 @click.option(
     "--fold-after",
     envvar="REMEDIATOR_KAFKA_FOLD_AFTER",
-    default=1000,
+    default=2000,
     show_default=True,
     type=click.IntRange(1, 1_000_000),
-    help="Learned cold starts (of pods forgotten since, or relayed from other partitions) a"
-    " partition's pods-table rows take before they are folded: of what was learned before"
-    " the oldest live pod's record, only the last adaptive.window of each model's phase can"
-    " judge a pod again, and only those stay. A fold reads the partition's rows once; lower"
-    " keeps the table smaller, higher reads it less often.",
+    help="Records a partition writes to the pods table between folds. A fold keeps, of what"
+    " came before the partition's oldest live pod's first record, only what can still judge a"
+    " pod: the last adaptive.window cold starts of each model's phase, the last deletion of"
+    " each workload's phase, each workload's last document. It reads the partition's rows"
+    " once: lower keeps the table smaller, higher reads it less often.",
 )
 @click.option(
     "--standby-replicas",

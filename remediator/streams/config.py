@@ -48,9 +48,9 @@ class StreamsConfig:
     # True: its word is required from the start; None: once heard; False: ignored.
     ingest_watches: bool | None = None
     watch_silent_s: float = 10.0
-    # Learned cold starts a partition takes between folds of its learned history in the
-    # pods table (streams/pods.py, `PartitionRows.fold`): a fold reads the partition's rows.
-    fold_after: int = 1000
+    # Records a partition writes to the pods table between folds (streams/pods.py,
+    # `PartitionRows.fold`): a fold reads the partition's rows once.
+    fold_after: int = 2000
     # serve's kill-switch file, read by the worker that holds the guard (streams/kill_switch.py).
     kill_switch_file: str | None = None
 

@@ -110,7 +110,7 @@ class PartitionRows:
     learned: dict[str, list[list[Any]]] = field(default_factory=dict)
     _batch: list[list[Any]] = field(default_factory=list)
     _latest: dict[str, list[Any]] = field(default_factory=dict)  # key -> its last record
-    unfolded: int = 0  # learned records written since the last fold (`StreamsConfig.fold_after`)
+    unfolded: int = 0  # records written since the last fold (`StreamsConfig.fold_after`)
 
     @property
     def prefix(self) -> str:
@@ -146,7 +146,7 @@ class PartitionRows:
                 entries.append(Entry(int(rest), str(value)))
         # What a fold took in and a crash left behind it is read from the fold alone.
         entries = [e for e in entries if e.offset >= before or not _learned(e)]
-        self.unfolded = sum(1 for e in entries if _learned(e))
+        self.unfolded = len(entries)  # (a fold soon after a rebuild: it reads them anyway)
         entries[:0] = [Entry(o, samples=((m, ph, float(sec)),)) for o, m, ph, sec in folded]
         entries.sort(key=lambda e: (e.offset, not e.samples, e.index))  # (stable: in order)
         return entries
@@ -167,7 +167,7 @@ class PartitionRows:
             self._latest[key if key.startswith(TICK) else TICK] = [offset, raw, index, at]
         else:
             self._batch.append([offset, raw, key, at, index])
-            self.unfolded += key == LEARNED_KEY
+            self.unfolded += 1
 
     def taught(self, key: str, offset: int, samples: Iterable[Sample]) -> None:
         """What the record at `offset` (under `key`) taught the core: cold starts."""
