@@ -87,8 +87,11 @@ async def running(
     tmp.mkdir()
     policy = tmp / "policy.yaml"
     policy.write_text(stream.policy)
-    # The broker's least session timeout: a killed worker's partitions move on sooner.
-    env = {"REMEDIATOR_POLICY": str(policy), "REMEDIATOR_KAFKA_SESSION_TIMEOUT_S": "6"}
+    # The broker's least session timeout: a killed worker's partitions move on sooner. A
+    # fold every few records (--fold-after): a worker rebuilt from folded tables (the one
+    # that takes over the killed one's partitions) must still do what one Session does.
+    env = {"REMEDIATOR_POLICY": str(policy), "REMEDIATOR_KAFKA_SESSION_TIMEOUT_S": "6",
+           "REMEDIATOR_KAFKA_FOLD_AFTER": "5"}  # fmt: skip
     workers = [Worker(cfg, tmp, f"{name}-{i}", env=env) for i in range(n)]
     pub = Publisher(cfg, clock=FROZEN)
     await pub.start()
