@@ -6,6 +6,8 @@ last value of each key; a tombstone deletes the key)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,22 @@ def pods_in(rows: dict[str, Any]) -> set[str]:
     return {k for k in keys if not k.startswith("\x00")}
 
 
+@asynccontextmanager
+async def one_worker(cfg: StreamsConfig, worker: Worker) -> AsyncIterator[tuple[Publisher, Lag]]:
+    """The topics made, the worker up, a publisher and the group's lag; all stopped after."""
+    await ensure_topics(cfg)
+    pub = Publisher(cfg)
+    await pub.start()
+    try:
+        worker.start()
+        worker.wait_ready()
+        async with Lag(cfg) as lag:
+            yield pub, lag
+    finally:
+        await pub.stop()
+        worker.stop()
+
+
 def sample(worker: Worker, name: str) -> float:
     status, body = worker.get("/metrics")
     assert status == 200
@@ -59,38 +77,29 @@ def sample(worker: Worker, name: str) -> float:
 
 async def test_a_deleted_pods_rows_leave_the_table(bootstrap: str, tmp_path: Path) -> None:
     cfg = config(bootstrap, "prune")
-    await ensure_topics(cfg)
     worker = Worker(cfg, tmp_path, "a", batch=5)
-    pub = Publisher(cfg)
-    await pub.start()
-    try:
-        worker.start()
+    async with one_worker(cfg, worker) as (pub, lag):
+        for doc in life(GONE, "uid-gone", 0.0, deleted=True):
+            await pub.publish(orjson.dumps(doc))
+        for doc in life(ALIVE, "uid-live", 100.0, deleted=False):
+            await pub.publish(orjson.dumps(doc))
+        await pub.tick(T0 + 300.0)
+        await lag.wait_idle([worker])
+        assert pods_in(await table(cfg)) == {f"llm/{GONE}", f"llm/{ALIVE}"}
+        await pub.tick(T0 + 160.0 + FORGET_AFTER_S + 200.0)  # its grace has passed
+        await lag.wait_idle([worker])
+        assert sample(worker, "remediator_kafka_pruned_pods_total") == 1
+        rows = await table(cfg)
+        assert pods_in(rows) == {f"llm/{ALIVE}"}, rows.keys()
+        assert any("|L" in name for name in rows), "the cold start it finished is kept"
+        worker.kill()
+        worker.start()  # rebuilt from the pruned table: the pod is not brought back
         worker.wait_ready()
-        async with Lag(cfg) as lag:
-            for doc in life(GONE, "uid-gone", 0.0, deleted=True):
-                await pub.publish(orjson.dumps(doc))
-            for doc in life(ALIVE, "uid-live", 100.0, deleted=False):
-                await pub.publish(orjson.dumps(doc))
-            await pub.tick(T0 + 300.0)
-            await lag.wait_idle([worker])
-            assert pods_in(await table(cfg)) == {f"llm/{GONE}", f"llm/{ALIVE}"}
-            await pub.tick(T0 + 160.0 + FORGET_AFTER_S + 200.0)  # its grace has passed
-            await lag.wait_idle([worker])
-            assert sample(worker, "remediator_kafka_pruned_pods_total") == 1
-            rows = await table(cfg)
-            assert pods_in(rows) == {f"llm/{ALIVE}"}, rows.keys()
-            assert any("|L" in name for name in rows), "the cold start it finished is kept"
-            worker.kill()
-            worker.start()  # rebuilt from the pruned table: the pod is not brought back
-            worker.wait_ready()
-            await pub.tick(T0 + 2 * FORGET_AFTER_S + 1000.0)
-            await lag.wait_idle([worker])
-            assert sample(worker, "remediator_kafka_partition_rebuilds_total") == 8
-            assert sample(worker, "remediator_kafka_pruned_pods_total") == 0
-            assert pods_in(await table(cfg)) == {f"llm/{ALIVE}"}
-    finally:
-        await pub.stop()
-        worker.stop()
+        await pub.tick(T0 + 2 * FORGET_AFTER_S + 1000.0)
+        await lag.wait_idle([worker])
+        assert sample(worker, "remediator_kafka_partition_rebuilds_total") == 8
+        assert sample(worker, "remediator_kafka_pruned_pods_total") == 0
+        assert pods_in(await table(cfg)) == {f"llm/{ALIVE}"}
 
 
 HELD = """
@@ -119,33 +128,24 @@ async def test_a_forgotten_pods_not_yets_leave_the_table_with_it(
     policy = tmp_path / "policy.yaml"
     policy.write_text(HELD)
     cfg = config(bootstrap, "prune-held")
-    await ensure_topics(cfg)
     worker = Worker(cfg, tmp_path, "a", batch=5, policy=policy)
-    pub = Publisher(cfg)
-    await pub.start()
     hung = f"llm/{GONE}"
-    try:
-        worker.start()
-        worker.wait_ready()
-        async with Lag(cfg) as lag:
-            await pub.publish(orjson.dumps(pod(GONE, "uid-hung", watch="ADDED", created=0.0)))
-            await pub.publish(orjson.dumps(pod(GONE, "uid-hung", created=0.0, scheduled=1.0,
-                                               started=10.0)))  # fmt: skip
-            await pub.tick(T0 + 120.0)
-            await lag.wait_idle([worker])
-            held = entries_of(await table(cfg), hung)
-            assert any(e[1].startswith('{"remediator":"feedback"') for e in held), held
-            await pub.publish(orjson.dumps(pod(GONE, "uid-hung", watch="DELETED", created=0.0,
-                                               scheduled=1.0, started=10.0)))  # fmt: skip
-            await pub.tick(T0 + 200.0 + FORGET_AFTER_S + 200.0)
-            await lag.wait_idle([worker])
-            rows = await table(cfg)
-            assert entries_of(rows, hung) == [], "its records and its not-yets are gone"
-            kept = [e[1] for e in entries_of(rows, "\x00feedback")]
-            assert not [raw for raw in kept if GONE in raw and "retry" in raw.lower()], kept
-    finally:
-        await pub.stop()
-        worker.stop()
+    async with one_worker(cfg, worker) as (pub, lag):
+        await pub.publish(orjson.dumps(pod(GONE, "uid-hung", watch="ADDED", created=0.0)))
+        await pub.publish(orjson.dumps(pod(GONE, "uid-hung", created=0.0, scheduled=1.0,
+                                           started=10.0)))  # fmt: skip
+        await pub.tick(T0 + 120.0)
+        await lag.wait_idle([worker])
+        held = entries_of(await table(cfg), hung)
+        assert any(e[1].startswith('{"remediator":"feedback"') for e in held), held
+        await pub.publish(orjson.dumps(pod(GONE, "uid-hung", watch="DELETED", created=0.0,
+                                           scheduled=1.0, started=10.0)))  # fmt: skip
+        await pub.tick(T0 + 200.0 + FORGET_AFTER_S + 200.0)
+        await lag.wait_idle([worker])
+        rows = await table(cfg)
+        assert entries_of(rows, hung) == [], "its records and its not-yets are gone"
+        kept = [e[1] for e in entries_of(rows, "\x00feedback")]
+        assert not [raw for raw in kept if GONE in raw and "retry" in raw.lower()], kept
 
 
 async def test_a_partitions_learned_history_is_folded_and_a_rebuild_reads_the_fold(
@@ -158,42 +158,33 @@ async def test_a_partitions_learned_history_is_folded_and_a_rebuild_reads_the_fo
     policy = tmp_path / "policy.yaml"
     policy.write_text("stuck_pod:\n  adaptive: {window: 5}\n")
     cfg = config(bootstrap, "fold")
-    await ensure_topics(cfg)
     worker = Worker(cfg, tmp_path, "a", batch=5, policy=policy, extra=["--fold-after", "3"])
-    pub = Publisher(cfg)
-    await pub.start()
-    try:
-        worker.start()
-        worker.wait_ready()
-        async with Lag(cfg) as lag:
-            end = 0.0
-            for n in range(24):
-                name = f"vllm-70b-7c9d5b6f4-f{n:03d}"
-                for doc in life(name, f"uid-fold-{n}", 200.0 * n, deleted=True):
-                    await pub.publish(orjson.dumps(doc))
-                end = 200.0 * n + 160.0
-                await pub.tick(T0 + end + FORGET_AFTER_S + 1.0)  # the pods before: forgotten
-            await lag.wait_idle([worker])
-            assert sample(worker, "remediator_kafka_learned_folds_total") >= 1
-            rows = await table(cfg)
-            folds = {name: value for name, value in rows.items() if name.endswith("|Lfolded")}
-            assert folds, rows.keys()
-            for value in folds.values():
-                per: dict[tuple[str, str], int] = {}
-                for _, model, phase, _ in value["samples"]:
-                    per[model, phase] = per.get((model, phase), 0) + 1
-                assert per and max(per.values()) <= 5, per
-            worker.kill()
-            worker.start()  # rebuilt from the folded table
-            worker.wait_ready()
-            name = "vllm-70b-7c9d5b6f4-after"
-            for doc in life(name, "uid-fold-after", end + 100.0, deleted=False):
+    async with one_worker(cfg, worker) as (pub, lag):
+        end = 0.0
+        for n in range(24):
+            name = f"vllm-70b-7c9d5b6f4-f{n:03d}"
+            for doc in life(name, f"uid-fold-{n}", 200.0 * n, deleted=True):
                 await pub.publish(orjson.dumps(doc))
-            await pub.tick(T0 + end + 400.0)
-            await lag.wait_idle([worker])
-            assert sample(worker, "remediator_kafka_partition_rebuilds_total") == 8
-            assert sample(worker, "remediator_kafka_input_errors_total") == 0
-            assert f"llm/{name}" in pods_in(await table(cfg))
-    finally:
-        await pub.stop()
-        worker.stop()
+            end = 200.0 * n + 160.0
+            await pub.tick(T0 + end + FORGET_AFTER_S + 1.0)  # the pods before: forgotten
+        await lag.wait_idle([worker])
+        assert sample(worker, "remediator_kafka_learned_folds_total") >= 1
+        rows = await table(cfg)
+        folds = {name: value for name, value in rows.items() if name.endswith("|Lfolded")}
+        assert folds, rows.keys()
+        for value in folds.values():
+            per: dict[tuple[str, str], int] = {}
+            for _, model, phase, _ in value["samples"]:
+                per[model, phase] = per.get((model, phase), 0) + 1
+            assert per and max(per.values()) <= 5, per
+        worker.kill()
+        worker.start()  # rebuilt from the folded table
+        worker.wait_ready()
+        name = "vllm-70b-7c9d5b6f4-after"
+        for doc in life(name, "uid-fold-after", end + 100.0, deleted=False):
+            await pub.publish(orjson.dumps(doc))
+        await pub.tick(T0 + end + 400.0)
+        await lag.wait_idle([worker])
+        assert sample(worker, "remediator_kafka_partition_rebuilds_total") == 8
+        assert sample(worker, "remediator_kafka_input_errors_total") == 0
+        assert f"llm/{name}" in pods_in(await table(cfg))
