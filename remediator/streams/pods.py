@@ -62,7 +62,9 @@ Sample = tuple[str, str, float]  # (model, phase, seconds)
 # Records under one key, in order → each as it was, thinner, or None (`PartitionRows.fold`).
 Thin = Callable[[list[str]], list[str | None]]
 # The row of a partition's learned history folded (`PartitionRows.fold`): {"before": X,
-# "samples": [[offset, model, phase, seconds], ...]}, in the order they were learned.
+# "parts": n}; its samples, [[offset, model, phase, seconds], ...] in the order they were
+# learned, in rows "Lfolded.<X>.<i>" (i < n), each under ROW_BYTES: a cluster of many models
+# folds more than one changelog record may hold.
 FOLDED = "Lfolded"
 # The key the partition's rows keep feedback under when it outlives any one pod (what got
 # through: the kill-loop memory), thinned by a fold (`streams.core.thin_feedback`).
@@ -87,6 +89,20 @@ def _parts(batch: list[list[Any]]) -> Iterator[list[list[Any]]]:
         size += len(entry[1])
     if part:
         yield part
+
+
+def _sample_rows(samples: list[list[Any]]) -> list[list[list[Any]]]:
+    """Samples cut into rows of at most ROW_BYTES (a sample's size: its names and figures)."""
+    rows: list[list[list[Any]]] = [[]]
+    size = 0
+    for sample in samples:
+        bytes_ = len(sample[1]) + len(sample[2]) + 48
+        if rows[-1] and size + bytes_ > ROW_BYTES:
+            rows.append([])
+            size = 0
+        rows[-1].append(sample)
+        size += bytes_
+    return rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +142,7 @@ class PartitionRows:
             if not name.startswith(prefix):
                 continue
             rest = name[len(prefix) :]
-            if rest == FOLDED:
+            if rest.startswith(FOLDED):
                 continue
             if rest.startswith(TICK):
                 index = int(value[2]) if len(value) > 2 else 0
@@ -156,7 +172,12 @@ class PartitionRows:
         value = self.table.get(f"{self.prefix}{FOLDED}")
         if not isinstance(value, dict):
             return -1, []
-        return int(value["before"]), list(value["samples"])
+        before = int(value["before"])
+        parts = (self.table[self._part(before, i)] for i in range(int(value["parts"])))
+        return before, [sample for part in parts for sample in part]
+
+    def _part(self, before: int, i: int) -> str:
+        return f"{self.prefix}{FOLDED}.{before}.{i}"
 
     # ---- writing ------------------------------------------------------------------------
     def add(self, offset: int, raw: str, key: str, at: float | None = None, index: int = 0) -> None:
@@ -229,12 +250,18 @@ class PartitionRows:
         for sample in learned:
             last.setdefault((sample[1], sample[2]), deque(maxlen=window)).append(sample)
         kept = {id(sample) for samples in last.values() for sample in samples}
-        # The fold first: a worker killed before the rest is written is rebuilt from it.
-        self.table[f"{self.prefix}{FOLDED}"] = {
-            "before": before,
-            "samples": [sample for sample in learned if id(sample) in kept],
-        }
-        written = 1
+        # The fold first, its parts before the row that names them: a worker killed before
+        # the rest is written is rebuilt from it (killed before that row, from the last).
+        olds = [n for n in self.table if n.startswith(f"{self.prefix}{FOLDED}.")]
+        parts = _sample_rows([s for s in learned if id(s) in kept])
+        for i, part in enumerate(parts):
+            self.table[self._part(before, i)] = part
+        self.table[f"{self.prefix}{FOLDED}"] = {"before": before, "parts": len(parts)}
+        written = len(parts) + 1
+        for name in olds:
+            if not name.startswith(self._part(before, 0)[:-1]):  # (another fold's)
+                del self.table[name]
+                written += 1
         for name in learned_rows:
             written += self._rewrite(name, [e for e in self.table[name] if int(e[0]) >= before])
         thinner = {}
@@ -273,7 +300,7 @@ class PartitionRows:
         batch_rows: list[str] = []
         for name, value in self.table.items():
             rest = name[len(self.prefix) :]
-            if not name.startswith(self.prefix) or rest == FOLDED or rest.startswith(TICK):
+            if not name.startswith(self.prefix) or rest.startswith((FOLDED, TICK)):
                 continue
             if rest.startswith("L"):
                 learned_rows.append(name)

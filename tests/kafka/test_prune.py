@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from remediator.streams.config import StreamsConfig
 from remediator.streams.core import FORGET_AFTER_S
 from remediator.streams.ingest import Publisher
+from remediator.streams.pods import PartitionRows
 from remediator.streams.topics import ensure_topics
 from tests.kafka.harness import Lag, Worker, config
 from tests.policy.builders import T0, pod
@@ -170,11 +171,11 @@ async def test_a_partitions_learned_history_is_folded_and_a_rebuild_reads_the_fo
         await lag.wait_idle([worker])
         assert sample(worker, "remediator_kafka_learned_folds_total") >= 1
         rows = await table(cfg)
-        folds = {name: value for name, value in rows.items() if name.endswith("|Lfolded")}
-        assert folds, rows.keys()
-        for value in folds.values():
+        folded = [p for p in range(cfg.inputs.partitions) if f"{p}|Lfolded" in rows]
+        assert folded, rows.keys()
+        for p in folded:
             per: dict[tuple[str, str], int] = {}
-            for _, model, phase, _ in value["samples"]:
+            for _, model, phase, _ in PartitionRows(rows, p).folded()[1]:
                 per[model, phase] = per.get((model, phase), 0) + 1
             assert per and max(per.values()) <= 5, per
         worker.kill()

@@ -36,7 +36,7 @@ from remediator.streams.core import (
     tick_record,
 )
 from remediator.streams.keys import BROADCAST
-from remediator.streams.pods import FOLDED, LEARNED_KEY, Entry, PartitionRows
+from remediator.streams.pods import FOLDED, LEARNED_KEY, ROW_BYTES, Entry, PartitionRows
 from tests.policy.builders import T0, deployment
 from tests.streams.test_pods import P, Partition, life, rebuilt
 
@@ -161,15 +161,32 @@ def test_a_fold_leaves_every_judged_record_the_history_it_met(ops: list[Any]) ->
     before = judged_history(PartitionRows(dict(unfolded), P).replay())
     assert judged_history(PartitionRows(dict(folded), P).replay()) == before
 
-    # Folded again at the end, and a worker killed right after the fold's own row was
-    # written (the rows it folded still there): rebuilt from either, the same.
-    crashed = dict(folded)
+    # Folded again at the end; and a worker killed in the middle of that fold: after its
+    # parts, before the row that names them (the fold before stands), or after that row,
+    # before the rows it folded were written again. Rebuilt from any, the same.
+    pre = dict(folded)
     rows.fold(WINDOW, learned_samples, judged_key, THIN)
     assert judged_history(PartitionRows(dict(folded), P).replay()) == before
-    crashed[f"{P}|{FOLDED}"] = folded.get(f"{P}|{FOLDED}")
-    if crashed[f"{P}|{FOLDED}"] is None:
-        del crashed[f"{P}|{FOLDED}"]
-    assert judged_history(PartitionRows(crashed, P).replay()) == before
+    head = f"{P}|{FOLDED}"
+    fold_rows = {k: v for k, v in folded.items() if k.startswith(head)}
+    parts_only = {**pre, **{k: v for k, v in fold_rows.items() if k != head}}
+    assert judged_history(PartitionRows(parts_only, P).replay()) == before
+    assert judged_history(PartitionRows({**pre, **fold_rows}, P).replay()) == before
+
+
+def test_a_big_fold_is_cut_into_rows_under_the_message_size() -> None:
+    """Many models' histories fold to more than one changelog record may hold: in parts."""
+    table: dict[str, Any] = {}
+    models = [f"org/model-{m:03d}-{'x' * 40}" for m in range(1000)]
+    ops: list[Any] = [("relayed", [(m, ph, s) for ph in PHASES for s in range(3)]) for m in models]
+    rows = run(ops, table, fold=False)
+    rows.fold(WINDOW, learned_samples, judged_key, THIN)
+    parts = [v for k, v in table.items() if k.startswith(f"{P}|{FOLDED}.")]
+    assert len(parts) > 1 and all(len(orjson.dumps(p)) <= ROW_BYTES for p in parts)
+    assert len(rows.folded()[1]) == len(models) * len(PHASES) * 3
+    again = PartitionRows(dict(table), P).replay()
+    assert [e.samples for e in again] == [((m, ph, float(s)),) for m in models
+                                          for ph in PHASES for s in range(3)]  # fmt: skip
 
 
 def test_the_rows_stay_bounded_while_no_pod_is_judged_by_them() -> None:
@@ -180,7 +197,7 @@ def test_the_rows_stay_bounded_while_no_pod_is_judged_by_them() -> None:
         ops += [("workload", "ab"[i % 2], 1 + i % 3, "MODIFIED")]
         ops += [("end", {(i + 1) % 3}), ("fold",)]
     run(ops, table, fold=True)
-    samples = [s for s in table[f"{P}|{FOLDED}"]["samples"]]
+    samples = PartitionRows(table, P).folded()[1]
     assert 0 < len(samples) <= WINDOW * 2, "the last window of each model's phase, no more"
     relayed_left = [e for row in table.values() if isinstance(row, list) for e in row
                     if isinstance(e, list) and len(e) > 2 and e[2] == LEARNED_KEY]  # fmt: skip
@@ -213,7 +230,7 @@ def test_a_core_rebuilt_from_a_folded_table_knows_what_the_live_one_knows() -> N
         live.end_batch()
         live.rows.fold(window, learned_samples, judged_key, THIN)
     assert live.history(), "the stream must finish cold starts"
-    folded = table[f"{P}|{FOLDED}"]["samples"]
+    folded = PartitionRows(table, P).folded()[1]
     kinds = {(m, ph) for _, m, ph, _ in folded}
     assert len(folded) <= window * len(kinds) < (window + 20) * len(kinds)
     again = rebuilt(table)
