@@ -147,6 +147,11 @@ def feedback_batch(records: Sequence[Feedback | Learned]) -> bytes:
     return _FEEDBACKS + encode(list(records)) + b"}"
 
 
+def feedback_records(raw: bytes) -> list[Feedback | Learned]:
+    """The records of a `feedback_batch`, in order."""
+    return decode(raw[len(_FEEDBACKS) : -1], list[Feedback | Learned])
+
+
 def feedback_runs(records: Sequence[Feedback | Learned]) -> list[tuple[str, bytes]]:
     """What a guard batch tells one partition, in order, cut where the key changes: a "not
     yet" for a pod under the pod's own key (`namespace/name`, as its inputs), so its rows
@@ -180,8 +185,7 @@ def _feedback_key(record: Feedback | Learned) -> str:
 
 def learned_samples(raw: str) -> list[Sample]:
     """The cold starts a run under `LEARNED_KEY` carries, in order."""
-    records = decode(raw.encode()[len(_FEEDBACKS) : -1], list[Feedback | Learned])
-    return [s for r in records if isinstance(r, Learned) for s in r.samples]
+    return [s for r in feedback_records(raw.encode()) if isinstance(r, Learned) for s in r.samples]
 
 
 def thin_feedback(raws: Sequence[str]) -> list[str | None]:
@@ -190,8 +194,7 @@ def thin_feedback(raws: Sequence[str]) -> list[str | None]:
     deletion leaves only its workload's kill-loop memory there (`Decider.remembers`),
     which a later deletion of the same key overwrites, so only the last of each is kept.
     Each raw as it was, thinner, or None (nothing left)."""
-    batches = [decode(raw.encode()[len(_FEEDBACKS) : -1], list[Feedback | Learned])
-               for raw in raws]  # fmt: skip
+    batches = [feedback_records(raw.encode()) for raw in raws]
     last: dict[tuple[str, str], tuple[int, int]] = {}
     for i, records in enumerate(batches):
         for j, record in enumerate(records):
@@ -403,7 +406,7 @@ class PartitionCore:
 
     def _internal(self, raw: bytes, sink: _Collect) -> None:
         if raw.startswith(_FEEDBACKS):
-            for record in decode(raw[len(_FEEDBACKS) : -1], list[Feedback | Learned]):
+            for record in feedback_records(raw):
                 self._feedback(record, sink)
             return
         if raw.startswith(_FEEDBACK):
