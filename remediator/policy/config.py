@@ -78,9 +78,15 @@ class HedgeConfig:
     nvidia.com/gpu) in the last `gpu_short_s`: the hedge would queue behind real demand.
     `timeout_s`: the step gives up waiting for either pod to be Ready and returns the
     workload to its count. One hedge per pod, ever; guardrails weigh it (blast_radius counts
-    it, hedge_budget caps its GPU-minutes)."""
+    it, hedge_budget caps its GPU-minutes).
+
+    `at`: the share of the stall's limit the stretch has run when the hedge starts (1: at
+    the stall itself). A hedge deletes nothing that is not beaten, so it may start before
+    the pod counts as stalled; the pod's deletion, should it hang, still waits for the
+    stall and its checks. 0.5 by simulation (docs/simulation-defaults.md)."""
 
     enabled: bool = False
+    at: float = 0.5
     gpu_short_s: float = 600.0
     timeout_s: float = 1800.0
 
@@ -204,6 +210,13 @@ def _fraction(raw: Any, path: str) -> float:
     return value
 
 
+def _share(raw: Any, path: str) -> float:
+    value = float(_number()(raw, path))
+    if not 0.0 < value <= 1.0:
+        raise ConfigError(path, f"expected a share above 0 and at most 1, got {raw!r}")
+    return value
+
+
 def _selector(raw: Any, path: str) -> Selector:
     try:
         return parse_selector(raw)
@@ -300,7 +313,7 @@ _PROGRESS = _section(
 )
 _HEDGE = _section(
     HedgeConfig,
-    {"enabled": _bool, "gpu_short_s": _number(), "timeout_s": _number(1.0)},
+    {"enabled": _bool, "at": _share, "gpu_short_s": _number(), "timeout_s": _number(1.0)},
 )
 
 

@@ -399,8 +399,8 @@ class PolicyEngine:
         stall = self._stall(t, state)
         if stall is not None:  # progressing: the phase budget does not apply
             cfg = self.config.stuck_pod
-            if self._may_hedge(t):  # a hedge starts when the stall does
-                return stall.began + stall.limit
+            if self._may_hedge(t):  # a hedge starts at its share of the stall's limit
+                return stall.hedge_due(cfg.hedge.at)
             return stall.due(cfg.checks, cfg.check_interval_s)
         return since + self._allowance(t, state, unlearned)
 

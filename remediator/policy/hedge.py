@@ -61,14 +61,17 @@ class GpuClock:
         self.gpu_s += t.gpus * sum(v for v in phases if v is not None)
 
 
-def stalled(stall: Stall, model: str, now: float) -> str:
-    """Which step stalled, and how its time compares with the siblings'."""
+def stalled(stall: Stall, model: str, now: float, share: float = 1.0) -> str:
+    """Which step stalled (or has run `share` of its stall's limit: a hedge may start
+    before the stall), and how its time compares with the siblings'."""
     what = stall.step if stall.timed_as == stall.step else f"{stall.step} (timed as "
     what += "" if stall.timed_as == stall.step else f"{stall.timed_as})"
+    past = f"over its {stall.limit:.0f}s limit"
+    if share < 1.0:
+        past = f"past {share:g} of its {stall.limit:.0f}s stall limit"
     return (
-        f"engine_init stalled in vLLM step {what} for {now - stall.began:.0f}s, over its "
-        f"{stall.limit:.0f}s limit: {stall.samples} siblings of {model} took "
-        f"{stall.siblings_s:.0f}s there"
+        f"engine_init stalled in vLLM step {what} for {now - stall.began:.0f}s, {past}: "
+        f"{stall.samples} siblings of {model} took {stall.siblings_s:.0f}s there"
     )
 
 
@@ -100,8 +103,8 @@ def decide_hedge(
         target=t.name,
         uid=t.uid,
         reason=(
-            f"{stalled(stall, t.model or 'unknown', now)}; starting its replacement beside it: "
-            "the first Ready of the two serves, the other is deleted"
+            f"{stalled(stall, t.model or 'unknown', now, cfg.at)}; starting its replacement "
+            "beside it: the first Ready of the two serves, the other is deleted"
         ),
         incident=hedge_incident(t.uid),
         at=now,

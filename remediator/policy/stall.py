@@ -56,6 +56,10 @@ class Stall:
         """When the pod is hung: stalled for `checks` checks in a row."""
         return self.began + self.limit + (checks - 1) * interval_s
 
+    def hedge_due(self, share: float) -> float:
+        """When a hedge starts: the stretch has run `share` of its limit."""
+        return self.began + share * self.limit
+
     def reason(self, cfg: ProgressConfig, model: str, checks: int, now: float) -> str:
         """Which step stalled, and how its time compares with the siblings'."""
         what, there = f"in vLLM step {self.step}", "there"

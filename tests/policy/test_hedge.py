@@ -19,7 +19,7 @@ stuck_pod:
   checks: 3
   budgets: {engine_init: 600}
   progress: {enabled: true, factor: 1.5, floor_s: 120}  # the figures used here
-  hedge: {enabled: %s}
+  hedge: {enabled: %s, at: %g}
 engine_logs: {follow: true}
 guardrails:
   min_age: {factor: 0}
@@ -30,8 +30,8 @@ guardrails:
 STALL_AT = 62 + 120  # the KV cache sized at 62 s, then silence: stalled at the 120 s floor
 
 
-def _run(enabled: bool = True, max_percent: float = 100) -> Run:
-    return make_run(POLICY % ("true" if enabled else "false", max_percent))
+def _run(enabled: bool = True, max_percent: float = 100, at: float = 1.0) -> Run:
+    return make_run(POLICY % ("true" if enabled else "false", at, max_percent))
 
 
 def _acts(run: Run) -> list[str]:
@@ -66,6 +66,21 @@ def test_a_stalled_pod_is_hedged_when_it_stalls_and_deleted_when_it_is_hung() ->
     assert hedge.clocked_since == T0 + 10  # the first input the engine saw: its count began
     assert (delete.action, delete.target) == ("delete-pod", _name(9))
     assert delete.at - T0 == started + STALL_AT + 20
+
+
+@pytest.mark.parametrize("at", [0.5, 0.75])
+def test_a_hedge_may_start_before_the_stall_and_the_delete_still_waits_for_it(at: float) -> None:
+    run = _run(at=at)
+    started = _stalled(run)
+    hedge_at = 62 + at * 120  # the KV cache sized at 62 s; `at` of the 120 s floor
+    run.at(T0 + started + hedge_at - 1)
+    assert run.decisions == []
+    run.at(T0 + started + 600)
+    hedge, delete = run.decisions
+    assert (hedge.action, hedge.at - T0) == ("hedge-pod", started + hedge_at)
+    assert f"for {at * 120:.0f}s, past {at:g} of its 120s stall limit" in hedge.reason
+    # A hedge beats nothing that is not beaten; the deletion is the stall's, as without it.
+    assert (delete.action, delete.at - T0) == ("delete-pod", started + STALL_AT + 20)
 
 
 def test_off_by_default_the_stall_is_only_deleted() -> None:
@@ -187,3 +202,8 @@ def test_hedge_knobs_parse_strictly() -> None:
     with pytest.raises(ConfigError) as caught:
         load_policy("stuck_pod:\n  hedge: {surge: 2}\n")
     assert caught.value.path == "stuck_pod.hedge.surge"
+    for bad in ("0", "1.5", "-0.5", "true", "'half'"):
+        with pytest.raises(ConfigError) as caught:
+            load_policy(f"stuck_pod:\n  hedge: {{at: {bad}}}\n")
+        assert caught.value.path == "stuck_pod.hedge.at", bad
+    assert load_policy("stuck_pod:\n  hedge: {at: 0.6}\n").rules.stuck_pod.hedge.at == 0.6
