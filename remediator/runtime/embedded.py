@@ -139,8 +139,9 @@ class Runtime:
         self._restore_guard_state()
 
     def _restore_guard_state(self) -> None:
+        # Always: the learned history is kept whether or not anything was let through yet.
+        self.driver.restore()
         if self.outbox.guard_state(acting=self.driver.acting) is not None:
-            self.driver.restore()
             log.info("guard state restored", extra={"open_rows": len(self.outbox.open_rows())})
 
     # --- intake (the loop's thread; accept_threadsafe from watch threads) -----------------

@@ -14,6 +14,7 @@ a pod whose log stops after it sized its KV cache.
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +174,25 @@ class _Sink:
     def decision(self, decision: Decision) -> None: ...
     def suppressed(self, suppressed: Suppressed) -> None: ...
     def ignored(self, ignored: object) -> None: ...
+
+
+def test_serve_gives_back_what_it_learned_before_it_ever_let_anything_through(
+    config: Any,
+) -> None:
+    """A state file with learned rows and no guard state (a standby, a quiet fleet, a
+    replica that took the shared copy): the service restores the history all the same.
+    (Before, the service restored the state file only when a guard state was saved.)"""
+    from remediator.runtime.service import Service  # (the fixture's config is the service's)
+
+    cfg = replace(config, watch=False)
+    Path(cfg.state_db).parent.mkdir(parents=True, exist_ok=True)
+    seeded = Outbox(cfg.state_db, lambda: T0)
+    seeded.learn([(MODEL, "engine_init", 100.0 + i) for i in range(6)], keep=50)
+    assert seeded.guard_state(acting=True) is None
+    seeded.close()
+    service = Service(cfg)
+    try:
+        history = service.session.decider.engine.history
+        assert history.count(MODEL, "engine_init") == 6
+    finally:
+        service.outbox.close()
