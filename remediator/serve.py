@@ -194,6 +194,23 @@ Example (a laptop against a kind cluster, dry run):
     "Seconds between Lease attempts.  [env REMEDIATOR_RETRY_PERIOD]",
 )
 @click.option(
+    "--learned-configmap",
+    envvar="REMEDIATOR_LEARNED_CONFIGMAP",
+    default="remediator-learned",
+    show_default=True,
+    help="With leader election: the pre-created ConfigMap, in the Lease's namespace, the "
+    "leader writes the learned history to (get/patch only) and a replica whose state file "
+    "has none takes it from on start, so an upgrade that replaces every replica does not "
+    "start blind. '' turns it off.  [env REMEDIATOR_LEARNED_CONFIGMAP]",
+)
+@options.above_zero(
+    "--learned-share-interval",
+    "REMEDIATOR_LEARNED_SHARE_INTERVAL",
+    60.0,
+    "Seconds between the leader's writes of the learned history (only when it changed; "
+    "once more when it stops).  [env REMEDIATOR_LEARNED_SHARE_INTERVAL]",
+)
+@click.option(
     "--max-webhook-pods",
     envvar="REMEDIATOR_MAX_WEBHOOK_PODS",
     type=click.IntRange(min=0),
@@ -262,6 +279,8 @@ def serve(
     lease_duration: float,
     renew_deadline: float,
     retry_period: float,
+    learned_configmap: str,
+    learned_share_interval: float,
     max_webhook_pods: int,
     idle_timeout: float,
     outbox_retention: float,
@@ -312,6 +331,8 @@ def serve(
             behind_unready_s=behind_unready,
         ),
         lease=lease,
+        learned_configmap=learned_configmap or None,
+        learned_share_s=learned_share_interval,
         max_webhook_pods=max_webhook_pods,
         http_idle_timeout_s=idle_timeout,
         inbox_keep_bytes=inbox_max_bytes,

@@ -30,6 +30,7 @@ from remediator.runtime.clock import Clock, SystemClock
 from remediator.runtime.embedded import Runtime, RuntimeSettings
 from remediator.runtime.inbox import KEEP_BYTES, Inbox
 from remediator.runtime.leader import Always, Leadership, LeaseLeadership, LeaseSettings
+from remediator.runtime.learned_share import LearnedConfigMap, SharedHistory
 from remediator.runtime.metrics import OutboxCollector, RuntimeMetrics
 from remediator.runtime.observe import Observers
 from remediator.runtime.outbox import Outbox
@@ -84,6 +85,10 @@ class ServiceConfig:
     watch_settings: WatchSettings = WatchSettings()
     max_webhook_pods: int = DEFAULT_MAX_UNWATCHED  # pods known from webhooks alone
     http_idle_timeout_s: float = IDLE_TIMEOUT_S  # a connection with no request is closed
+    # With a Lease: the ConfigMap (in its namespace) the learned history is shared through,
+    # and how often the leader writes it (runtime/learned_share.py); None: not shared.
+    learned_configmap: str | None = None
+    learned_share_s: float = 60.0
 
 
 def load_policy(cfg: ServiceConfig) -> PolicyFile:
@@ -103,6 +108,9 @@ class Service:
         self.session.tracker.max_unwatched = cfg.max_webhook_pods
         leader = leader or self._leadership()
         self.outbox, self.inbox = self._open_state()
+        self.shared = self._shared_history(leader)
+        if self.shared is not None:  # before the runtime restores the state file
+            self.shared.seed(self.session.policy.rules.stuck_pod.adaptive.window)
         self.registry.register(TrackerCollector(self.session.tracker, lambda: self.session.now))
         self.registry.register(OutboxCollector(self.outbox))
         self.source_metrics = SourceMetrics.on(self.registry)
@@ -179,6 +187,15 @@ class Service:
         if self.cfg.lease is None:
             return Always()
         return LeaseLeadership(api_client(self.cfg.kubeconfig), self.cfg.lease, self.clock)
+
+    def _shared_history(self, leader: Leadership) -> SharedHistory | None:
+        cfg = self.cfg
+        if cfg.lease is None or not cfg.learned_configmap:
+            return None  # one replica: its state file is the history (a claim keeps it)
+        store = LearnedConfigMap(
+            api_client(cfg.kubeconfig), cfg.lease.namespace, cfg.learned_configmap
+        )
+        return SharedHistory(store, self.outbox, leader, cfg.learned_share_s, self.clock.sleep)
 
     def _argo(self, dry: bool) -> ArgoExecutor | None:
         if not self.cfg.argo_server:
@@ -283,6 +300,8 @@ class Service:
             self.runtime.worker.look = PodLook(api, engines)
         if self.observers.active:
             self._observe_task = asyncio.create_task(self.observers.run(), name="observers")
+        if self.shared is not None:
+            self.runtime.supervise("learned-share", self.shared.run)
         log.info(
             "service started",
             extra={"port": self.port, "watches": len(self.watches), "pid": os.getpid()},
@@ -299,6 +318,8 @@ class Service:
         await self.observers.close()
         for w in self.watches:
             w.stop()
+        if self.shared is not None:  # the newest history, while it still leads
+            await self.shared.share()
         self.runtime.stop()
         if self._run_task is not None:
             await self._run_task

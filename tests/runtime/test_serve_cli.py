@@ -54,6 +54,8 @@ def test_help_names_every_option_and_env_var() -> None:
         "--lease-duration",
         "--renew-deadline",
         "--retry-period",
+        "--learned-configmap",
+        "REMEDIATOR_LEARNED_SHARE_INTERVAL",
         "REMEDIATOR_LEASE_NAME",
         "POD_NAME",
         "POD_NAMESPACE",
