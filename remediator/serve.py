@@ -194,21 +194,22 @@ Example (a laptop against a kind cluster, dry run):
     "Seconds between Lease attempts.  [env REMEDIATOR_RETRY_PERIOD]",
 )
 @click.option(
-    "--learned-configmap",
-    envvar="REMEDIATOR_LEARNED_CONFIGMAP",
-    default="remediator-learned",
+    "--state-configmap",
+    envvar="REMEDIATOR_STATE_CONFIGMAP",
+    default="remediator-state",
     show_default=True,
     help="With leader election: the pre-created ConfigMap, in the Lease's namespace, the "
-    "leader writes the learned history to (get/patch only) and a replica whose state file "
-    "has none takes it from on start, so an upgrade that replaces every replica does not "
-    "start blind. '' turns it off.  [env REMEDIATOR_LEARNED_CONFIGMAP]",
+    "leader writes the learned history and the guard state to (get/patch only), and a "
+    "replica whose state file has none takes them from on start: an upgrade that replaces "
+    "every replica starts neither blind nor with its caps reset. '' turns it off.  "
+    "[env REMEDIATOR_STATE_CONFIGMAP]",
 )
 @options.above_zero(
-    "--learned-share-interval",
-    "REMEDIATOR_LEARNED_SHARE_INTERVAL",
+    "--state-share-interval",
+    "REMEDIATOR_STATE_SHARE_INTERVAL",
     60.0,
-    "Seconds between the leader's writes of the learned history (only when it changed; "
-    "once more when it stops).  [env REMEDIATOR_LEARNED_SHARE_INTERVAL]",
+    "Seconds between the leader's writes of the shared state (only when it changed; "
+    "once more when it stops).  [env REMEDIATOR_STATE_SHARE_INTERVAL]",
 )
 @click.option(
     "--max-webhook-pods",
@@ -279,8 +280,8 @@ def serve(
     lease_duration: float,
     renew_deadline: float,
     retry_period: float,
-    learned_configmap: str,
-    learned_share_interval: float,
+    state_configmap: str,
+    state_share_interval: float,
     max_webhook_pods: int,
     idle_timeout: float,
     outbox_retention: float,
@@ -331,8 +332,8 @@ def serve(
             behind_unready_s=behind_unready,
         ),
         lease=lease,
-        learned_configmap=learned_configmap or None,
-        learned_share_s=learned_share_interval,
+        state_configmap=state_configmap or None,
+        state_share_s=state_share_interval,
         max_webhook_pods=max_webhook_pods,
         http_idle_timeout_s=idle_timeout,
         inbox_keep_bytes=inbox_max_bytes,

@@ -30,10 +30,10 @@ from remediator.runtime.clock import Clock, SystemClock
 from remediator.runtime.embedded import Runtime, RuntimeSettings
 from remediator.runtime.inbox import KEEP_BYTES, Inbox
 from remediator.runtime.leader import Always, Leadership, LeaseLeadership, LeaseSettings
-from remediator.runtime.learned_share import LearnedConfigMap, SharedHistory
 from remediator.runtime.metrics import OutboxCollector, RuntimeMetrics
 from remediator.runtime.observe import Observers
 from remediator.runtime.outbox import Outbox
+from remediator.runtime.shared_state import SharedState, StateConfigMap
 from remediator.runtime.statefile import OPEN_ERRORS, unusable
 from remediator.session import Session
 from remediator.sources.engine_logs import EngineLogFollower, LogMetrics
@@ -85,10 +85,10 @@ class ServiceConfig:
     watch_settings: WatchSettings = WatchSettings()
     max_webhook_pods: int = DEFAULT_MAX_UNWATCHED  # pods known from webhooks alone
     http_idle_timeout_s: float = IDLE_TIMEOUT_S  # a connection with no request is closed
-    # With a Lease: the ConfigMap (in its namespace) the learned history is shared through,
-    # and how often the leader writes it (runtime/learned_share.py); None: not shared.
-    learned_configmap: str | None = None
-    learned_share_s: float = 60.0
+    # With a Lease: the ConfigMap (in its namespace) the learned history and the guard state
+    # are shared through, and how often the leader writes them (runtime/shared_state.py).
+    state_configmap: str | None = None
+    state_share_s: float = 60.0
 
 
 def load_policy(cfg: ServiceConfig) -> PolicyFile:
@@ -108,9 +108,10 @@ class Service:
         self.session.tracker.max_unwatched = cfg.max_webhook_pods
         leader = leader or self._leadership()
         self.outbox, self.inbox = self._open_state()
-        self.shared = self._shared_history(leader)
+        self.shared = self._shared_state(leader)
         if self.shared is not None:  # before the runtime restores the state file
-            self.shared.seed(self.session.policy.rules.stuck_pod.adaptive.window)
+            keep = self.session.policy.rules.stuck_pod.adaptive.window
+            self.shared.seed(keep, self.session.guard.pipeline.load_state)
         self.registry.register(TrackerCollector(self.session.tracker, lambda: self.session.now))
         self.registry.register(OutboxCollector(self.outbox))
         self.source_metrics = SourceMetrics.on(self.registry)
@@ -188,14 +189,12 @@ class Service:
             return Always()
         return LeaseLeadership(api_client(self.cfg.kubeconfig), self.cfg.lease, self.clock)
 
-    def _shared_history(self, leader: Leadership) -> SharedHistory | None:
+    def _shared_state(self, leader: Leadership) -> SharedState | None:
         cfg = self.cfg
-        if cfg.lease is None or not cfg.learned_configmap:
+        if cfg.lease is None or not cfg.state_configmap:
             return None  # one replica: its state file is the history (a claim keeps it)
-        store = LearnedConfigMap(
-            api_client(cfg.kubeconfig), cfg.lease.namespace, cfg.learned_configmap
-        )
-        return SharedHistory(store, self.outbox, leader, cfg.learned_share_s, self.clock.sleep)
+        store = StateConfigMap(api_client(cfg.kubeconfig), cfg.lease.namespace, cfg.state_configmap)
+        return SharedState(store, self.outbox, leader, cfg.state_share_s, self.clock.sleep)
 
     def _argo(self, dry: bool) -> ArgoExecutor | None:
         if not self.cfg.argo_server:
@@ -301,7 +300,7 @@ class Service:
         if self.observers.active:
             self._observe_task = asyncio.create_task(self.observers.run(), name="observers")
         if self.shared is not None:
-            self.runtime.supervise("learned-share", self.shared.run)
+            self.runtime.supervise("shared-state", self.shared.run)
         log.info(
             "service started",
             extra={"port": self.port, "watches": len(self.watches), "pid": os.getpid()},

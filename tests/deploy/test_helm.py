@@ -168,7 +168,7 @@ def test_a_first_install_is_a_dry_run_three_times() -> None:
     writes = {g for g in grants(docs) if g[3] in {"create", "update", "patch", "delete"}}
     assert writes == {
         ("remediator", "coordination.k8s.io", "leases", "update"),
-        ("remediator", "", "configmaps", "patch"),  # the learned history, not an act
+        ("remediator", "", "configmaps", "patch"),  # the shared state, not an act
     }
     assert s.find(docs, "ConfigMap", "remediator-settings")["data"]["REMEDIATOR_DRY_RUN"] == "true"
     policy = load_policy(s.find(docs, "ConfigMap", "remediator-policy")["data"]["policy.yaml"])

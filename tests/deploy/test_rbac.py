@@ -35,10 +35,8 @@ INFERENCE = {"llm-inference"}
 # (apiGroup, resource) -> what may be granted on it. Anything not here is refused.
 ALLOWED: dict[tuple[str, str], Allowed] = {
     ("coordination.k8s.io", "leases"): Allowed({"get", "update"}, {"remediator-leader"}),
-    # the learned history the replicas share (deploy/base/learned.yaml)
-    ("", "configmaps"): Allowed(
-        {"get", "patch"}, {"remediator-learned"}, namespaces={"remediator"}
-    ),
+    # the state the replicas share (deploy/base/state.yaml)
+    ("", "configmaps"): Allowed({"get", "patch"}, {"remediator-state"}, namespaces={"remediator"}),
     ("apps", "daemonsets"): Allowed(
         {"get", "list", "watch", "patch"}, {"gpu-warmup"}, namespaces={"kube-system"}
     ),
@@ -193,7 +191,7 @@ def test_dry_run_cannot_act_even_if_its_flag_is_ignored() -> None:
     writes = {g for g in grants(docs) if g[3] in {"create", "update", "patch", "delete"}}
     assert writes == {
         ("remediator", "coordination.k8s.io", "leases", "update"),
-        ("remediator", "", "configmaps", "patch"),  # the learned history, not an act
+        ("remediator", "", "configmaps", "patch"),  # the shared state, not an act
     }
     settings = next(d for d in docs if d["metadata"]["name"].startswith("remediator-settings"))
     assert settings["data"]["REMEDIATOR_DRY_RUN"] == "true"
@@ -214,7 +212,7 @@ def test_production_grants_what_the_workflows_need() -> None:
         ("argo", "argoproj.io", "workflowtemplates", "get"),
         (None, "", "nodes", "list"),
         ("remediator", "coordination.k8s.io", "leases", "update"),
-        ("remediator", "", "configmaps", "patch"),  # the shared learned history
+        ("remediator", "", "configmaps", "patch"),  # the shared state
         ("llm-inference", "", "pods/log", "get"),  # engine_logs.follow
         ("llm-inference", "apps", "deployments", "patch"),  # hedge-pod
         ("llm-inference", "", "pods", "list"),  # hedge-pod: which pod is new, which Ready

@@ -253,8 +253,8 @@ class Serve:
             "REMEDIATOR_RENEW_DEADLINE": "3",
             "REMEDIATOR_RETRY_PERIOD": "0.5",
             # One ConfigMap is shared by every serve of the session's cluster: a test that
-            # shares the learned history turns it on and clears it (test_learned_share.py).
-            "REMEDIATOR_LEARNED_CONFIGMAP": "",
+            # shares the learned history turns it on and clears it (test_shared_state.py).
+            "REMEDIATOR_STATE_CONFIGMAP": "",
             **self.extra_env,
         }
         args = [

@@ -1,8 +1,8 @@
-"""The learned history as the shared ConfigMap holds it (runtime/learned_share.py): what is
+"""The learned history as the shared ConfigMap holds it (runtime/shared_state.py): what is
 written reads back the same, a document too big for a ConfigMap keeps its newest histories,
 and whatever the ConfigMap holds (edited by hand, truncated) reads without an exception:
 what does not read is said and left out. The ConfigMap itself, its RBAC and two serves
-sharing it run on the real control plane (tests/live/test_learned_share.py)."""
+sharing it run on the real control plane (tests/live/test_shared_state.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remediator.runtime.learned_share import decode, encode
+from remediator.runtime.shared_state import decode, encode
 
 names = st.text(st.characters(codec="utf-8"), min_size=1, max_size=12)
 seconds = st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False)
