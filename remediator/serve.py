@@ -201,8 +201,15 @@ Example (a laptop against a kind cluster, dry run):
     help="With leader election: the pre-created ConfigMap, in the Lease's namespace, the "
     "leader writes the learned history and the guard state to (get/patch only), and a "
     "replica whose state file has none takes them from on start: an upgrade that replaces "
-    "every replica starts neither blind nor with its caps reset. '' turns it off.  "
+    "every replica starts neither blind nor with its caps reset.  "
     "[env REMEDIATOR_STATE_CONFIGMAP]",
+)
+@click.option(
+    "--no-shared-state",
+    is_flag=True,
+    envvar="REMEDIATOR_NO_SHARED_STATE",
+    help="Share nothing through --state-configmap: each replica keeps only its own state "
+    "file.  [env REMEDIATOR_NO_SHARED_STATE]",
 )
 @options.above_zero(
     "--state-share-interval",
@@ -281,6 +288,7 @@ def serve(
     renew_deadline: float,
     retry_period: float,
     state_configmap: str,
+    no_shared_state: bool,
     state_share_interval: float,
     max_webhook_pods: int,
     idle_timeout: float,
@@ -332,7 +340,7 @@ def serve(
             behind_unready_s=behind_unready,
         ),
         lease=lease,
-        state_configmap=state_configmap or None,
+        state_configmap=None if no_shared_state else state_configmap or None,
         state_share_s=state_share_interval,
         max_webhook_pods=max_webhook_pods,
         http_idle_timeout_s=idle_timeout,

@@ -254,7 +254,7 @@ class Serve:
             "REMEDIATOR_RETRY_PERIOD": "0.5",
             # One ConfigMap is shared by every serve of the session's cluster: a test that
             # shares the learned history turns it on and clears it (test_shared_state.py).
-            "REMEDIATOR_STATE_CONFIGMAP": "",
+            "REMEDIATOR_NO_SHARED_STATE": "true",
             **self.extra_env,
         }
         args = [

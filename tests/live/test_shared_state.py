@@ -24,7 +24,11 @@ DELETE = "delete-stuck-inference-pod"
 CONFIGMAP = "remediator-state"
 PATH = f"/api/v1/namespaces/remediator/configmaps/{CONFIGMAP}"
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/remediator/leases/remediator-leader"
-SHARING = {"REMEDIATOR_STATE_CONFIGMAP": CONFIGMAP, "REMEDIATOR_STATE_SHARE_INTERVAL": "0.5"}
+SHARING = {
+    "REMEDIATOR_NO_SHARED_STATE": "false",  # the harness turns it off for every other test
+    "REMEDIATOR_STATE_CONFIGMAP": CONFIGMAP,
+    "REMEDIATOR_STATE_SHARE_INTERVAL": "0.5",
+}
 
 
 def _clear(cluster: LiveCluster) -> None:
@@ -132,6 +136,7 @@ def test_a_configmap_edited_into_nonsense_is_said_and_serve_starts_on_its_own(
     bad = {"data": {KEY: '{"learned": [["m", "total", [-1]]]}', GUARD_KEY: "{not json"}}
     cluster.kubectl("-n", "remediator", "patch", "configmap", CONFIGMAP, "--type=merge",
                     "-p", json.dumps(bad))  # fmt: skip
+    off = serve("shared-off")  # the harness's REMEDIATOR_NO_SHARED_STATE=true: not read at all
     s = serve("shared-d", env=SHARING)
     (rows,) = wait_for(lambda: _said(s, "shared state unreadable: left out"), 30, "the rows")
     assert rows["error"].startswith("learned.json row 0: not a list of non-negative seconds")
@@ -140,3 +145,4 @@ def test_a_configmap_edited_into_nonsense_is_said_and_serve_starts_on_its_own(
     assert guard["error"]
     assert not _said(s, "state taken from the shared copy")
     assert s.healthy()
+    assert not [x for x in off.log_lines() if "shared" in str(x.get("msg"))]

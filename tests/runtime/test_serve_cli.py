@@ -55,6 +55,7 @@ def test_help_names_every_option_and_env_var() -> None:
         "--renew-deadline",
         "--retry-period",
         "--state-configmap",
+        "--no-shared-state",
         "REMEDIATOR_STATE_SHARE_INTERVAL",
         "REMEDIATOR_LEASE_NAME",
         "POD_NAME",
