@@ -346,15 +346,20 @@ class PartitionCore:
         else:
             for item in decode_input(raw):
                 mine = self._owns(item)
-                before = len(sink.out)
+                before = len(sink.out)  # (moved past the timers for a broadcast input)
                 # serve's clock rule (runtime.clock.ClusterTime): only the API server's
                 # stamps move the clock (the newest the ingest saw, on any partition),
                 # never a kubelet's, an alert's or a webhook's own time.
                 stamp = api_server_time(item)
                 now = max(self.decider.now, -math.inf if stamp is None else stamp,
                           -math.inf if arrived is None else arrived)  # fmt: skip
+                if not mine:
+                    # A broadcast input: its own decision is another's to make, but the
+                    # timers that fire on the way to its time are this partition's pods'.
+                    self.decider.advance(now, sink, sink.candidate)
+                    before = len(sink.out)
                 self.decider.feed(item, sink, sink.candidate, now=now)
-                if not mine:  # a broadcast input: its own decision is another's to make
+                if not mine:
                     del sink.out[before:]
         self._judge_behind(sink)
         self.ignored += sink.dropped

@@ -18,6 +18,8 @@ from prometheus_client import CollectorRegistry
 from remediator.contract.codec import encode
 from remediator.contract.decision import Decision, Suppressed
 from remediator.contract.records import GotThrough
+from remediator.inputs.decode import decode as decode_input
+from remediator.inputs.kinds import owner_key
 from remediator.inputs.records import InputError
 from remediator.policy_file import PolicyFile, load_policy, load_policy_file
 from remediator.runtime.clock import ClusterTime, VirtualClock
@@ -31,12 +33,12 @@ from remediator.streams.core import (
     parse_guard_record,
     tick_record,
 )
-from remediator.streams.keys import BROADCAST, arrived, command_key, split
+from remediator.streams.keys import BROADCAST, arrived, command_key, owner, split
 from tests.kafka.differential import feedback_targets
 from tests.kafka.harness import chunks, embedded, key
 from tests.policy import test_min_age_estimate as estimate
 from tests.policy import test_unsettled_node as unsettled
-from tests.policy.builders import T0, pod
+from tests.policy.builders import T0, deployment, pod
 from tests.policy.conftest import RELAXED, make_run
 from tests.policy.test_dry_run_same_path import UID_B
 from tests.runtime.test_cluster_time import HEALTHY, HOUR, SKEWED, on_node
@@ -506,3 +508,20 @@ def test_a_nodes_verdict_reaches_its_pods_in_every_partition_and_is_told_once() 
         unsettled.BAD,
         unsettled.BAD,
     ]
+
+
+def test_a_timer_due_before_a_broadcast_input_another_partition_owns_is_kept() -> None:
+    """A Deployment's document goes to every partition; one decides for it, the others drop
+    what it decides. The timers that fire on the way to its time are the partition's own
+    pods': pod X's budget lapsed before the document came, and X's deletion is decided
+    (it was dropped with the document's own decisions, and X never judged again)."""
+    doc = deployment("vllm/vllm-openai:v0.6.3", at=CT0)
+    (item,) = decode_input(orjson.dumps(doc))
+    key = owner_key(item)
+    assert key is not None
+    mine = 1 - owner(key, 2)  # the partition X is in decides nothing for the Deployment
+    core = PartitionCore(load_policy(CLOCK_POLICY), mine, 2)
+    out = list(core.feed(orjson.dumps(on_node("x", "gpu-good", CT0)), CT0))
+    out += core.feed(orjson.dumps(doc), CT0 + 310)  # the cluster's time moved on meanwhile
+    found = [c.decision for c in out if isinstance(c, Candidate)]
+    assert [(d.action, d.target, d.at) for d in found] == [("delete-pod", "x", CT0 + 300)]
