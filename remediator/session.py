@@ -101,6 +101,8 @@ class Session:
         then the input's own times (a kubelet's, an alert's) never move the session's."""
         self._out = out
         self.decider.feed(item, out, self._settle_cb, watched, now)
+        if self.engine.has_gpu_news:
+            self.guard.hear(self.engine.take_gpu_news(), self.decider.now)
         if self.guard.aging and self.engine.history.changes != self._history_seen:
             self._reweigh()
 
@@ -108,6 +110,8 @@ class Session:
         """Move the clock forward (never back), firing the policy's timers on the way."""
         self._out = out
         self.decider.advance(now, out, self._settle_cb)
+        if self.engine.has_gpu_news:
+            self.guard.hear(self.engine.take_gpu_news(), self.decider.now)
         if self.guard.aging and self.engine.history.changes != self._history_seen:
             self._reweigh()
         if self._caught_up:
@@ -160,6 +164,8 @@ class Session:
     def _settle(self, candidate: Candidate) -> None:
         out = self._out
         assert out is not None
+        if self.engine.has_gpu_news:  # seen before this was decided: weighed, as on Kafka
+            self.guard.hear(self.engine.take_gpu_news(), self.decider.now)
         result, feedback = self.guard.judge(candidate)
         if isinstance(result, Suppressed):
             out.suppressed(result)

@@ -40,12 +40,9 @@ class Decision:
     # Progress-aware detection's finding (policy.stall): the stretch of engine init the pod
     # stalled in, judged against its siblings' times there; min_age weighs it (its `stalled`).
     stalled: str | None = None
-    # A hedge's cost and what pays for it (guard.hedge_budget): the GPUs the hedge pod
-    # holds, and the cold-start GPU-seconds the deciding engine has clocked in since
-    # `clocked_since` (when it began counting).
+    # A hedge's cost (guard.hedge_budget): the GPUs the hedge pod holds. What pays for it
+    # is in the guard state (clocked in from every decider's cold starts).
     gpus: int | None = None
-    cold_start_gpu_s: float | None = None
-    clocked_since: float | None = None
     # The target pod's node, where a verification found its GPU memory unsettled (the
     # gpu_memory rule): the cause is known and the pod serves nothing, so blast_radius
     # does not cap its deletion (guard/blast_radius.py).

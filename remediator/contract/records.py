@@ -95,12 +95,23 @@ class HeldBehind(msgspec.Struct, frozen=True, tag="held_behind"):
 Feedback = GotThrough | RetryAt | HeldBehind
 
 
+class GpuNews(msgspec.Struct, frozen=True):
+    """What a decider saw that the guard weighs hedges by (guard.hedge_budget), with
+    hedging on: the GPU-seconds healthy cold starts held, scheduled to Ready (what pays
+    for hedges), and the workloads short of GPUs: (workload, seen at, short until)."""
+
+    gpu_s: float = 0.0
+    short: tuple[tuple[str, float, float], ...] = ()
+
+
 class Learned(msgspec.Struct, frozen=True, tag="learned"):
-    """Finished cold starts' phase durations: (model, phase, seconds)."""
+    """Finished cold starts' phase durations: (model, phase, seconds); and what the guard
+    weighs hedges by (`gpus`), heard by the guard alone."""
 
     at: float
     partition: int
     samples: tuple[tuple[str, str, float], ...]
+    gpus: GpuNews | None = None
 
 
 class Watermark(msgspec.Struct, frozen=True, tag="watermark"):

@@ -21,11 +21,13 @@ from remediator.contract.records import (
     Candidate,
     Feedback,
     GotThrough,
+    GpuNews,
     HeldBehind,
     RetryAt,
 )
 from remediator.guard import GuardState, build_pipeline, engage, hold
 from remediator.guard.config import GuardConfig
+from remediator.guard.hedge_budget import hear
 from remediator.guard.stage import HoldsUntil
 from remediator.guard.watch_current import WatchCurrent
 from remediator.policy.config import PolicyConfig
@@ -187,6 +189,11 @@ class Guard:
     # ---- state -----------------------------------------------------------------------
     def set_kill_switch(self, engaged: bool, note: str = "") -> None:
         self.state = engage(self.state, engaged, note)
+
+    def hear(self, news: GpuNews, at: float) -> None:
+        """What a decider saw at `at` that hedges are weighed by (its `take_gpu_news`, or a
+        partition's `Learned.gpus`): the cold starts that pay, the workloads short of GPUs."""
+        self.state = hear(self.state, news, at)
 
     def set_behind(self, why: str | None) -> None:
         """The runtime's picture may lag the cluster's (`why`), or has caught up (None):

@@ -1,17 +1,22 @@
-"""hedge_budget: hedges' GPU-minutes at most `max_percent` of cold starts' GPU-minutes.
+"""hedge_budget: no hedge where GPUs are short, and hedges' GPU-minutes at most
+`max_percent` of cold starts' GPU-minutes.
+
+A hedge of a workload short of GPUs (a pod of it unschedulable for `nvidia.com/gpu` within
+the rule's `stuck_pod.hedge.gpu_short_s`, as the deciders saw it) is held: the hedge pod
+would queue behind real demand, or take a GPU a real replica is waiting for.
 
 A hedge runs a second pod of a replica for a while: GPUs that serve nobody unless it wins.
-Its cost is charged when it is clocked in (let through): the GPUs of the hedge pod for one
-expected cold start of its model, the most it runs before one of the two is Ready (or the
-step gives up). What pays for it is what the fleet's cold starts took of their GPUs,
-scheduled to Ready, as the deciding engine clocked them in (`Decision.cold_start_gpu_s`,
-counted since `Decision.clocked_since`). A hedge is let through while the hedges charged
-since then, this one included, stay within `max_percent` of that.
+Its cost is charged when it is let through: the GPUs of the hedge pod for
+`charge_cold_starts` expected cold starts of its model, the most it runs before one of the
+two is Ready (or the step gives up). What pays for it is what the fleet's healthy cold
+starts held of their GPUs, scheduled to Ready. A hedge is let through while the hedges
+charged, this one included, stay within `max_percent` of that.
 
-An engine that restarts counts from zero again, from a new `clocked_since`: the hedges
-charged before it no longer count against it, and it hedges again only once its own cold
-starts pay for it. A hedge that does not say its cost (its GPUs, its model's expected cold
-start) or what pays for it is held: never guess.
+The guard hears both from every decider (`hear`: `GpuNews`), so one guard over many Kafka
+partitions holds and pays as one process does, in time order. Both live in the guard
+state, so they outlive a restart as the other caps do (the state file, the replicas'
+shared ConfigMap, the Kafka guard's changelog). A hedge that does not say its cost (its
+GPUs, its model's expected cold start) is held: never guess.
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from remediator.contract.decision import Decision
+from remediator.contract.records import GpuNews
 from remediator.guard.stage import PASS, Verdict, starts_pods, suppress
 from remediator.guard.state import GuardState, StateError, read_number, read_object
 
-_EPOCHS = 8  # engines' counts remembered (a restart is a new one; several run on Kafka)
+GPU_RESOURCE = "nvidia.com/gpu"
+Short = tuple[tuple[str, float, float], ...]  # (workload, seen at, short until)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,24 +42,51 @@ class HedgeBudgetConfig:
 
 @dataclass(frozen=True, slots=True)
 class HedgeBudgetState:
-    # (clocked_since, GPU-seconds charged to hedges since), newest count last
-    spent: tuple[tuple[float, float], ...] = ()
+    paid: float = 0.0  # GPU-seconds of healthy cold starts heard of
+    spent: float = 0.0  # GPU-seconds charged to the hedges let through
+    short: Short = ()  # workloads short of GPUs, the last sighting of each
 
     def to_doc(self) -> Any:
-        return {"spent": [list(s) for s in self.spent]}
+        return {"paid": self.paid, "spent": self.spent, "short": [list(s) for s in self.short]}
 
     @classmethod
     def from_doc(cls, value: Any, path: str) -> HedgeBudgetState:
-        raw = read_object(value, path, {"spent"}).get("spent", [])
-        if not isinstance(raw, list):
-            raise StateError(f"{path}.spent", "expected a list")
-        out: list[tuple[float, float]] = []
-        for i, item in enumerate(raw):
-            where = f"{path}.spent[{i}]"
-            if not isinstance(item, list) or len(item) != 2:
-                raise StateError(where, "expected [clocked_since, gpu_seconds]")
-            out.append((read_number(item[0], where), read_number(item[1], where)))
-        return cls(tuple(out))
+        obj = read_object(value, path, {"paid", "spent", "short"})
+        if isinstance(obj.get("spent"), list) and "paid" not in obj:
+            # An older release's count per deciding engine, paid from that engine's own
+            # cold starts: not this count's; it starts from nothing (no hedge until paid).
+            return cls()
+        paid = read_number(obj.get("paid", 0.0), f"{path}.paid")
+        spent = read_number(obj.get("spent", 0.0), f"{path}.spent")
+        return cls(paid, spent, _read_short(obj.get("short", []), f"{path}.short"))
+
+
+def _read_short(raw: Any, path: str) -> Short:
+    if not isinstance(raw, list):
+        raise StateError(path, "expected a list")
+    out: list[tuple[str, float, float]] = []
+    for i, item in enumerate(raw):
+        where = f"{path}[{i}]"
+        if not isinstance(item, list) or len(item) != 3 or not isinstance(item[0], str):
+            raise StateError(where, "expected [workload, seen_at, until]")
+        out.append((item[0], read_number(item[1], where), read_number(item[2], where)))
+    return tuple(out)
+
+
+def hear(state: GuardState, news: GpuNews, at: float) -> GuardState:
+    """What a decider saw by `at`: healthy cold starts that held `news.gpu_s` GPU-seconds
+    (what pays for hedges), and workloads short of GPUs (the latest sighting of each is
+    kept; one over by `at` is forgotten)."""
+    budget = state.of(HedgeBudget.name, HedgeBudgetState)
+    short = {w: (seen, until) for w, seen, until in budget.short if until > at}
+    for workload, seen, until in news.short:
+        if until > at and seen >= short.get(workload, (seen, until))[0]:
+            short[workload] = (seen, until)
+    kept = tuple((w, seen, until) for w, (seen, until) in sorted(short.items()))
+    paid = budget.paid + max(news.gpu_s, 0.0)
+    if paid == budget.paid and kept == budget.short:
+        return state
+    return state.put(HedgeBudget.name, HedgeBudgetState(paid, budget.spent, kept))
 
 
 def charge_gpu_s(decision: Decision, cold_starts: float) -> float | None:
@@ -67,6 +101,17 @@ def _minutes(gpu_s: float) -> str:
     return f"{gpu_s / 60:.1f} GPU-min"
 
 
+def _short(
+    budget: HedgeBudgetState, workload: str | None, now: float
+) -> tuple[float, float] | None:
+    """When `workload` was last seen short of GPUs and until when that holds (None: not
+    short at `now`)."""
+    for w, seen, until in budget.short:
+        if w == workload and seen <= now < until:
+            return seen, until
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class HedgeBudget:
     name: ClassVar[str] = "hedge_budget"
@@ -78,29 +123,34 @@ class HedgeBudget:
     def check(self, decision: Decision, now: float, state: GuardState) -> Verdict:
         if not starts_pods(decision):
             return PASS
-        charge = charge_gpu_s(decision, self.config.charge_cold_starts)
-        paid, since = decision.cold_start_gpu_s, decision.clocked_since
-        if charge is None or paid is None or since is None:
+        budget = state.of(self.name, HedgeBudgetState)
+        short = _short(budget, decision.workload, now)
+        if short is not None:  # no retry: the pod's stall goes on to its end (hung: deleted)
+            seen, until = short
             return suppress(
-                f"hedge budget: {decision.where}'s GPUs, expected cold start or the fleet's "
-                "cold-start GPU-minutes unknown: never guess what a hedge costs"
+                f"no hedge: {decision.workload} is short of GPUs (a pod of it was "
+                f"unschedulable for {GPU_RESOURCE} {now - seen:.0f}s ago, within "
+                f"{until - seen:.0f}s); a hedge would queue behind real demand"
             )
-        spent = dict(state.of(self.name, HedgeBudgetState).spent).get(since, 0.0)
-        allowed = paid * self.config.max_percent / 100
-        if spent + charge > allowed:
+        charge = charge_gpu_s(decision, self.config.charge_cold_starts)
+        if charge is None:
             return suppress(
-                f"hedge budget: {_minutes(spent)} of hedges + {_minutes(charge)} for this one "
-                f"would exceed {self.config.max_percent:g}% of {_minutes(paid)} of cold starts "
-                f"({_minutes(allowed)})"
-            )  # no retry: the pod's stall goes on to its own end (hung: deleted)
+                f"hedge budget: {decision.where}'s GPUs or expected cold start unknown: "
+                "never guess what a hedge costs"
+            )
+        allowed = budget.paid * self.config.max_percent / 100
+        if budget.spent + charge > allowed:
+            return suppress(
+                f"hedge budget: {_minutes(budget.spent)} of hedges + {_minutes(charge)} for "
+                f"this one would exceed {self.config.max_percent:g}% of "
+                f"{_minutes(budget.paid)} of cold starts ({_minutes(allowed)})"
+            )  # no retry, as above
         return PASS
 
     def record(self, decision: Decision, now: float, state: GuardState) -> GuardState:
         charge = charge_gpu_s(decision, self.config.charge_cold_starts)
-        since = decision.clocked_since
-        if not starts_pods(decision) or charge is None or since is None:
+        if not starts_pods(decision) or charge is None:
             return state
-        spent = dict(state.of(self.name, HedgeBudgetState).spent)
-        spent[since] = spent.pop(since, 0.0) + charge  # newest count last
-        kept = tuple(spent.items())[-_EPOCHS:]
-        return state.put(self.name, HedgeBudgetState(kept))
+        budget = state.of(self.name, HedgeBudgetState)
+        spent = budget.spent + charge
+        return state.put(self.name, HedgeBudgetState(budget.paid, spent, budget.short))

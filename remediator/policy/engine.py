@@ -15,6 +15,7 @@ from typing import Any
 
 from remediator.contract.actions import action
 from remediator.contract.decision import Decision
+from remediator.contract.records import GpuNews
 from remediator.inputs.records import (
     AlertSeen,
     EngineSpan,
@@ -28,7 +29,7 @@ from remediator.inputs.records import (
 )
 from remediator.policy.alerts import alert_subject, node_of, pod_of
 from remediator.policy.config import PolicyConfig
-from remediator.policy.hedge import GpuClock, decide_hedge, short_of_gpus
+from remediator.policy.hedge import cold_start_gpu_s, decide_hedge, short_of_gpus
 from remediator.policy.history import PhaseHistory, budget, expected_cold_start, step_key
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored, Outcome
@@ -86,16 +87,17 @@ class PolicyEngine:
         self._node_timers: list[tuple[float, int, str]] = []
         self._done_work: dict[str, str] = {}
         # Hedged starts (policy/hedge.py): the pods a hedge was decided for (one each, ever),
-        # when each workload last had a pod unschedulable for GPUs, and the cold-start
-        # GPU-seconds clocked in (what the hedge budget is a share of).
+        # and what the guard has not yet been told (`take_gpu_news`): the GPU-seconds of
+        # healthy cold starts (what pays for hedges) and when each workload last had a pod
+        # unschedulable for GPUs.
         self._hedging = config.stuck_pod.hedge.enabled and config.stuck_pod.progress.enabled
         self._hedged: set[str] = set()
         # Nodes a verification found with GPU memory unsettled: when, and the incident that
         # told of it; until one finds it settled. A pod stuck there is the node's
         # (Decision.unsettled_node), told in that incident's thread (Decision.told_under).
         self._unsettled: dict[str, tuple[float, str]] = {}
-        self._gpu_short: dict[str, float] = {}
-        self.gpu_clock = GpuClock()
+        self._fresh_short: dict[str, float] = {}
+        self.fresh_gpu_s = 0.0
         # Whether the selector matches a label set, by the set's identity (the tracker holds
         # one dict per distinct set: a Deployment's pods share it); the set is kept with its
         # answer, so an identity is never reused while remembered.
@@ -413,13 +415,24 @@ class PolicyEngine:
         self._hedged.add(t.uid)
         self._arm(stall.due(cfg.checks, cfg.check_interval_s), t, "engine_init", since)
         facts = self._facts(t)
-        short = self._gpu_short.get(facts.workload) if facts.workload else None
-        return decide_hedge(cfg.hedge, t, stall, facts, short, self.gpu_clock, now)
+        return decide_hedge(cfg.hedge, t, stall, facts, now)
+
+    @property
+    def has_gpu_news(self) -> bool:
+        return bool(self.fresh_gpu_s or self._fresh_short)
+
+    def take_gpu_news(self) -> GpuNews:
+        """What the guard weighs hedges by, seen since the last call (with hedging on): the
+        GPU-seconds of healthy cold starts (what pays), and the workloads short of GPUs, each
+        until `gpu_short_s` after it was seen (guard.hedge_budget.hear)."""
+        window = self.config.stuck_pod.hedge.gpu_short_s
+        short = tuple((w, at, at + window) for w, at in self._fresh_short.items())
+        news = GpuNews(self.fresh_gpu_s, short)
+        self.fresh_gpu_s, self._fresh_short = 0.0, {}
+        return news
 
     def _note_gpus(self, item: PodSeen | PodEvent, now: float) -> None:
-        """Start the GPU clock; remember a workload's pod unschedulable for want of GPUs."""
-        if self.gpu_clock.since is None:
-            self.gpu_clock.start(now)
+        """Remember a workload's pod unschedulable for want of GPUs."""
         if not short_of_gpus(item):
             return
         if isinstance(item, PodSeen):
@@ -428,7 +441,7 @@ class PolicyEngine:
             t = self.tracker.current(item.namespace, item.pod)
             workload = owner_workload(t.namespace, t.owner, t.labels) if t else None
         if workload is not None:
-            self._gpu_short[workload] = now
+            self._fresh_short[workload] = now
 
     def _stall(self, t: PodTimeline, state: str) -> Stall | None:
         if state != "engine_init":
@@ -462,7 +475,7 @@ class PolicyEngine:
             self.history.add(model, "total", total)
         learn_steps(t, self.history)  # what each vLLM step took it
         if self._hedging:
-            self.gpu_clock.clock_in(t)
+            self.fresh_gpu_s += cold_start_gpu_s(t)
 
     def _timer_decision(
         self, t: PodTimeline, phase: str, since: float, now: float

@@ -6,15 +6,15 @@ lasted `checks` checks. Between the two, a hedge surges the pod's Deployment by 
 wins, the other is deleted, and the Deployment returns to its replica count. Pure: what the
 engine knows of the pod, its workload and the GPUs, and `now`.
 
-Where it does not hedge, it says why (an `Ignored`): the workload is short of GPUs (a pod of
-it could not be scheduled for `nvidia.com/gpu` lately: the hedge pod would queue behind real
-demand, or take a GPU a real replica is waiting for), or it is no Deployment (a StatefulSet's
-pods have fixed names: a surge is not a second try of the same pod).
+Where it does not hedge, it says why (an `Ignored`): the pod is no Deployment's (a
+StatefulSet's pods have fixed names: a surge is not a second try of the same pod). A workload
+short of GPUs (a pod of it could not be scheduled for `nvidia.com/gpu` lately: the hedge pod
+would queue behind real demand, or take a GPU a real replica is waiting for) is the guard's
+to judge (guard.hedge_budget): the engine says what it saw (`GpuNews`), and the guard hears
+every decider's, so a pod's hedge is judged by its workload's pods in every partition.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from remediator.contract.decision import Decision
 from remediator.inputs.records import PodEvent, PodSeen
@@ -41,24 +41,13 @@ def short_of_gpus(item: PodSeen | PodEvent) -> bool:
     return item.reason == "FailedScheduling" and GPU_RESOURCE in item.message
 
 
-@dataclass(slots=True)
-class GpuClock:
-    """The cold-start GPU-seconds clocked in since `since` (the engine's first look): what
-    healthy cold starts took of their GPUs, scheduled to Ready. The hedge budget is a share
-    of it (guard.hedge_budget), so hedging grows with the fleet's own cold starts."""
-
-    since: float | None = None
-    gpu_s: float = 0.0
-
-    def start(self, now: float) -> None:
-        if self.since is None:
-            self.since = now
-
-    def clock_in(self, t: PodTimeline) -> None:
-        if t.gpus <= 0:
-            return
-        phases = t.phase_values(skip=1 | 32)  # scheduled to Ready: the GPUs were held
-        self.gpu_s += t.gpus * sum(v for v in phases if v is not None)
+def cold_start_gpu_s(t: PodTimeline) -> float:
+    """What a healthy cold start took of its GPUs, scheduled to Ready: what pays for hedges
+    (guard.hedge_budget keeps them within a share of it)."""
+    if t.gpus <= 0:
+        return 0.0
+    phases = t.phase_values(skip=1 | 32)  # scheduled to Ready: the GPUs were held
+    return t.gpus * sum(v for v in phases if v is not None)
 
 
 def stalled(stall: Stall, model: str, now: float, share: float = 1.0) -> str:
@@ -80,8 +69,6 @@ def decide_hedge(
     t: PodTimeline,
     stall: Stall,
     facts: Facts,
-    short_at: float | None,
-    clock: GpuClock,
     now: float,
 ) -> Outcome:
     """A hedge for the stalled pod, or why not."""
@@ -89,13 +76,6 @@ def decide_hedge(
     workload = facts.workload
     if workload is None or workload.split("/")[1:2] != ["Deployment"]:
         why = f"no hedge: {subject} belongs to no Deployment ({workload or 'no owner'})"
-        return Ignored(RULE, subject, why, now)
-    if short_at is not None and now - short_at < cfg.gpu_short_s:
-        why = (
-            f"no hedge: {workload} is short of GPUs (a pod of it was unschedulable for "
-            f"{GPU_RESOURCE} {now - short_at:.0f}s ago, within {cfg.gpu_short_s:.0f}s); "
-            "a hedge would queue behind real demand"
-        )
         return Ignored(RULE, subject, why, now)
     return Decision(
         action="hedge-pod",
@@ -115,6 +95,4 @@ def decide_hedge(
         replicas=facts.replicas,
         phase="engine_init",
         gpus=t.gpus or None,
-        cold_start_gpu_s=clock.gpu_s,
-        clocked_since=clock.since,
     )

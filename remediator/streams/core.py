@@ -364,9 +364,10 @@ class PartitionCore:
         self._judge_behind(sink)
         self.ignored += sink.dropped
         out: list[Candidate | Learned] = []
-        learned = self.decider.learned()
-        if learned:
-            out.append(Learned(self.decider.now, self.partition, learned))
+        learned, engine = self.decider.learned(), self.decider.engine
+        gpus = engine.take_gpu_news() if engine.has_gpu_news else None
+        if learned or gpus:
+            out.append(Learned(self.decider.now, self.partition, learned, gpus))
         p, behind = self.partition, self.behind
         for c in sink.out:
             out.append(Candidate(c.decision, c.at, p, c.model, c.phase, c.once, behind))
@@ -587,6 +588,9 @@ class GuardCore:
             if isinstance(record, Learned):
                 for key in self.history.learn(record.samples):
                     self._dirty.add(_learned_row(key))
+                if record.gpus is not None:  # hedges are weighed by every partition's
+                    self.guard.hear(record.gpus, at)
+                    self._dirty.add("state")
                 out.append(Released(None, record.partition, record))
                 out.extend(self._reweigh(record))
                 continue

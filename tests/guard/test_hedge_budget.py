@@ -1,40 +1,40 @@
-"""hedge_budget: hedges' GPU-minutes within a share of cold starts' GPU-minutes; and blast_radius
-counting hedges beside deletions, each pod once."""
+"""hedge_budget: no hedge for a workload short of GPUs, hedges' GPU-minutes within a share of
+cold starts' GPU-minutes; and blast_radius counting hedges beside deletions, each pod once."""
 
 from __future__ import annotations
 
 import pytest
 
 from remediator.contract.decision import Decision
+from remediator.contract.records import GpuNews
 from remediator.guard.blast_radius import BlastRadius, BlastRadiusConfig, BlastRadiusState
-from remediator.guard.hedge_budget import HedgeBudget, HedgeBudgetConfig, HedgeBudgetState
+from remediator.guard.hedge_budget import HedgeBudget, HedgeBudgetConfig, HedgeBudgetState, hear
 from remediator.guard.pipeline import build_pipeline, parse_guardrails
 from remediator.guard.state import GuardState
 
 from .factory import T0, make
 
 STAGE = HedgeBudget(HedgeBudgetConfig(max_percent=5))
+SHORT = "ml/Deployment/vllm"  # the workload of `hedge()`'s pod (tests/guard/factory)
 
 
 def hedge(**changes: object) -> Decision:
-    """A hedge of a 2-GPU pod whose model cold-starts in 300 s (charged 600 GPU-s), with the
-    engine's clock-in: 20 cold starts' worth (12000 GPU-s, 5%: 600 GPU-s)."""
-    base = {
-        "action": "hedge-pod",
-        "incident": "hedge-1",
-        "gpus": 2,
-        "expected_cold_start_s": 300.0,
-        "cold_start_gpu_s": 12000.0,
-        "clocked_since": T0 - 3600,
-    }
+    """A hedge of a 2-GPU pod whose model cold-starts in 300 s (charged 600 GPU-s)."""
+    base = {"action": "hedge-pod", "incident": "hedge-1", "gpus": 2, "expected_cold_start_s": 300.0}
     return make(**{**base, **changes})  # type: ignore[arg-type]
 
 
+def paid(gpu_s: float = 12000.0, state: GuardState | None = None) -> GuardState:
+    """The fleet's healthy cold starts heard of: 20 cold starts' worth by default (12000
+    GPU-s, 5%: 600 GPU-s)."""
+    return hear(state or GuardState(), GpuNews(gpu_s=gpu_s), T0 - 3600)
+
+
 def test_a_hedge_within_the_share_of_cold_starts_goes_and_is_charged() -> None:
-    state = GuardState()
+    state = paid()
     assert STAGE.check(hedge(), T0, state).passed
     after = STAGE.record(hedge(), T0, state)
-    assert after.of("hedge_budget", HedgeBudgetState).spent == ((T0 - 3600, 600.0),)
+    assert after.of("hedge_budget", HedgeBudgetState) == HedgeBudgetState(12000.0, 600.0)
     verdict = STAGE.check(hedge(target="vllm-1", uid="uid-1"), T0 + 1, after)
     assert verdict.reason == (
         "hedge budget: 10.0 GPU-min of hedges + 10.0 GPU-min for this one would exceed 5% of "
@@ -44,63 +44,83 @@ def test_a_hedge_within_the_share_of_cold_starts_goes_and_is_charged() -> None:
 
 
 def test_more_cold_starts_pay_for_more_hedges() -> None:
-    state = STAGE.record(hedge(), T0, GuardState())
-    assert STAGE.check(hedge(uid="uid-1", cold_start_gpu_s=24000.0), T0 + 60, state).passed
+    state = STAGE.record(hedge(), T0, paid())
+    assert not STAGE.check(hedge(uid="uid-1"), T0 + 60, state).passed
+    assert STAGE.check(hedge(uid="uid-1"), T0 + 60, paid(12000.0, state)).passed
 
 
 def test_a_hedge_that_costs_more_than_the_share_never_goes() -> None:
-    assert not STAGE.check(hedge(cold_start_gpu_s=11999.0), T0, GuardState()).passed
-    assert STAGE.check(hedge(), T0, GuardState()).passed  # 600 of 600: it goes
+    assert not STAGE.check(hedge(), T0, paid(11999.0)).passed
+    assert STAGE.check(hedge(), T0, paid()).passed  # 600 of 600: it goes
 
 
-def test_a_restarted_engine_counts_afresh() -> None:
-    """A new count (clocked_since) is paid only by its own cold starts; the old charges
-    belong to the old count."""
-    state = STAGE.record(hedge(), T0, GuardState())
-    fresh = hedge(uid="uid-2", clocked_since=T0, cold_start_gpu_s=0.0)
-    assert not STAGE.check(fresh, T0 + 1, state).passed  # nothing clocked in yet
-    paid = hedge(uid="uid-2", clocked_since=T0, cold_start_gpu_s=12000.0)
-    assert STAGE.check(paid, T0 + 1, state).passed
+def test_nothing_heard_pays_for_nothing() -> None:
+    """A guard that has heard of no cold start (a first start with no stored state) lets
+    no hedge through until the fleet's cold starts pay for one."""
+    verdict = STAGE.check(hedge(), T0, GuardState())
+    assert verdict.reason is not None and "of 0.0 GPU-min of cold starts" in verdict.reason
 
 
-@pytest.mark.parametrize(
-    "changes",
-    [
-        {"gpus": None},
-        {"gpus": 0},
-        {"expected_cold_start_s": None},
-        {"cold_start_gpu_s": None},
-        {"clocked_since": None},
-    ],  # fmt: skip
-)
-def test_a_hedge_of_unknown_cost_or_unknown_pay_is_held(changes: dict[str, object]) -> None:
-    verdict = STAGE.check(hedge(**changes), T0, GuardState())
+@pytest.mark.parametrize("changes", [{"gpus": None}, {"gpus": 0}, {"expected_cold_start_s": None}])
+def test_a_hedge_of_unknown_cost_is_held(changes: dict[str, object]) -> None:
+    verdict = STAGE.check(hedge(**changes), T0, paid())
     assert verdict.reason is not None and "never guess" in verdict.reason
 
 
+def test_no_hedge_for_a_workload_short_of_gpus_until_the_window_ends() -> None:
+    state = hear(paid(), GpuNews(short=((SHORT, T0 - 60, T0 + 540),)), T0 - 60)
+    verdict = STAGE.check(hedge(), T0, state)
+    assert verdict.reason == (
+        f"no hedge: {SHORT} is short of GPUs (a pod of it was unschedulable for nvidia.com/gpu "
+        "60s ago, within 600s); a hedge would queue behind real demand"
+    )
+    assert verdict.retry_at is None
+    assert STAGE.check(hedge(workload="ml/Deployment/other"), T0, state).passed
+    assert STAGE.check(hedge(), T0 + 540, state).passed  # the window is over
+
+
+def test_the_latest_sighting_of_a_workload_counts_and_old_ones_are_forgotten() -> None:
+    state = hear(GuardState(), GpuNews(short=((SHORT, T0, T0 + 600),)), T0)
+    older = hear(state, GpuNews(short=((SHORT, T0 - 100, T0 + 500),)), T0)
+    assert older.of("hedge_budget", HedgeBudgetState).short == ((SHORT, T0, T0 + 600),)
+    later = hear(state, GpuNews(gpu_s=1.0), T0 + 600)  # heard past its end: forgotten
+    assert later.of("hedge_budget", HedgeBudgetState).short == ()
+
+
 def test_other_actions_pass_and_are_not_charged() -> None:
-    assert STAGE.check(make(), T0, GuardState()).passed
-    assert STAGE.record(make(), T0, GuardState()) == GuardState()
+    state = hear(paid(), GpuNews(short=((SHORT, T0, T0 + 600),)), T0)
+    assert STAGE.check(make(), T0, state).passed  # a deletion is never held for GPUs short
+    assert STAGE.record(make(), T0, state) == state
 
 
 def test_the_charge_is_a_knob() -> None:
     half = HedgeBudget(HedgeBudgetConfig(max_percent=5, charge_cold_starts=0.5))
-    state = half.record(hedge(), T0, GuardState())
-    assert state.of("hedge_budget", HedgeBudgetState).spent == ((T0 - 3600, 300.0),)
+    state = half.record(hedge(), T0, paid())
+    assert state.of("hedge_budget", HedgeBudgetState).spent == 300.0
     assert half.check(hedge(uid="uid-1"), T0, state).passed
 
 
 def test_the_state_round_trips_and_bad_state_is_refused() -> None:
     pipeline = build_pipeline(parse_guardrails({"hedge_budget": {"max_percent": 5}}))
-    state = STAGE.record(hedge(), T0, GuardState())
+    state = STAGE.record(hedge(), T0, hear(paid(), GpuNews(short=((SHORT, T0, T0 + 1),)), T0))
     assert pipeline.load_state(state.to_json()) == state
-    with pytest.raises(ValueError, match=r"hedge_budget\.spent\[0\]"):
-        pipeline.load_state('{"version": 1, "hedge_budget": {"spent": [[1]]}}')
+    with pytest.raises(ValueError, match=r"hedge_budget\.short\[0\]"):
+        pipeline.load_state('{"version": 1, "hedge_budget": {"short": [["w", 1]]}}')
+    with pytest.raises(ValueError, match=r"hedge_budget\.paid"):
+        pipeline.load_state('{"version": 1, "hedge_budget": {"paid": "lots"}}')
+
+
+def test_an_older_count_per_engine_starts_from_nothing() -> None:
+    """The release before kept a count per deciding engine ([since, GPU-s charged]): not
+    this count's; read as nothing paid, nothing spent."""
+    pipeline = build_pipeline()
+    old = '{"version": 1, "hedge_budget": {"spent": [[1740000000, 600.0]]}}'
+    assert pipeline.load_state(old).of("hedge_budget", HedgeBudgetState) == HedgeBudgetState()
 
 
 def test_the_pipeline_weighs_hedges_with_the_budget() -> None:
     pipeline = build_pipeline(parse_guardrails({"hedge_budget": {"max_percent": 1}}))
-    held, _ = pipeline.run(hedge(), T0, GuardState())
+    held, _ = pipeline.run(hedge(), T0, paid())
     assert getattr(held, "guardrail", None) == "hedge_budget"
 
 

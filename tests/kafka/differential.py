@@ -52,6 +52,7 @@ stuck_pod: {budgets: {engine_init: 20, container_start: 20, image_pull: 20}, che
 guardrails: {min_age: {factor: 0}}
 """
 SEED_RULE = (ROOT / "remediator" / "sim" / "policies" / "seed-rule.yaml").read_text()
+HEDGED = "stuck_pod:\n  hedge: {enabled: true}\n"  # the defaults, hedging on
 # The ingest's and the reference's local clock: it stands still, so the cluster's time is
 # the newest API-server stamp (delivery is instant here), the same in every run.
 FROZEN = VirtualClock(0.0)
@@ -141,10 +142,10 @@ class _Wire(CorePolicy):
         super().advance(now)
 
 
-def fleet_scenario(profile: str, duration_s: float, scale: ScaleLoad) -> Scenario:
+def fleet_scenario(profile: str, duration_s: float, scale: ScaleLoad, nodes: int = 4) -> Scenario:
     return Scenario(
         name=f"{profile}-kafka-diff", profile=profile, duration_s=duration_s, seeds=(5,),
-        node_count=4, gpus_per_node=8,
+        node_count=nodes, gpus_per_node=8,
         deployments=(DeploymentSpec("vllm-llama-70b", "meta-llama/Llama-3.1-70B-Instruct", 4),
                      DeploymentSpec("vllm-qwen-72b", "Qwen/Qwen2.5-72B-Instruct", 3)),
         scale=scale, rollout_every_s=None,
@@ -159,6 +160,7 @@ class Fleet:
     scale: ScaleLoad
     seed: int
     duration_s: float = 1800.0
+    nodes: int = 4  # of 8 GPUs each
 
 
 FLEETS = {
@@ -167,6 +169,12 @@ FLEETS = {
     "fleet untuned": Fleet("untuned", "", ScaleLoad(900, 2, 6), seed=5),
     # The seed rule's budgets on the untuned fleet: kill-loop situations, held.
     "fleet untuned, seed rule (kill loops)": Fleet("untuned", SEED_RULE, ScaleLoad(900, 2, 6), 5),
+    # Hedging on, on half the GPUs: hedges let through, held by the hedge budget, and held
+    # for a workload short of GPUs, which pods of it in other partitions saw (the guard
+    # hears every partition's cold starts and shortages, in time order).
+    "fleet tuned, hedged, GPUs short": Fleet(
+        "tuned", HEDGED, ScaleLoad(300, 1, 7), seed=3, duration_s=3600.0, nodes=2
+    ),
 }
 
 
@@ -174,7 +182,7 @@ FLEETS = {
 def fleet(name: str) -> Stream:
     f = FLEETS[name]
     live = _Wire(load_policy(f.policy), io.BytesIO())
-    sim = Simulation(fleet_scenario(f.profile, f.duration_s, f.scale), f.seed, live,
+    sim = Simulation(fleet_scenario(f.profile, f.duration_s, f.scale, f.nodes), f.seed, live,
                      record=live.wire)  # fmt: skip
     sim.run()
     live._lines()
@@ -206,6 +214,7 @@ class Observed:
 
     decisions: list[Said] = field(default_factory=list)
     suppressions: list[Held] = field(default_factory=list)
+    because: list[str] = field(default_factory=list)  # the suppressions' reasons, as said
     histograms: dict[tuple[str, tuple[tuple[str, str], ...]], float] = field(default_factory=dict)
 
     @property
@@ -214,10 +223,11 @@ class Observed:
 
     def once(self) -> Observed:
         return Observed(sorted(set(self.decisions)), sorted(set(self.suppressions)),
-                        self.histograms)  # fmt: skip
+                        histograms=self.histograms)  # fmt: skip
 
     def sorted(self) -> Observed:
-        return Observed(sorted(self.decisions), sorted(self.suppressions), self.histograms)
+        return Observed(sorted(self.decisions), sorted(self.suppressions),
+                        histograms=self.histograms)  # fmt: skip
 
     def counts(self) -> str:
         return (f"{len(self.decisions)} decisions, {len(self.suppressions)} suppressions, "
@@ -252,6 +262,7 @@ class _Sink:
 
     def suppressed(self, suppressed: Suppressed) -> None:
         self.seen.suppressions.append(held(suppressed))
+        self.seen.because.append(suppressed.reason)
 
     def ignored(self, ignored: Ignored) -> None:
         pass

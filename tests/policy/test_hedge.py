@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from remediator.contract.errors import ConfigError
+from remediator.guard.hedge_budget import HedgeBudgetState
 from remediator.policy.hedge import hedge_incident
 from remediator.policy_file import load_policy
 from tests.policy.builders import T0, event, pod
@@ -59,11 +60,13 @@ def test_a_stalled_pod_is_hedged_when_it_stalls_and_deleted_when_it_is_hung() ->
     assert "stalled in vLLM step kv_cache (timed as cuda_graphs) for 120s" in hedge.reason
     assert "5 siblings of meta-llama/Llama-3.1-70B-Instruct took 38s there" in hedge.reason
     assert "the first Ready of the two serves, the other is deleted" in hedge.reason
-    # What the hedge budget weighs: the pod's GPUs, and the siblings' GPU-seconds clocked in
-    # (2 GPUs each, scheduled 1 s after creation, Ready 10 + 110 s after: 119 s).
+    # What the hedge budget weighs: the pod's GPUs, and (in the guard state) the siblings'
+    # GPU-seconds (2 GPUs each, scheduled 1 s after creation, Ready 10 + 110 s after: 119 s)
+    # less the hedge's charge (2 GPUs for an expected cold start).
     assert hedge.gpus == 2
-    assert hedge.cold_start_gpu_s == pytest.approx(5 * 2 * (READY + 10 - 1))
-    assert hedge.clocked_since == T0 + 10  # the first input the engine saw: its count began
+    budget = run.session.guard_state.of("hedge_budget", HedgeBudgetState)
+    assert budget.paid == pytest.approx(5 * 2 * (READY + 10 - 1))
+    assert budget.spent == pytest.approx(2 * hedge.expected_cold_start_s)
     assert (delete.action, delete.target) == ("delete-pod", _name(9))
     assert delete.at - T0 == started + STALL_AT + 20
 
@@ -90,7 +93,8 @@ def test_off_by_default_the_stall_is_only_deleted() -> None:
     assert [(d.action, d.at - T0) for d in run.decisions] == [
         ("delete-pod", started + STALL_AT + 20)
     ]
-    assert run.session.engine.gpu_clock.gpu_s == 0.0  # nothing clocked in when off
+    # Nothing heard of GPUs when off: the guard state has no hedge budget.
+    assert run.session.guard_state.of("hedge_budget", HedgeBudgetState) == HedgeBudgetState()
 
 
 def test_one_hedge_per_pod_even_when_it_stalls_again() -> None:
@@ -109,8 +113,8 @@ def test_one_hedge_per_pod_even_when_it_stalls_again() -> None:
 
 def test_no_hedge_where_the_workload_is_short_of_gpus() -> None:
     """A pod of the workload was unschedulable for nvidia.com/gpu a minute before the stall:
-    no hedge (it would queue behind real demand), said why; the stall still ends in the delete
-    when hung."""
+    the guard holds the hedge (it would queue behind real demand) and says why; the stall
+    still ends in the delete when hung."""
     run = _run()
     created = _siblings(run)
     short = "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."
@@ -118,10 +122,12 @@ def test_no_hedge_where_the_workload_is_short_of_gpus() -> None:
     started = _start(run, 9, created + 100, STEPS[:6])
     run.at(T0 + started + 600)
     assert _acts(run) == ["delete-pod"]
-    (note,) = [n for n in run.notes if n.rule == "hedge"]
-    assert note.subject == f"llm/{_name(9)}"
-    assert "llm/Deployment/vllm-70b is short of GPUs" in note.reason
-    assert "unschedulable for nvidia.com/gpu" in note.reason
+    (held,) = run.held
+    assert (held.decision.action, held.decision.target) == ("hedge-pod", _name(9))
+    assert (held.guardrail, held.retry_at) == ("hedge_budget", None)
+    assert "no hedge: llm/Deployment/vllm-70b is short of GPUs" in held.reason
+    assert "unschedulable for nvidia.com/gpu" in held.reason
+    assert "within 600s" in held.reason
 
 
 def test_a_failed_scheduling_event_marks_the_workload_short_too() -> None:
@@ -133,7 +139,7 @@ def test_a_failed_scheduling_event_marks_the_workload_short_too() -> None:
     started = _start(run, 9, created + 100, STEPS[:6])
     run.at(T0 + started + 600)
     assert _acts(run) == ["delete-pod"]
-    assert any("short of GPUs" in n.reason for n in run.notes)
+    assert any("short of GPUs" in h.reason for h in run.held)
 
 
 def test_gpus_short_long_ago_do_not_hold_a_hedge() -> None:

@@ -47,3 +47,12 @@ def test_the_streams_act_hold_and_loop() -> None:
     loops = through_session(stream_named("fleet untuned, seed rule (kill loops)"))
     assert any("was deleted for exceeding it" in d[2] or "took longer" in d[2]
                for d in loops.holds)  # fmt: skip
+
+
+def test_the_hedged_stream_hedges_and_holds_hedges_both_ways() -> None:
+    """Hedges let through, held by the budget, and held for GPUs short: what the guard
+    must hear from every partition to judge as one process does."""
+    seen = through_session(stream_named("fleet tuned, hedged, GPUs short"))
+    assert any(d[0] == "hedge-pod" for d in seen.decisions)
+    assert any(r.startswith("hedge budget: ") for r in seen.because)
+    assert any(r.startswith("no hedge: ") and "short of GPUs" in r for r in seen.because)
