@@ -83,9 +83,10 @@ class HedgeConfig:
     `at`: the share of the stall's limit the stretch has run when the hedge starts (1: at
     the stall itself). A hedge deletes nothing that is not beaten, so it may start before
     the pod counts as stalled; the pod's deletion, should it hang, still waits for the
-    stall and its checks. 0.5 by simulation (docs/simulation-defaults.md)."""
+    stall and its checks. On, at 0.5, by simulation (docs/simulation-defaults.md); off
+    wherever `progress` is (nothing shows a stall then), unless asked for by name."""
 
-    enabled: bool = False
+    enabled: bool = True
     at: float = 0.5
     gpu_short_s: float = 600.0
     timeout_s: float = 1800.0
@@ -317,12 +318,19 @@ _HEDGE = _section(
 )
 
 
+def _asked(raw: Any, section: str) -> bool:
+    """Whether the policy file turns `section` on by name (`enabled: true` written out):
+    on by default, hedging goes off with `progress` unsaid; asked for, it needs it."""
+    part = raw.get(section) if isinstance(raw, dict) else None
+    return isinstance(part, dict) and part.get("enabled") is True
+
+
 def _stuck_pod(parse: Parser) -> Parser:
     """The section, and what its parts need of each other."""
 
     def checked(raw: Any, path: str) -> StuckPodConfig:
         cfg: StuckPodConfig = parse(raw, path)
-        if cfg.hedge.enabled and not cfg.progress.enabled:
+        if _asked(raw, "hedge") and not cfg.progress.enabled:
             raise ConfigError(
                 f"{path}.hedge.enabled",
                 f"a hedge starts when vLLM's steps show a stall: set {path}.progress.enabled "

@@ -35,9 +35,9 @@ def test_simulate_prints_the_comparison_and_writes_json_and_plots(tmp_path: Path
     policy.write_text("stuck_pod:\n  budgets: {engine_init: 300}\n")
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["simulate", str(scenario), "--policy", str(policy),
-                                       "--hedge", "--record", "--out", str(out)])  # fmt: skip
+                                       "--unhedged", "--record", "--out", str(out)])  # fmt: skip
     assert result.exit_code == 0, result.output
-    for policy_name in ("none", "seed-rule", "default", "patient", "default+hedge"):
+    for policy_name in ("none", "seed-rule", "default", "patient", "default-unhedged"):
         assert f"\n{policy_name} " in result.output
     summary = orjson.loads((out / "summary.json").read_bytes())
     assert [s["policy"] for s in summary] == [
@@ -45,7 +45,7 @@ def test_simulate_prints_the_comparison_and_writes_json_and_plots(tmp_path: Path
         "seed-rule",
         "default",
         "patient",
-        "default+hedge",
+        "default-unhedged",
     ]
     assert all(s["replicas"] > 0 for s in summary)
     for png in ("ready-cdf.png", "swimlane.png"):

@@ -49,7 +49,8 @@ SCENARIO = Scenario(
 # deletion of a pod hung on a node verified unsettled stopped counting against blast_radius
 # (116 deletions against 37, the new ones all of pods hung on that node, none false; 165
 # holds against 551; 15 replicas never Ready against 24; time to Ready summed 20,750 s
-# against 25,475 s).
+# against 25,475 s). `core hedged`, the same policy with hedged starts on, recorded when they
+# became the default (one hedge let through, 262 holds, most of them hedges the budget held).
 EXPECTED: dict[str, dict[str, Any]] = {
     "core": {
         "decisions": 123,
@@ -170,6 +171,50 @@ EXPECTED: dict[str, dict[str, Any]] = {
             "scenario": "golden",
         },
     },
+    "core hedged": {
+        "decisions": 125,
+        "decisions_sha256": "38bcd7a5356924d6e5c00b2e794c00f65b1c9bd877deabcb51ce0177d0080349",
+        "ready_s_sum": 20825.830342,
+        "stream_lines": 1844,
+        "stream_sha256": "2d9eae4a93fa622687a07711c251097cee60f6fcdef5b6196b3b4e02c87d7ea8",
+        "summary": {
+            "actions": {
+                "delete-pod": 118,
+                "hedge-pod": 1,
+                "notify": 1,
+                "restart-warmup": 4,
+                "verify-gpu-memory": 1,
+            },
+            "censored": 17,
+            "cold_starts": 182,
+            "deletions": 118,
+            "false_kill_pct": 0.0,
+            "false_kills": 0,
+            "first_token": {
+                "max": 1800.0,
+                "p50": 51.14067852474409,
+                "p95": 1251.7757560353293,
+                "p99": 1800.0,
+                "spread": 1748.859321475256,
+            },
+            "gpu_minutes": 582.5211436423507,
+            "hedge_gpu_minutes": 0.12819047768910727,
+            "hedges": 1,
+            "held": 262,
+            "kill_loops": 0,
+            "kind": "policy-summary",
+            "policy": "core hedged",
+            "ready": {
+                "max": 1800.0,
+                "p50": 49.551184345154525,
+                "p95": 1250.2394025404533,
+                "p99": 1800.0,
+                "spread": 1750.4488156548455,
+            },
+            "replicas": 64,
+            "scenario": "golden",
+        },
+    },
 }
 
 
@@ -182,12 +227,17 @@ stuck_pod:
   expected_cold_start_s: 600
   adaptive: {enabled: true, factor: 1.5, min_samples: 5, min_siblings: 1, window: 50}
   progress: {enabled: true, factor: 3, quantile: 0.95, floor_s: 15, min_samples: 5}
+  hedge: {enabled: false, at: 0.5}
 engine_logs: {follow: true, max_pods: 8}
 guardrails:
   min_age: {factor: 1, stalled: true}
   cooldown: {seconds: 30}
   blast_radius: {max_pods: 5, max_percent: 25, max_pods_cluster: 20}
+  hedge_budget: {charge_cold_starts: 1}
 """
+
+
+HEDGE_OFF, HEDGE_ON = "hedge: {enabled: false, at: 0.5}", "hedge: {enabled: true, at: 0.5}"
 
 
 def _controllers() -> dict[str, Controller]:
@@ -195,6 +245,7 @@ def _controllers() -> dict[str, Controller]:
         "none": NoRemediation(),
         "seed-rule": SeedRule(),
         "core": CorePolicy("core", load_policy(CORE)),
+        "core hedged": CorePolicy("core hedged", load_policy(CORE.replace(HEDGE_OFF, HEDGE_ON))),
     }
 
 

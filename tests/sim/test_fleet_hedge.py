@@ -12,7 +12,7 @@ from remediator.contract.decision import Decision
 from remediator.inputs.records import Input, WorkloadSeen
 from remediator.policy_file import PolicyFile
 from remediator.sim.fleet.cluster import Pod
-from remediator.sim.fleet.compare import builtin_policies, with_hedging
+from remediator.sim.fleet.compare import builtin_policies, without_hedging
 from remediator.sim.fleet.kube import BASE_TIME
 from remediator.sim.fleet.scenario import DeploymentSpec, Faults, Scenario
 from remediator.sim.fleet.simulation import Simulation
@@ -152,13 +152,13 @@ def test_a_hedge_of_a_ready_pod_or_a_second_hedge_changes_nothing() -> None:
     assert result.actions["hedge-pod"] >= 3  # all carried out; only one surged
 
 
-def test_default_plus_hedge_is_the_core_with_hedging_on() -> None:
-    spec = next(s for s in builtin_policies(hedge=True) if s.name == "default+hedge")
+def test_default_unhedged_is_the_core_with_hedging_off() -> None:
+    spec = next(s for s in builtin_policies(unhedged=True) if s.name == "default-unhedged")
     rules = spec.make().session.policy.rules  # type: ignore[attr-defined]
-    assert rules.stuck_pod.hedge.enabled and rules.stuck_pod.progress.enabled
-    assert rules.engine_logs.follow
-    assert not PolicyFile().rules.stuck_pod.hedge.enabled  # off by default
-    assert with_hedging(PolicyFile()).guardrails == PolicyFile().guardrails
+    assert not rules.stuck_pod.hedge.enabled and rules.stuck_pod.progress.enabled
+    assert PolicyFile().rules.stuck_pod.hedge.enabled  # on by default (by simulation)
+    assert PolicyFile().rules.stuck_pod.progress.enabled and PolicyFile().rules.engine_logs.follow
+    assert without_hedging(PolicyFile()).guardrails == PolicyFile().guardrails
 
 
 def test_a_second_hedge_of_the_deployment_waits_for_the_first_as_its_workflow_does() -> None:

@@ -130,8 +130,8 @@ def test_a_first_wave_compile_slower_than_its_few_siblings_is_not_taken_for_hung
 
 def test_policy_comparison_is_deterministic_by_seed() -> None:
     scenario = _fleet("tuned", engine_init_hang=0.05, registry_fail=0.05)
-    first, _ = compare(scenario, builtin_policies(hedge=True))
-    again, _ = compare(scenario, builtin_policies(hedge=True))
+    first, _ = compare(scenario, builtin_policies(unhedged=True))
+    again, _ = compare(scenario, builtin_policies(unhedged=True))
     assert [s.to_json() for s in first] == [s.to_json() for s in again]
     other, _ = compare(replace(scenario, seeds=(13, 14)), builtin_policies())
     assert [s.to_json() for s in other] != [s.to_json() for s in first[:3]]

@@ -150,4 +150,15 @@ def test_a_recorded_run_replays_through_remediator_replay(tmp_path) -> None:  # 
     stats = run_replay([str(path)], Session(_policy()), out, until=end)  # type: ignore[arg-type]
     assert not stats.skipped
     # Replay has no executor: deleted pods stay until the recorded DELETED, as in the run.
-    assert sum(d.action == "delete-pod" for d in out.decided) == result.actions["delete-pod"]
+    # One difference is the watch's: the run's core hears a pod's DELETED a moment after the
+    # API server stamped it (whole seconds), and may decide about the pod meanwhile (a hedge
+    # won by its hedge pod, the hung pod judged in the same second: its delete finds it gone).
+    # Replay applies the DELETED at its stamp, before that timer. Every other deletion is
+    # the same, and there is at least one.
+    live = [(d.target, d.at) for d in recorder.decided if d.action == "delete-pod"]
+    replayed = {d.target for d in out.decided if d.action == "delete-pod"}
+    assert len(live) == result.actions["delete-pod"] and replayed <= {t for t, _ in live}
+    gone = {p.name: p.at for p in recorder.seen if isinstance(p, PodSeen) and p.watch == "DELETED"}
+    late = [(t, at) for t, at in live if t not in replayed]
+    assert all(t in gone and gone[t] <= at for t, at in late), late
+    assert len(replayed) >= len(live) - 2 and len(live) > 100

@@ -35,10 +35,10 @@ from remediator.sim.fleet.scenario import ScenarioError, load_scenario
     "--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
 @click.option(
-    "--hedge/--no-hedge",
-    default=False,
-    help="Also run default+hedge: the default with hedged starts on (stuck_pod.hedge, with "
-    "progress and engine_logs.follow): a stalled pod's Deployment is surged by one.",
+    "--unhedged",
+    is_flag=True,
+    help="Also run default-unhedged: the default with hedged starts off (stuck_pod.hedge: on "
+    "by default, a stalled pod's Deployment is surged by one), to see what hedging gains.",
 )
 @click.option(
     "--record",
@@ -54,7 +54,7 @@ from remediator.sim.fleet.scenario import ScenarioError, load_scenario
     "through its own decoder (slower; the same inputs).",
 )
 def simulate(scenario_file: str, policies: tuple[str, ...], seeds: str | None, out_dir: str,
-             output: str, hedge: bool, record: bool, wire: str) -> None:  # fmt: skip
+             output: str, unhedged: bool, record: bool, wire: str) -> None:  # fmt: skip
     """Simulate a GPU fleet in virtual time and compare remediation policies on it.
 
     \b
@@ -73,7 +73,7 @@ def simulate(scenario_file: str, policies: tuple[str, ...], seeds: str | None, o
 
     \b
       remediator simulate examples/sim/tuned.yaml
-      remediator simulate examples/sim/untuned.yaml --policy my-policy.yaml --hedge
+      remediator simulate examples/sim/untuned.yaml --policy my-policy.yaml --unhedged
     """
     from remediator.sim.fleet import plots
     from remediator.sim.fleet.compare import builtin_policies, compare, table
@@ -88,7 +88,7 @@ def simulate(scenario_file: str, policies: tuple[str, ...], seeds: str | None, o
         except ValueError:
             raise click.BadParameter("expected whole numbers", param_hint="--seeds") from None
     try:
-        specs = builtin_policies(policies, hedge=hedge)
+        specs = builtin_policies(policies, unhedged=unhedged)
     except ConfigError as exc:
         raise click.UsageError(f"policy file: {exc}") from None
     out = Path(out_dir)

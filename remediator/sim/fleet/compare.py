@@ -23,20 +23,14 @@ class PolicySpec:
     make: Callable[[], Controller]
 
 
-def with_hedging(policy: PolicyFile) -> PolicyFile:
-    """The policy with hedged starts on (stuck_pod.hedge), and what they need: vLLM's steps
-    read from the log (engine_logs.follow) and judged (stuck_pod.progress)."""
+def without_hedging(policy: PolicyFile) -> PolicyFile:
+    """The policy with hedged starts off (stuck_pod.hedge), all else as it is."""
     rules = policy.rules
-    stuck = replace(
-        rules.stuck_pod,
-        progress=replace(rules.stuck_pod.progress, enabled=True),
-        hedge=replace(rules.stuck_pod.hedge, enabled=True),
-    )
-    logs = replace(rules.engine_logs, follow=True)
-    return replace(policy, rules=replace(rules, stuck_pod=stuck, engine_logs=logs))
+    stuck = replace(rules.stuck_pod, hedge=replace(rules.stuck_pod.hedge, enabled=False))
+    return replace(policy, rules=replace(rules, stuck_pod=stuck))
 
 
-def builtin_policies(files: tuple[str, ...] = (), hedge: bool = False) -> list[PolicySpec]:
+def builtin_policies(files: tuple[str, ...] = (), unhedged: bool = False) -> list[PolicySpec]:
     specs = [
         PolicySpec("none", lambda: NoRemediation("none")),
         PolicySpec("seed-rule", lambda: SeedRule("seed-rule")),
@@ -48,9 +42,9 @@ def builtin_policies(files: tuple[str, ...] = (), hedge: bool = False) -> list[P
         while name in {s.name for s in specs}:
             name += "*"  # a file named like a built-in policy keeps its own row
         specs.append(PolicySpec(name, lambda n=name, c=config: CorePolicy(n, c)))  # type: ignore[misc]
-    if hedge:
-        hedging = with_hedging(PolicyFile())
-        specs.append(PolicySpec("default+hedge", lambda: CorePolicy("default+hedge", hedging)))
+    if unhedged:
+        off = without_hedging(PolicyFile())
+        specs.append(PolicySpec("default-unhedged", lambda: CorePolicy("default-unhedged", off)))
     return specs
 
 

@@ -138,14 +138,6 @@ OVERRIDES: dict[str, tuple[float, str]] = {
     ),
     "min_age.stalled": (0, _PAIR),
     "progress.factor": (2, _PAIR),
-    "hedge.enabled": (
-        0,
-        "hedging is on only where asked: on Kafka each decider partition clocks in only its "
-        "own pods' cold starts, so the hedge budget is each partition's share, not the "
-        "fleet's, and the worker would let different hedges through than serve (safe, each "
-        "partition within its share, but not the same product: issue 19). Its gain here is "
-        "just past seed noise (the row above); with it on, `hedge.at` 0.5 is what to run",
-    ),
 }
 KNOBS: tuple[Knob, ...] = (
     # the guardrails first: at 20% hangs they hold what the policy decides
@@ -197,8 +189,10 @@ WHY: dict[str, str] = {
     "min_age.stalled": "0: a pod found stalled by its step (progress) is not held until it "
     "is as old as its model's expected cold start; the step's floor and factor and the "
     "checks are its minimum age.",
-    "hedge.enabled": "Kept off whatever the score (below). Searched last, with `hedge.at` "
-    "and the charge chosen with hedging on. At the stall itself (`hedge.at` 1) a hedge is "
+    "hedge.enabled": "On. Searched last, with `hedge.at` and the charge chosen with hedging "
+    "on. (It was kept off while a Kafka worker paid each partition's hedges from its own "
+    "cold starts; the guard now hears every partition's, as one process.) At the stall "
+    "itself (`hedge.at` 1) a hedge is "
     "only the checks' 20 s ahead of the deletion; at half the stall's limit it starts ~15 s "
     "sooner on the tuned fleet (half its 30 s floor). With the defaults now and hedging on, "
     "the tuned fleet's P99 with 1% hangs is 63 s against 90 s, with 5% 109 s against 112 s "
