@@ -591,6 +591,7 @@ class GuardCore:
                 if record.gpus is not None:  # hedges are weighed by every partition's
                     self.guard.hear(record.gpus, at)
                     self._dirty.add("state")
+                    record = msgspec.structs.replace(record, gpus=None)  # the guard's alone
                 out.append(Released(None, record.partition, record))
                 out.extend(self._reweigh(record))
                 continue
