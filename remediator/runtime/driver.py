@@ -41,6 +41,7 @@ from remediator.runtime.inbox import StoreHealth
 from remediator.runtime.kill_switch_file import read_switch
 from remediator.runtime.metrics import RuntimeMetrics
 from remediator.runtime.outbox import Outbox, Sample
+from remediator.runtime.shared_state import decode_through
 from remediator.session import Session
 from remediator.timeline.tracker import StateChange
 
@@ -375,10 +376,25 @@ class Driver:
         if state is not None:
             self.session.restore_guard_state(state)
             self.session.set_behind(self._told_core)  # now's, never the stored one
+        # What other replicas let through (taken from the shared copy) first, then its own.
+        self.session.restore_through((d, False) for d in self._taken_through())
         rows = self.outbox.rows()
         self.session.restore_through(
             (r.decision, r.state == "dry") for r in rows if not (self.acting and r.state == "dry")
         )
+
+    def _taken_through(self) -> list[Decision]:
+        text = self.outbox.taken_through()
+        if text is None:
+            return []
+        taken, why = decode_through(text)
+        if why is not None:
+            log.warning(
+                "what other replicas let through unreadable: left out", extra={"error": why}
+            )
+        elif taken:
+            log.info("what other replicas let through restored", extra={"decisions": len(taken)})
+        return taken
 
     # --- the loops ---------------------------------------------------------------------------
     async def consume(self, backlog: Backlog) -> None:

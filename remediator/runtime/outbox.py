@@ -91,6 +91,13 @@ CREATE TABLE IF NOT EXISTS outbox_counts (
     state TEXT PRIMARY KEY,
     n     INTEGER NOT NULL
 );
+-- What other replicas let through (an acting run's), taken from the shared copy
+-- (runtime/shared_state.py) by a replica that had no memory of its own: the kill-loop memory.
+CREATE TABLE IF NOT EXISTS taken_through (
+    id         INTEGER PRIMARY KEY CHECK (id = 1),
+    decisions  TEXT NOT NULL,
+    updated_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS learned (
     model      TEXT NOT NULL,
     phase      TEXT NOT NULL,
@@ -173,7 +180,12 @@ def decision_to_json(d: Decision) -> str:
 def decision_from_json(text: str) -> Decision:
     doc: dict[str, Any] = json.loads(text)
     doc["params"] = tuple((str(k), str(v)) for k, v in doc.get("params") or ())
-    return Decision(**doc)
+    # A row an older release wrote may name a field since gone (a hedge's cost, now the
+    # guard's to count): read what the decision still has.
+    return Decision(**{k: v for k, v in doc.items() if k in _DECISION_FIELDS})
+
+
+_DECISION_FIELDS = frozenset(Decision.__dataclass_fields__)
 
 
 class Outbox:
@@ -423,6 +435,24 @@ class Outbox:
         with self._lock:
             found = self._db.execute(f"SELECT {column} FROM guard_state WHERE id = 1").fetchone()
         return str(found[0]) if found and found[0] is not None else None
+
+    def through(self) -> list[Decision]:
+        """What an acting run let through, oldest first (a dry run's "would" never happened)."""
+        return [r.decision for r in self.rows() if r.state != "dry"]
+
+    def taken_through(self) -> str | None:
+        """What other replicas let through, as taken from the shared copy (`take_through`):
+        the JSON list of their decisions; None: nothing taken."""
+        with self._lock:
+            found = self._db.execute("SELECT decisions FROM taken_through WHERE id = 1").fetchone()
+        return str(found[0]) if found else None
+
+    def take_through(self, decisions: str) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO taken_through (id, decisions, updated_at) VALUES (1, ?, ?)",
+                (decisions, self._now()),
+            )
 
     def open_rows(self) -> list[Row]:
         """Pending and submitted rows, and failed ones not yet told, oldest first: what a

@@ -5,11 +5,15 @@ phases and vLLM steps) and what the guardrails remember (the rate limit's tokens
 blast-radius windows, idempotency and dedup). The Deployment's state file is an `emptyDir`:
 an upgrade replaces both replicas, and both would start blind (adaptive budgets,
 progress-aware detection and min_age's expected cold start wait for `min_samples` new cold
-starts of each model) and with every cap spent on nothing (a blast radius that allowed 20
-deletions in the last ten minutes would allow 20 more). So the leader also writes both to a
-ConfigMap (pre-created, deploy/base/state.yaml; RBAC get/patch on it by name), every
-`--state-share-interval` and once more when it stops, and a replica whose state file has
-neither takes them on start.
+starts of each model), with every cap spent on nothing (a blast radius that allowed 20
+deletions in the last ten minutes would allow 20 more), and with no kill-loop memory (the
+replacement of a pod deleted for being slow, as slow, would be deleted in turn rather than
+held as "budget too tight"). So the leader also writes all three to a ConfigMap
+(pre-created, deploy/base/state.yaml; RBAC get/patch on it by name), every
+`--state-share-interval` and once more when it stops, and a replica whose state file lacks
+one takes it on start. The kill-loop memory is what got through, thinned to what a decider
+remembers of it (`remembered`: the last pod deletion per workload and phase, the notices
+told once, warmed work, a node's checks), its own and what it took.
 
 What is shared is a help, never a reason not to start or to stop: a ConfigMap that cannot
 be read or written is said (a warning, once per change) and left. A history row that does
@@ -28,10 +32,16 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import msgspec
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from remediator.contract.codec import decode as decode_record
+from remediator.contract.codec import encode as encode_record
+from remediator.contract.decision import Decision
+from remediator.contract.records import GotThrough
+from remediator.core.decider import Decider
 from remediator.guard.state import GuardState, StateError
 from remediator.logfields import get_logger
 
@@ -39,6 +49,9 @@ log = get_logger("remediator.shared_state")
 
 KEY = "learned.json"
 GUARD_KEY = "guard.json"
+THROUGH_KEY = "through.json"
+# What got through, at most: the newest first kept (ConfigMap bytes: a quarter of the room).
+MAX_THROUGH = 2_000
 # Under the API server's 1 MiB object limit, with room for the metadata: the guard state
 # first, then the history; the oldest (model, phase) histories are left out first (a fleet of
 # ~200 models at the default window fits whole).
@@ -99,13 +112,51 @@ def _bad_row(row: Any) -> str | None:
     return None
 
 
+def remembered(decisions: Iterable[Decision]) -> list[Decision]:
+    """What a decider remembers of `decisions` let through (`Decider.remembers`), oldest
+    first: the last pod deletion of each workload's phase, every other kind kept, once per
+    (incident, action); at most the newest `MAX_THROUGH`."""
+    kept: dict[object, Decision] = {}
+    for d in sorted(decisions, key=lambda d: d.at):
+        found = Decider.remembers(GotThrough(d, d.at, False, phase=d.phase))
+        if found is False:
+            continue
+        key = (d.incident, d.action) if found is True else found
+        kept.pop(key, None)
+        kept[key] = d  # newest last
+    return list(kept.values())[-MAX_THROUGH:]
+
+
+def encode_through(decisions: list[Decision]) -> str:
+    return encode_record(decisions).decode()
+
+
+def decode_through(text: str) -> tuple[list[Decision], str | None]:
+    """The decisions, or none and why (a list that does not read is left out whole)."""
+    try:
+        return decode_record(text, list[Decision]), None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return [], f"{THROUGH_KEY}: {exc}"
+
+
+def _fitting(decisions: list[Decision], max_bytes: int) -> str | None:
+    """What got through, as much of it as fits, the oldest left out first (None: none)."""
+    while decisions:
+        text = encode_through(decisions)
+        if len(text.encode()) <= max_bytes:
+            return text
+        decisions = decisions[max(1, len(decisions) // 10) :]
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Shared:
-    """What the ConfigMap holds: the learned history and an acting run's guard state
-    (`GuardState.to_json`; None: none shared)."""
+    """What the ConfigMap holds: the learned history, an acting run's guard state
+    (`GuardState.to_json`; None: none shared) and what got through (`remembered`)."""
 
     samples: list[Sample]
     guard: str | None = None
+    through: tuple[Decision, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,16 +188,24 @@ class StateConfigMap:
             return Shared([]), [f"{self.where}: {exc}"]
         data = doc.get("data") if isinstance(doc, dict) else None
         data = data if isinstance(data, dict) else {}  # never written: a new cluster
-        text, guard = data.get(KEY), data.get(GUARD_KEY)
+        text, guard, through = data.get(KEY), data.get(GUARD_KEY), data.get(THROUGH_KEY)
         samples, bad = decode(text) if isinstance(text, str) and text else ([], [])
-        return Shared(samples, guard if isinstance(guard, str) and guard else None), bad
+        decisions: list[Decision] = []
+        if isinstance(through, str) and through:
+            decisions, why = decode_through(through)
+            bad += [why] if why is not None else []
+        guard = guard if isinstance(guard, str) and guard else None
+        return Shared(samples, guard, tuple(decisions)), bad
 
     def write(self, shared: Shared) -> tuple[str | None, int]:
         """Replace what is shared: None when written, else why not; and how many histories
         were left out to fit."""
         guard = shared.guard if shared.guard and len(shared.guard) < MAX_BYTES // 2 else None
-        text, left = encode(shared.samples, MAX_BYTES - len(guard or ""))
-        body = {"data": {KEY: text, GUARD_KEY: guard}}  # None: the key goes (merge patch)
+        through = _fitting(list(shared.through), MAX_BYTES // 4)
+        room = MAX_BYTES - len(guard or "") - len(through or "")
+        text, left = encode(shared.samples, room)
+        # None: the key goes (merge patch)
+        body = {"data": {KEY: text, GUARD_KEY: guard, THROUGH_KEY: through}}
         try:
             client.CoreV1Api(self.api).patch_namespaced_config_map(
                 self.name, self.namespace, body, _request_timeout=REQUEST_TIMEOUT_S
@@ -165,6 +224,9 @@ class StateFile(Protocol):
     def learn(self, samples: Iterable[Sample], keep: int) -> None: ...
     def guard_state(self, acting: bool = False) -> str | None: ...
     def save_guard(self, guard: GuardState, acting: bool = True) -> None: ...
+    def through(self) -> list[Decision]: ...
+    def taken_through(self) -> str | None: ...
+    def take_through(self, decisions: str) -> None: ...
 
 
 class Leading(Protocol):
@@ -191,10 +253,12 @@ class SharedState:
 
     def seed(self, keep: int, load_guard: Callable[[str], GuardState]) -> Shared:
         """What was taken from the ConfigMap into the state file: the history where it had
-        none, the guard state (`load_guard` reads it as the session will) where it had none."""
+        none, the guard state (`load_guard` reads it as the session will) where it had none,
+        what got through where it remembers none (no acting row of its own, none taken)."""
         mine, bad = self.state.learned()
         has_guard = self.state.guard_state() is not None
-        if (mine or bad) and has_guard:
+        has_through = bool(self.state.through()) or self.state.taken_through() is not None
+        if (mine or bad) and has_guard and has_through:
             return Shared([])
         shared, unread = self.store.read()
         for why in unread:
@@ -203,12 +267,16 @@ class SharedState:
         if samples:
             self.state.learn(samples, keep)
         guard = None if has_guard else self._guard(shared.guard, load_guard)
-        if samples or guard:
+        through = () if has_through else shared.through
+        if through:
+            self.state.take_through(encode_through(list(through)))
+        if samples or guard or through:
             log.info(
                 "state taken from the shared copy",
-                extra={"where": self.store.where, "samples": len(samples), "guard": bool(guard)},
-            )
-        return Shared(samples, guard)
+                extra={"where": self.store.where, "samples": len(samples), "guard": bool(guard),
+                       "through": len(through)},
+            )  # fmt: skip
+        return Shared(samples, guard, through)
 
     def _guard(self, text: str | None, load: Callable[[str], GuardState]) -> str | None:
         if text is None:
@@ -221,6 +289,12 @@ class SharedState:
         self.state.save_guard(state, acting=True)  # only an acting run's is shared
         return text
 
+    def _through(self) -> tuple[Decision, ...]:
+        """What this replica remembers of what got through: what it took, and its own."""
+        text = self.state.taken_through()
+        taken, _ = decode_through(text) if text else ([], None)
+        return tuple(remembered([*taken, *self.state.through()]))
+
     async def run(self) -> None:
         while True:
             await self._sleep(self.every_s)
@@ -231,8 +305,8 @@ class SharedState:
         if not self.leader.is_leader():
             return False
         samples, _ = self.state.learned()
-        now = Shared(samples, self.state.guard_state(acting=True))
-        if not (samples or now.guard) or now == self._shared:
+        now = Shared(samples, self.state.guard_state(acting=True), self._through())
+        if not (samples or now.guard or now.through) or now == self._shared:
             return False
         why, left = await asyncio.to_thread(self.store.write, now)
         if why is not None:

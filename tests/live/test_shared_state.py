@@ -8,13 +8,14 @@ Argo is the suite's stand-in (it records submissions)."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from remediator.runtime.outbox import Outbox
-from remediator.runtime.shared_state import GUARD_KEY, KEY, decode
+from remediator.runtime.shared_state import GUARD_KEY, KEY, THROUGH_KEY, decode
 from tests.live.harness import NS, LiveCluster, Serve, example_deployment, wait_for
 from tests.live.test_incidents import params, ready, workflows_of
 from tests.standins.argo_server import ArgoStandin
@@ -146,3 +147,48 @@ def test_a_configmap_edited_into_nonsense_is_said_and_serve_starts_on_its_own(
     assert not _said(s, "state taken from the shared copy")
     assert s.healthy()
     assert not [x for x in off.log_lines() if "shared" in str(x.get("msg"))]
+
+
+def test_a_replica_started_empty_remembers_the_deletion_a_kill_loop_needs(
+    cluster: LiveCluster,
+    shared: None,
+    serve: Callable[..., Serve],
+    argo: ArgoStandin,
+    workloads: Callable[[dict[str, Any]], dict[str, Any]],
+) -> None:
+    """Every pod of the workload hangs in engine init and no pod of its model ever got
+    through: a leads and deletes the first; then an upgrade (a stops, b starts with an empty
+    state file), and the deletion is carried out (the pod deleted, as its workflow would).
+    Its replacement is as slow. b remembers a's deletion (the shared copy's `through.json`):
+    it holds the replacement and tells on-call the budget looks too tight, instead of
+    deleting it in turn (a kill loop, slowed only by the cooldown)."""
+    a = serve("loop-a", env=SHARING)
+    wait_for(lambda: (cluster.get(LEASE) or {}).get("spec", {}).get("holderIdentity")
+             == "loop-a", 30, "a leads")  # fmt: skip
+    sel = "app.kubernetes.io/name=vllm-loop"
+    workloads(example_deployment("vllm-loop", 1, shape={"pull": "1s", "hang": "engine"}))
+    (first,) = wait_for(lambda: cluster.pods(NS, sel) or None, 30, "the first pod")
+    uid = first["metadata"]["uid"]
+    wait_for(lambda: [w for w in workflows_of(argo, DELETE) if params(w)["uid"] == uid], 60,
+             "a deletes the first pod (the engine_init budget is 10 s)")  # fmt: skip
+    wait_for(lambda: uid in _data(cluster).get(THROUGH_KEY, ""), 30, "the deletion shared")
+    a.stop()
+
+    b = serve("loop-b", env=SHARING)
+    (took,) = wait_for(lambda: _said(b, "state taken from the shared copy"), 30,
+                       "b takes the shared state")  # fmt: skip
+    assert took["through"] >= 1
+    cluster.kubectl("-n", NS, "delete", "pod", first["metadata"]["name"], "--wait=false")
+    (second,) = wait_for(lambda: [p for p in cluster.pods(NS, sel)
+                                  if p["metadata"]["uid"] != uid] or None, 30,
+                         "its replacement")  # fmt: skip
+    again = second["metadata"]["uid"]
+    (notice,) = wait_for(lambda: [x for x in _said(b, "decision") if x["action"] == "notify"
+                                  and "was deleted for exceeding it" in x["reason"]], 60,
+                         "b holds the replacement: the budget looks too tight")  # fmt: skip
+    assert second["metadata"]["name"] in notice["reason"]
+    time.sleep(3)  # a few more checks (1 s apart): still held, never deleted
+    about = [x for x in [*_said(b, "decision"), *_said(b, "suppressed")] if x.get("uid") == again]
+    assert not [x for x in about if x.get("action") == "delete-pod"], about
+    assert not [w for w in workflows_of(argo, DELETE) if params(w)["uid"] == again]
+    assert b.healthy()

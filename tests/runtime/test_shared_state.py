@@ -7,12 +7,21 @@ sharing it run on the real control plane (tests/live/test_shared_state.py)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remediator.runtime.shared_state import decode, encode
+from remediator.contract.decision import Decision
+from remediator.runtime.outbox import Outbox, decision_to_json
+from remediator.runtime.shared_state import (
+    decode,
+    decode_through,
+    encode,
+    encode_through,
+    remembered,
+)
 
 names = st.text(st.characters(codec="utf-8"), min_size=1, max_size=12)
 seconds = st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False)
@@ -80,3 +89,56 @@ def test_a_bad_row_is_said_and_the_good_ones_kept() -> None:
     ]  # fmt: skip
     assert decode("{")[1][0].startswith("learned.json: not JSON")
     assert decode("[]") == ([], ['learned.json: expected {"learned": [...]}'])
+
+
+# ---- what got through: the kill-loop memory ------------------------------------------------
+def _deleted(
+    pod: str, at: float, workload: str = "llm/Deployment/vllm", phase: str = "engine_init"
+):  # type: ignore[no-untyped-def]
+    return Decision("delete-pod", "llm", pod, "slow", f"inc-{pod}", at, uid=f"uid-{pod}",
+                    workload=workload, phase=phase)  # fmt: skip
+
+
+def test_what_a_decider_remembers_is_kept_the_last_deletion_per_workload_and_phase() -> None:
+    first, second = _deleted("a", 10.0), _deleted("b", 20.0)
+    other = _deleted("c", 15.0, workload="llm/Deployment/other")
+    pull = _deleted("d", 5.0, phase="image_pull")
+    told = Decision("notify", "llm", "vllm", "too tight", "too-tight-1", 12.0)
+    no_phase = Decision(
+        "delete-pod", "llm", "e", "why", "inc-e", 13.0, workload="llm/Deployment/vllm"
+    )
+    kept = remembered([second, told, first, other, pull, no_phase, told])
+    assert kept == [pull, told, other, second]  # oldest first; nothing a decider forgets
+
+
+deletions = st.builds(_deleted, st.sampled_from("abcdef"), st.floats(0, 1e6),
+                      st.sampled_from(["llm/Deployment/x", "llm/Deployment/y"]),
+                      st.sampled_from(["engine_init", "container_start"]))  # fmt: skip
+
+
+@given(st.lists(deletions, max_size=30))
+def test_what_got_through_reads_back_and_remembers_whatever_the_order(
+    items: list[Decision],
+) -> None:
+    kept = remembered(items)
+    assert decode_through(encode_through(kept)) == (kept, None)
+    assert remembered(list(reversed(items))) == kept or len({d.at for d in items}) < len(items)
+    assert len({(d.workload, d.phase) for d in kept}) == len(kept)
+
+
+def test_what_got_through_that_does_not_read_is_left_out_whole() -> None:
+    taken, why = decode_through('[{"action": "delete-pod"}]')
+    assert taken == [] and why is not None and why.startswith("through.json: ")
+
+
+def test_an_outbox_row_an_older_release_wrote_still_reads(tmp_path: Path) -> None:
+    """A hedge row written before its cost moved to the guard state names fields since gone."""
+    outbox = Outbox(str(tmp_path / "state.db"), lambda: 0.0)
+    d = Decision("hedge-pod", "llm", "vllm-1", "stalled", "hedge-1", 1.0, uid="u1", gpus=2)
+    doc = json.loads(decision_to_json(d)) | {"cold_start_gpu_s": 12.0, "clocked_since": 0.0}
+    outbox._db.execute(
+        "INSERT INTO outbox (incident, action, decision, state, created_at, updated_at)"
+        " VALUES ('hedge-1', 'hedge-pod', ?, 'ended', 0, 0)",
+        (json.dumps(doc),),
+    )
+    assert [r.decision for r in outbox.rows()] == [d]
