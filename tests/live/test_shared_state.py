@@ -60,6 +60,14 @@ def _said(s: Serve, msg: str) -> list[dict[str, Any]]:
     return [line for line in s.log_lines() if line.get("msg") == msg]
 
 
+def _leading(cluster: LiveCluster, serve: Callable[..., Serve], name: str) -> Serve:
+    """A sharing serve, once it holds the Lease."""
+    s = serve(name, env=SHARING)
+    wait_for(lambda: (cluster.get(LEASE) or {}).get("spec", {}).get("holderIdentity") == name,
+             30, f"{name} leads")  # fmt: skip
+    return s
+
+
 def test_a_replica_started_empty_takes_the_leaders_history_and_guard_state(
     cluster: LiveCluster,
     shared: None,
@@ -67,9 +75,7 @@ def test_a_replica_started_empty_takes_the_leaders_history_and_guard_state(
     argo: ArgoStandin,
     workloads: Callable[[dict[str, Any]], dict[str, Any]],
 ) -> None:
-    a = serve("shared-a", env=SHARING)
-    wait_for(lambda: (cluster.get(LEASE) or {}).get("spec", {}).get("holderIdentity")
-             == "shared-a", 30, "a leads")  # fmt: skip
+    a = _leading(cluster, serve, "shared-a")
     sel = "app.kubernetes.io/name=vllm-shared"
     workloads(example_deployment("vllm-shared", 2, shape={"pull": "1s", "engine": "2s"}))
     workloads(example_deployment("vllm-shared-hung", 1, shape={"pull": "1s", "hang": "engine"}))
@@ -162,9 +168,7 @@ def test_a_replica_started_empty_remembers_the_deletion_a_kill_loop_needs(
     Its replacement is as slow. b remembers a's deletion (the shared copy's `through.json`):
     it holds the replacement and tells on-call the budget looks too tight, instead of
     deleting it in turn (a kill loop, slowed only by the cooldown)."""
-    a = serve("loop-a", env=SHARING)
-    wait_for(lambda: (cluster.get(LEASE) or {}).get("spec", {}).get("holderIdentity")
-             == "loop-a", 30, "a leads")  # fmt: skip
+    a = _leading(cluster, serve, "loop-a")
     sel = "app.kubernetes.io/name=vllm-loop"
     workloads(example_deployment("vllm-loop", 1, shape={"pull": "1s", "hang": "engine"}))
     (first,) = wait_for(lambda: cluster.pods(NS, sel) or None, 30, "the first pod")
