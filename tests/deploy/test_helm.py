@@ -5,6 +5,7 @@ what it renders, a values schema that refuses wrong types, and the same objects 
 from __future__ import annotations
 
 import copy
+import json
 import re
 import shutil
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import click
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from remediator.policy_file import load_policy
@@ -136,13 +137,18 @@ def test_each_inference_namespace_gets_its_own_rbac() -> None:
     assert set(policy.rules.stuck_pod.namespaces) == {"llm-inference", "llm-batch"}
 
 
-NAMESPACE_NAMES = st.from_regex(r"[a-z][a-z0-9-]{0,18}[a-z0-9]", fullmatch=True).filter(
+# Any DNS label (RFC 1123): it may be all digits, or a word YAML reads as another type.
+NAMESPACE_NAMES = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,18}[a-z0-9])?", fullmatch=True).filter(
     lambda n: n not in {"argo", "argo-events", "kube-system", "remediator"}
 )
+# Valid namespace names that YAML 1.1 (PyYAML, and the API server's sigs.k8s.io/yaml) reads
+# as a boolean, a number or null when a template writes them bare.
+NOT_STRINGS_BARE = ["on", "no", "y", "off", "true", "null", "123", "0"]
 
 
 @settings(max_examples=6)  # each example is one `helm template`
 @given(namespaces=st.lists(NAMESPACE_NAMES, min_size=1, max_size=4, unique=True))
+@example(namespaces=NOT_STRINGS_BARE)
 def test_any_namespace_list_gets_exactly_its_own_rbac(namespaces: list[str]) -> None:
     docs = h.render(
         {"dryRun": False, "inferenceNamespaces": namespaces, "sensors": {"enabled": True}}
@@ -155,6 +161,37 @@ def test_any_namespace_list_gets_exactly_its_own_rbac(namespaces: list[str]) -> 
     assert settings_cm["REMEDIATOR_INFERENCE_NAMESPACES"] == ",".join(namespaces)
     policy = load_policy(s.find(docs, "ConfigMap", "remediator-policy")["data"]["policy.yaml"])
     assert list(policy.rules.stuck_pod.namespaces) == namespaces
+
+
+def test_every_name_stays_a_string_whatever_yaml_would_read_it_as() -> None:
+    """Release, namespaces and secret names spelt like YAML booleans or numbers render
+    quoted: a bare `namespace: on` is `true` to the API server, and the apply fails."""
+    values = {
+        "dryRun": False,
+        "inferenceNamespaces": ["on", "123"],
+        "argo": {"namespace": "off"},
+        "sensors": {"enabled": True, "namespace": "yes"},
+        "slack": {"botToken": {"secretName": "null", "key": "true"}},
+    }
+    args = ["template", "no", str(h.CHART), "--namespace", "1"]
+    args += [a for k, v in values.items() for a in ("--set-json", f"{k}={json.dumps(v)}")]
+    out = h.helm(*args)
+    assert out.returncode == 0, out.stderr
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    spaces = {d["metadata"].get("namespace") for d in docs} - {None}
+    assert spaces == {"1", "on", "123", "off", "yes", "kube-system"}
+    assert {d["metadata"]["labels"]["app.kubernetes.io/instance"] for d in docs} == {"no"}
+    refs = [r for d in docs for r in _walk(d) if isinstance(r, dict) and "secretKeyRef" in r]
+    assert refs and {(r["secretKeyRef"]["name"], r["secretKeyRef"]["key"]) for r in refs} >= {
+        ("null", "true")
+    }
+
+
+def _walk(node: Any) -> Any:
+    yield node
+    children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+    for child in children:
+        yield from _walk(child)
 
 
 def test_rbac_check_refuses_pod_deletion_outside_the_listed_namespaces() -> None:

@@ -7,8 +7,8 @@ kube-system/gpu-warmup. One release per cluster.
 {{/* Helm's standard labels plus part-of, on every object (selectors never carry them). */}}
 {{- define "remediator.commonLabels" -}}
 app.kubernetes.io/part-of: remediator
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
@@ -41,13 +41,13 @@ app.kubernetes.io/component: service
 {{- define "remediator.serviceSubject" -}}
 - kind: ServiceAccount
   name: remediator
-  namespace: {{ .Release.Namespace }}
+  namespace: {{ .Release.Namespace | quote }}
 {{- end }}
 
 {{- define "remediator.workflowSubject" -}}
 - kind: ServiceAccount
   name: remediator-workflow
-  namespace: {{ .Values.argo.namespace }}
+  namespace: {{ .Values.argo.namespace | quote }}
 {{- end }}
 
 {{/*
@@ -121,7 +121,7 @@ limits: {memory: 64Mi}
 
 {{/* The HTTP trigger every sensor posts with: the remediator's /events, bearer token. */}}
 {{- define "remediator.sensorHttp" -}}
-url: {{ .url }}
+url: {{ .url | quote }}
 method: POST
 headers:
   Content-Type: application/cloudevents+json
@@ -130,7 +130,7 @@ secureHeaders:
   - name: Authorization
     valueFrom:
       secretKeyRef:
-        name: {{ .secret }}
+        name: {{ .secret | quote }}
         key: authorization
 timeout: 10
 {{- end }}
