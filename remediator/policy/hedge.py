@@ -17,12 +17,13 @@ every decider's, so a pod's hedge is judged by its workload's pods in every part
 from __future__ import annotations
 
 from remediator.contract.decision import Decision
+from remediator.inputs.pods import GPU_RESOURCE
 from remediator.inputs.records import PodEvent, PodSeen
 from remediator.policy.config import HedgeConfig
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored, Outcome
 from remediator.policy.stall import Stall
-from remediator.policy.stuck import GPU_RESOURCE, Facts
+from remediator.policy.stuck import Facts
 from remediator.timeline.model import PodTimeline
 
 RULE = "hedge"

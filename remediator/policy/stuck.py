@@ -11,13 +11,13 @@ from __future__ import annotations
 import msgspec
 
 from remediator.contract.decision import Decision
+from remediator.inputs.pods import GPU_RESOURCE
 from remediator.inputs.records import PodSeen
 from remediator.policy.incident import incident_id
 from remediator.timeline.model import UNFINISHED, PodTimeline
 from remediator.timeline.tracker import Tracker
 
 DELETE_PHASES = frozenset({"engine_init", "container_start"})
-GPU_RESOURCE = "nvidia.com/gpu"
 # The kubelet cannot build the container from the pod's spec: a ConfigMap, Secret or key it
 # names is missing, or runAsNonRoot meets an image that runs as root. Every replacement fails
 # the same way on any node, so deleting it cannot help (and with a container-start budget
