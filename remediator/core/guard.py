@@ -27,7 +27,7 @@ from remediator.contract.records import (
 )
 from remediator.guard import GuardState, build_pipeline, engage, hold
 from remediator.guard.config import GuardConfig
-from remediator.guard.hedge_budget import hear
+from remediator.guard.hedge_budget import HedgeBudget, HedgeBudgetConfig, hear
 from remediator.guard.stage import HoldsUntil
 from remediator.guard.watch_current import WatchCurrent
 from remediator.policy.config import PolicyConfig
@@ -100,6 +100,8 @@ class Guard:
         self._keeps_rows = keeps_rows
         self._aging_changed: set[str] = set()
         self._until = {s.name: s for s in self.pipeline.stages if isinstance(s, HoldsUntil)}
+        budget = (config or GuardConfig()).of(HedgeBudget.name, HedgeBudgetConfig)
+        self._hedge_window_s = budget.window_s  # what `hear` keeps of the cold starts heard
 
     def judge(self, candidate: Candidate, now: float | None = None) -> Judged:
         """The guardrails' verdict on `candidate` at `now` (default: when it was made)."""
@@ -193,7 +195,7 @@ class Guard:
     def hear(self, news: GpuNews, at: float) -> None:
         """What a decider saw at `at` that hedges are weighed by (its `take_gpu_news`, or a
         partition's `Learned.gpus`): the cold starts that pay, the workloads short of GPUs."""
-        self.state = hear(self.state, news, at)
+        self.state = hear(self.state, news, at, self._hedge_window_s)
 
     def set_behind(self, why: str | None) -> None:
         """The runtime's picture may lag the cluster's (`why`), or has caught up (None):

@@ -10,7 +10,8 @@ Its cost is charged when it is let through: the GPUs of the hedge pod for
 `charge_cold_starts` expected cold starts of its model, the most it runs before one of the
 two is Ready (or the step gives up). What pays for it is what the fleet's healthy cold
 starts held of their GPUs, scheduled to Ready. A hedge is let through while the hedges
-charged, this one included, stay within `max_percent` of that.
+charged, this one included, stay within `max_percent` of that, both counted over the last
+`window_s` (a day, by the hour): a quiet month banks nothing for a burst of stalls.
 
 The guard hears both from every decider (`hear`: `GpuNews`), so one guard over many Kafka
 partitions holds and pays as one process does, in time order. Both live in the guard
@@ -28,9 +29,13 @@ from remediator.contract.decision import Decision
 from remediator.contract.records import GpuNews
 from remediator.guard.stage import PASS, Verdict, starts_pods, suppress
 from remediator.guard.state import GuardState, StateError, read_number, read_object
+from remediator.inputs.pods import GPU_RESOURCE
 
-GPU_RESOURCE = "nvidia.com/gpu"
 Short = tuple[tuple[str, float, float], ...]  # (workload, seen at, short until)
+
+
+HOUR = 3600.0  # what the counts are kept by: a window is whole hours, plus the one going
+DAY = 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,27 +43,67 @@ class HedgeBudgetConfig:
     max_percent: float = field(default=5.0, metadata={"min": 0, "max": 100})
     # A hedge's charge, in expected cold starts of its pod's GPUs (1: the most it runs).
     charge_cold_starts: float = field(default=1.0, metadata={"min": 0})
+    # Over how long both are counted: a day of cold starts pays for that day's hedges.
+    window_s: float = field(default=DAY, metadata={"min": HOUR, "max": 7 * DAY})
+
+
+Hours = tuple[tuple[float, float, float], ...]  # (hour's start, GPU-s paid, GPU-s spent)
 
 
 @dataclass(frozen=True, slots=True)
 class HedgeBudgetState:
-    paid: float = 0.0  # GPU-seconds of healthy cold starts heard of
-    spent: float = 0.0  # GPU-seconds charged to the hedges let through
+    hours: Hours = ()  # the window's hours, oldest first; an hour with nothing is left out
     short: Short = ()  # workloads short of GPUs, the last sighting of each
 
+    @property
+    def paid(self) -> float:
+        """GPU-seconds of healthy cold starts heard of, in the hours kept."""
+        return sum(h[1] for h in self.hours)
+
+    @property
+    def spent(self) -> float:
+        """GPU-seconds charged to the hedges let through, in the hours kept."""
+        return sum(h[2] for h in self.hours)
+
+    def within(self, now: float, window_s: float) -> tuple[float, float]:
+        """(paid, spent) over the hours that overlap the window ending at `now`."""
+        kept = [h for h in self.hours if h[0] + HOUR > now - window_s]
+        return sum(h[1] for h in kept), sum(h[2] for h in kept)
+
+    def add(self, at: float, window_s: float, paid: float = 0.0, spent: float = 0.0) -> Hours:
+        """The hours with `paid` and `spent` added to `at`'s, and those out of the window
+        ending at `at` dropped."""
+        hour = at - at % HOUR
+        hours = {h[0]: (h[1], h[2]) for h in self.hours if h[0] + HOUR > at - window_s}
+        was_paid, was_spent = hours.get(hour, (0.0, 0.0))
+        hours[hour] = (was_paid + paid, was_spent + spent)
+        return tuple((h, p, s) for h, (p, s) in sorted(hours.items()) if p or s)
+
     def to_doc(self) -> Any:
-        return {"paid": self.paid, "spent": self.spent, "short": [list(s) for s in self.short]}
+        return {"hours": [list(h) for h in self.hours], "short": [list(s) for s in self.short]}
 
     @classmethod
     def from_doc(cls, value: Any, path: str) -> HedgeBudgetState:
-        obj = read_object(value, path, {"paid", "spent", "short"})
-        if isinstance(obj.get("spent"), list) and "paid" not in obj:
-            # An older release's count per deciding engine, paid from that engine's own
-            # cold starts: not this count's; it starts from nothing (no hedge until paid).
-            return cls()
-        paid = read_number(obj.get("paid", 0.0), f"{path}.paid")
-        spent = read_number(obj.get("spent", 0.0), f"{path}.spent")
-        return cls(paid, spent, _read_short(obj.get("short", []), f"{path}.short"))
+        obj = read_object(value, path, {"hours", "short", "paid", "spent"})
+        short = _read_short(obj.get("short", []), f"{path}.short")
+        # An older release's counts ("paid", "spent": since its state began, or per deciding
+        # engine) say nothing of when: they start from nothing (no hedge until paid again).
+        return cls(_read_hours(obj.get("hours", []), f"{path}.hours"), short)
+
+
+def _read_hours(raw: Any, path: str) -> Hours:
+    if not isinstance(raw, list):
+        raise StateError(path, "expected a list")
+    out: list[tuple[float, float, float]] = []
+    for i, item in enumerate(raw):
+        where = f"{path}[{i}]"
+        if not isinstance(item, list) or len(item) != 3:
+            raise StateError(where, "expected [hour's start, GPU-s paid, GPU-s spent]")
+        hour, paid, spent = (read_number(v, where) for v in item)
+        if paid < 0 or spent < 0:
+            raise StateError(where, "GPU-seconds must not be negative")
+        out.append((hour, paid, spent))
+    return tuple(sorted(out))
 
 
 def _read_short(raw: Any, path: str) -> Short:
@@ -73,20 +118,20 @@ def _read_short(raw: Any, path: str) -> Short:
     return tuple(out)
 
 
-def hear(state: GuardState, news: GpuNews, at: float) -> GuardState:
+def hear(state: GuardState, news: GpuNews, at: float, window_s: float = DAY) -> GuardState:
     """What a decider saw by `at`: healthy cold starts that held `news.gpu_s` GPU-seconds
-    (what pays for hedges), and workloads short of GPUs (the latest sighting of each is
-    kept; one over by `at` is forgotten)."""
+    (what pays for hedges, counted in `at`'s hour), and workloads short of GPUs (the latest
+    sighting of each is kept; one over by `at` is forgotten)."""
     budget = state.of(HedgeBudget.name, HedgeBudgetState)
     short = {w: (seen, until) for w, seen, until in budget.short if until > at}
     for workload, seen, until in news.short:
         if until > at and seen >= short.get(workload, (seen, until))[0]:
             short[workload] = (seen, until)
     kept = tuple((w, seen, until) for w, (seen, until) in sorted(short.items()))
-    paid = budget.paid + max(news.gpu_s, 0.0)
-    if paid == budget.paid and kept == budget.short:
+    hours = budget.add(at, window_s, paid=max(news.gpu_s, 0.0))
+    if hours == budget.hours and kept == budget.short:
         return state
-    return state.put(HedgeBudget.name, HedgeBudgetState(paid, budget.spent, kept))
+    return state.put(HedgeBudget.name, HedgeBudgetState(hours, kept))
 
 
 def charge_gpu_s(decision: Decision, cold_starts: float) -> float | None:
@@ -138,12 +183,14 @@ class HedgeBudget:
                 f"hedge budget: {decision.where}'s GPUs or expected cold start unknown: "
                 "never guess what a hedge costs"
             )
-        allowed = budget.paid * self.config.max_percent / 100
-        if budget.spent + charge > allowed:
+        paid, spent = budget.within(now, self.config.window_s)
+        allowed = paid * self.config.max_percent / 100
+        if spent + charge > allowed:
             return suppress(
-                f"hedge budget: {_minutes(budget.spent)} of hedges + {_minutes(charge)} for "
+                f"hedge budget: {_minutes(spent)} of hedges + {_minutes(charge)} for "
                 f"this one would exceed {self.config.max_percent:g}% of "
-                f"{_minutes(budget.paid)} of cold starts ({_minutes(allowed)})"
+                f"{_minutes(paid)} of cold starts ({_minutes(allowed)}) in the last "
+                f"{self.config.window_s / HOUR:g}h"
             )  # no retry, as above
         return PASS
 
@@ -152,5 +199,5 @@ class HedgeBudget:
         if not starts_pods(decision) or charge is None:
             return state
         budget = state.of(self.name, HedgeBudgetState)
-        spent = budget.spent + charge
-        return state.put(self.name, HedgeBudgetState(budget.paid, spent, budget.short))
+        hours = budget.add(now, self.config.window_s, spent=charge)
+        return state.put(self.name, HedgeBudgetState(hours, budget.short))

@@ -4,6 +4,8 @@ cold starts' GPU-minutes; and blast_radius counting hedges beside deletions, eac
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from remediator.contract.decision import Decision
 from remediator.contract.records import GpuNews
@@ -34,11 +36,12 @@ def test_a_hedge_within_the_share_of_cold_starts_goes_and_is_charged() -> None:
     state = paid()
     assert STAGE.check(hedge(), T0, state).passed
     after = STAGE.record(hedge(), T0, state)
-    assert after.of("hedge_budget", HedgeBudgetState) == HedgeBudgetState(12000.0, 600.0)
+    budget = after.of("hedge_budget", HedgeBudgetState)
+    assert (budget.paid, budget.spent) == (12000.0, 600.0)
     verdict = STAGE.check(hedge(target="vllm-1", uid="uid-1"), T0 + 1, after)
     assert verdict.reason == (
         "hedge budget: 10.0 GPU-min of hedges + 10.0 GPU-min for this one would exceed 5% of "
-        "200.0 GPU-min of cold starts (10.0 GPU-min)"
+        "200.0 GPU-min of cold starts (10.0 GPU-min) in the last 24h"
     )
     assert verdict.retry_at is None  # no retry: the stall goes on to its own end
 
@@ -52,6 +55,64 @@ def test_more_cold_starts_pay_for_more_hedges() -> None:
 def test_a_hedge_that_costs_more_than_the_share_never_goes() -> None:
     assert not STAGE.check(hedge(), T0, paid(11999.0)).passed
     assert STAGE.check(hedge(), T0, paid()).passed  # 600 of 600: it goes
+
+
+def test_only_the_last_day_counts() -> None:
+    """A quiet month banks nothing: cold starts paid, and hedges spent, by the hour, over the
+    last day (and the hour going)."""
+    hour = (T0 - 3600) - (T0 - 3600) % 3600  # the hour `paid()` hears in
+    gone = hour + 3600 + 86400  # the first instant that hour is out of the window
+    assert STAGE.check(hedge(), gone - 1, paid()).passed
+    verdict = STAGE.check(hedge(), gone, paid())
+    assert verdict.reason is not None and "of 0.0 GPU-min of cold starts" in verdict.reason
+    spent = STAGE.record(hedge(), T0, paid())  # charged in the next hour: out an hour later
+    again = hear(spent, GpuNews(gpu_s=12000.0), gone)
+    assert not STAGE.check(hedge(uid="uid-1"), gone, again).passed  # 600 + 600 > 5% of 12000
+    later = hear(spent, GpuNews(gpu_s=12000.0), gone + 3600)
+    assert later.of("hedge_budget", HedgeBudgetState).hours == ((gone + 3600, 12000.0, 0.0),)
+    assert STAGE.check(hedge(uid="uid-1"), gone + 3600, later).passed
+
+
+EVENTS = st.lists(
+    st.tuples(
+        st.floats(0, 20_000, allow_nan=False),  # seconds since the last event
+        st.one_of(st.floats(0, 50_000, allow_nan=False), st.none()),  # GPU-s paid; None: hedge
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(events=EVENTS)
+def test_hedges_let_through_stay_within_the_share_of_any_window(
+    events: list[tuple[float, float | None]],
+) -> None:
+    """Whatever the fleet pays and whenever hedges come, those let through spend at most 5%
+    of what the hours of the window paid, and the state keeps no more than the window."""
+    state, now, heard, charged = GuardState(), T0, [], []
+    for i, (gap, gpu_s) in enumerate(events):
+        now += gap
+        if gpu_s is not None:
+            state = hear(state, GpuNews(gpu_s=gpu_s), now)
+            heard.append((now, gpu_s))
+            continue
+        decision = hedge(uid=f"uid-{i}", target=f"vllm-{i}")
+        if STAGE.check(decision, now, state).passed:
+            state = STAGE.record(decision, now, state)
+            charged.append((now, 600.0))
+
+            def window(seen: list[tuple[float, float]], end: float = now) -> float:
+                return sum(v for at, v in seen if at - at % 3600 + 3600 > end - 86400)
+
+            assert window(charged) <= window(heard) * 0.05 + 1e-6
+        assert len(state.of("hedge_budget", HedgeBudgetState).hours) <= 26
+
+
+def test_the_window_is_a_knob() -> None:
+    week = HedgeBudget(HedgeBudgetConfig(max_percent=5, window_s=7 * 86400))
+    state = hear(GuardState(), GpuNews(gpu_s=12000.0), T0, window_s=7 * 86400)
+    assert week.check(hedge(), T0 + 3 * 86400, state).passed
+    assert not STAGE.check(hedge(), T0 + 3 * 86400, state).passed
 
 
 def test_nothing_heard_pays_for_nothing() -> None:
@@ -106,16 +167,24 @@ def test_the_state_round_trips_and_bad_state_is_refused() -> None:
     assert pipeline.load_state(state.to_json()) == state
     with pytest.raises(ValueError, match=r"hedge_budget\.short\[0\]"):
         pipeline.load_state('{"version": 1, "hedge_budget": {"short": [["w", 1]]}}')
-    with pytest.raises(ValueError, match=r"hedge_budget\.paid"):
-        pipeline.load_state('{"version": 1, "hedge_budget": {"paid": "lots"}}')
+    with pytest.raises(ValueError, match=r"hedge_budget\.hours\[0\]"):
+        pipeline.load_state('{"version": 1, "hedge_budget": {"hours": [[0, "lots", 0]]}}')
+    with pytest.raises(ValueError, match=r"hedge_budget\.hours\[0\].*negative"):
+        pipeline.load_state('{"version": 1, "hedge_budget": {"hours": [[0, 1, -5]]}}')
 
 
-def test_an_older_count_per_engine_starts_from_nothing() -> None:
-    """The release before kept a count per deciding engine ([since, GPU-s charged]): not
-    this count's; read as nothing paid, nothing spent."""
-    pipeline = build_pipeline()
-    old = '{"version": 1, "hedge_budget": {"spent": [[1740000000, 600.0]]}}'
-    assert pipeline.load_state(old).of("hedge_budget", HedgeBudgetState) == HedgeBudgetState()
+@pytest.mark.parametrize(
+    "old",
+    [
+        '{"spent": [[1740000000, 600.0]]}',  # per deciding engine ([since, GPU-s charged])
+        '{"paid": 12000.0, "spent": 600.0, "short": []}',  # since the state began
+    ],
+)
+def test_an_older_release_count_starts_from_nothing(old: str) -> None:
+    """Earlier releases' counts say nothing of when they were paid: read as nothing paid,
+    nothing spent (no hedge until a day's cold starts pay again)."""
+    state = build_pipeline().load_state(f'{{"version": 1, "hedge_budget": {old}}}')
+    assert state.of("hedge_budget", HedgeBudgetState) == HedgeBudgetState()
 
 
 def test_the_pipeline_weighs_hedges_with_the_budget() -> None:
