@@ -112,6 +112,10 @@ class Learned(msgspec.Struct, frozen=True, tag="learned"):
     partition: int
     samples: tuple[tuple[str, str, float], ...]
     gpus: GpuNews | None = None
+    # Where in its partition it was taught: (input-topic offset, place at that offset). A
+    # partition rebuilt after its worker died sends again what it made from records the
+    # dead worker may have sent on already; the guard hears each place once.
+    source: tuple[int, int] | None = None
 
 
 class Watermark(msgspec.Struct, frozen=True, tag="watermark"):

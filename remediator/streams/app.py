@@ -264,7 +264,7 @@ def build_app(
                 continue
             if entry.offset >= first:
                 core.decider.metrics = observed
-            out = core.feed(entry.raw.encode(), entry.at)
+            out = core.feed(entry.raw.encode(), entry.at, (entry.offset, entry.index))
             rows.taught(entry.key, entry.offset, _samples(out))
             if entry.offset >= first:
                 resend.extend(out)
@@ -313,7 +313,7 @@ def build_app(
         rows = held.rows[p]
         for index, (value, name, at) in enumerate(docs):
             try:
-                fed = core.feed(value, at)
+                fed = core.feed(value, at, (offset, index))
             except InputError as exc:
                 metrics.input_errors.inc()
                 log.warning("bad input skipped", extra={"partition": p, "error": str(exc)})
@@ -499,7 +499,7 @@ def build_app(
         for key, value in runs:
             index = held.after[p]
             held.after[p] = index + 1
-            fed = core.feed(value)
+            fed = core.feed(value, source=(offset, index))
             rows.add(offset, value.decode(), key, None, index)
             rows.taught(key, offset, _samples(fed))
             out.extend(fed)

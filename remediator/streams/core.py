@@ -335,9 +335,12 @@ class PartitionCore:
     def now(self) -> float:
         return self.decider.now
 
-    def feed(self, raw: bytes, arrived: float | None = None) -> list[Candidate | Learned]:
+    def feed(
+        self, raw: bytes, arrived: float | None = None, source: tuple[int, int] | None = None
+    ) -> list[Candidate | Learned]:
         """One record of the input topic: a raw document or an internal record.
-        `arrived`: the cluster's time the ingest took it at (`keys.arrived`)."""
+        `arrived`: the cluster's time the ingest took it at (`keys.arrived`); `source`:
+        its place in the partition (offset, place at it), stamped on what it taught."""
         sink = _Collect()
         if raw.startswith(_RELISTED):
             self._relisted(raw, sink, arrived)
@@ -367,7 +370,7 @@ class PartitionCore:
         learned, engine = self.decider.learned(), self.decider.engine
         gpus = engine.take_gpu_news() if engine.has_gpu_news else None
         if learned or gpus:
-            out.append(Learned(self.decider.now, self.partition, learned, gpus))
+            out.append(Learned(self.decider.now, self.partition, learned, gpus, source))
         p, behind = self.partition, self.behind
         for c in sink.out:
             out.append(Candidate(c.decision, c.at, p, c.model, c.phase, c.once, behind))
@@ -495,6 +498,9 @@ class GuardCore:
     # partitions may hold pods of one workload in one tick, before either hears of the
     # other's notice; one process tells it once, so the guard lets one through.
     told: dict[str, float] = field(default_factory=dict)
+    # partition -> the latest place (`Learned.source`) heard from it: a rebuilt partition's
+    # second sending of what it learned is heard once (history, hedge budget, relay).
+    heard: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.guard = Guard(self.config.guardrails, verdicts=self.verdicts, keeps_rows=True)
@@ -586,6 +592,8 @@ class GuardCore:
                 self._dirty.add(MARKS)  # where to read again from may move
             record = decode_wire(raw)
             if isinstance(record, Learned):
+                if self._heard_before(record):
+                    continue  # sent again by its partition, rebuilt: heard once
                 for key in self.history.learn(record.samples):
                     self._dirty.add(_learned_row(key))
                 if record.gpus is not None:  # hedges are weighed by every partition's
@@ -617,6 +625,21 @@ class GuardCore:
             out.append(Released(result, record.partition, feedback))
         return out
 
+    def _heard_before(self, learned: Learned) -> bool:
+        """Whether the guard heard what `learned` says already: a place in its partition
+        no later than the latest heard from there. (Released in time order, a partition's
+        records come in their own order: a dead worker's record and its rebuilt
+        partition's copy of it are one place.)"""
+        if learned.source is None:  # (an older worker's: not told apart)
+            return False
+        place = (int(learned.source[0]), int(learned.source[1]))
+        last = self.heard.get(learned.partition)
+        if last is not None and place <= last:
+            return True
+        self.heard[learned.partition] = place
+        self._dirty.add(MARKS)
+        return False
+
     def _reweigh(self, learned: Learned) -> list[Released]:
         """Pods held until as old as their model's expected cold start, looked at sooner
         where these cold starts brought the estimate down (as `Session` does the moment
@@ -645,6 +668,8 @@ class GuardCore:
                 marks = {str(p): at for p, at in sorted(self.watermarks.items())}
                 rows[key] = {"clock": clock, "watermarks": marks, "taken": self.taken,
                              "from": self.replay_from}  # fmt: skip
+                if self.heard:
+                    rows[key]["heard"] = {str(p): list(s) for p, s in sorted(self.heard.items())}
             elif key.startswith("learned|"):
                 rows[key] = self._learned_of(key.split("|", 1)[1])
             elif key == "clock" or key.startswith("watermark|"):
@@ -697,6 +722,7 @@ class GuardCore:
                 core.guard.aging[k.split("|", 1)[1]] = decode(v, Aging)
         marks = rows.get(MARKS) or {}
         core.watermarks = {int(p): float(at) for p, at in marks.get("watermarks", {}).items()}
+        core.heard = {int(p): (int(o), int(i)) for p, (o, i) in marks.get("heard", {}).items()}
         clock = marks.get("clock")
         core.clock = -math.inf if clock is None else float(clock)
         for k, v in rows.items():  # an older worker's rows: one per watermark, the clock

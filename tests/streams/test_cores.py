@@ -17,7 +17,8 @@ from prometheus_client import CollectorRegistry
 
 from remediator.contract.codec import encode
 from remediator.contract.decision import Decision, Suppressed
-from remediator.contract.records import GotThrough
+from remediator.contract.records import GotThrough, GpuNews
+from remediator.guard.hedge_budget import HedgeBudgetState
 from remediator.inputs.decode import decode as decode_input
 from remediator.inputs.kinds import owner_key
 from remediator.inputs.records import InputError
@@ -154,6 +155,26 @@ def test_guard_state_round_trips_through_its_table_value() -> None:
     again = GuardCore.from_json(PolicyFile(), 2, guard.to_json())
     assert again.to_json() == guard.to_json()
     assert again.take(Watermark(1, 120.0)) == guard.take(Watermark(1, 120.0))
+
+
+def test_a_rebuilt_partitions_second_sending_is_heard_once() -> None:
+    """A partition rebuilt after its worker died sends again what it learned from records
+    the dead worker may have sent on already (`Learned.source`: the same places): the guard
+    learns, pays and relays each place once, and still after its own restore."""
+    guard = GuardCore(PolicyFile(), partitions=2)
+    first = Learned(30.0, 1, (("m", "total", 90.0),), GpuNews(gpu_s=600.0), source=(7, 0))
+    later = Learned(35.0, 1, (("m", "total", 95.0),), GpuNews(gpu_s=400.0), source=(9, 0))
+    sent = [first, Watermark(0, 40.0), Watermark(1, 40.0)]
+    sent += [first, later, Watermark(1, 50.0), Watermark(0, 50.0)]  # the rebuilt partition's
+    relayed = [r.feedback for s in sent for r in guard.take(s) if isinstance(r.feedback, Learned)]
+    assert [r.source for r in relayed] == [(7, 0), (9, 0)]
+    assert guard.learned["m\ntotal"] == [90.0, 95.0]
+    assert guard.state.of("hedge_budget", HedgeBudgetState).paid == 1000.0
+    again = GuardCore.from_json(PolicyFile(), 2, guard.to_json())
+    assert again.heard == {1: (9, 0)}
+    assert again.take(later) == [] and again.learned == guard.learned
+    newer = Learned(45.0, 1, (("m", "total", 99.0),), source=(9, 1))
+    assert [r.feedback for r in again.take(newer)] == [newer]
 
 
 def test_a_redelivered_decision_is_let_through_once() -> None:

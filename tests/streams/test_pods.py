@@ -41,9 +41,11 @@ class Partition:
         self.core = PartitionCore(PolicyFile(), P, N, CollectorRegistry())
         self.rows = PartitionRows(table, P)
         self.offset = 0
+        self.learned: list[Learned] = []
 
     def take(self, raw: bytes, key: str) -> None:
-        out = self.core.feed(raw)
+        out = self.core.feed(raw, source=(self.offset, 0))
+        self.learned += [r for r in out if isinstance(r, Learned)]
         self.rows.add(self.offset, raw.decode(), key)
         samples = [s for r in out if isinstance(r, Learned) for s in r.samples]
         self.rows.taught(key, self.offset, samples)
@@ -98,6 +100,26 @@ def test_a_deleted_pods_rows_go_once_its_grace_passed_and_what_it_taught_stays()
     assert again.history() == live.history() == learned_before
     assert again.core.decider.tracker.current("llm", GONE) is None
     assert again.core.decider.tracker.current("llm", ALIVE) is not None
+
+
+def test_a_rebuilt_partition_learns_at_the_places_the_live_one_did() -> None:
+    """What a rebuild sends again (the worker's `rebuild`: the records fed with their
+    places) is stamped as the dead worker stamped it, so the guard hears it once
+    (`GuardCore`, tests/streams/test_cores.py)."""
+    table: dict[str, Any] = {}
+    live = Partition(table)
+    for doc in life(ALIVE, "uid-live", 100.0, deleted=False):
+        live.take(orjson.dumps(doc), f"llm/{ALIVE}")
+    live.end_batch()
+    again = Partition(table)
+    resent = [
+        r
+        for e in again.rows.replay()
+        for r in again.core.feed(e.raw.encode(), e.at, (e.offset, e.index))
+        if isinstance(r, Learned)
+    ]
+    assert live.learned, "the stream must finish a cold start"
+    assert resent == live.learned and all(r.source is not None for r in resent)
 
 
 def test_a_name_that_lives_on_keeps_its_rows() -> None:
