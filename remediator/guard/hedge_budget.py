@@ -22,6 +22,7 @@ GPUs, its model's expected cold start) is held: never guess.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -91,14 +92,19 @@ class HedgeBudgetState:
         return cls(_read_hours(obj.get("hours", []), f"{path}.hours"), short)
 
 
-def _read_hours(raw: Any, path: str) -> Hours:
+def _triples(raw: Any, path: str, shape: str) -> Iterator[tuple[str, list[Any]]]:
+    """Each item of a stored list of 3-item lists, with where it is; anything else refused."""
     if not isinstance(raw, list):
         raise StateError(path, "expected a list")
-    out: list[tuple[float, float, float]] = []
     for i, item in enumerate(raw):
-        where = f"{path}[{i}]"
         if not isinstance(item, list) or len(item) != 3:
-            raise StateError(where, "expected [hour's start, GPU-s paid, GPU-s spent]")
+            raise StateError(f"{path}[{i}]", f"expected {shape}")
+        yield f"{path}[{i}]", item
+
+
+def _read_hours(raw: Any, path: str) -> Hours:
+    out: list[tuple[float, float, float]] = []
+    for where, item in _triples(raw, path, "[hour's start, GPU-s paid, GPU-s spent]"):
         hour, paid, spent = (read_number(v, where) for v in item)
         if paid < 0 or spent < 0:
             raise StateError(where, "GPU-seconds must not be negative")
@@ -107,14 +113,11 @@ def _read_hours(raw: Any, path: str) -> Hours:
 
 
 def _read_short(raw: Any, path: str) -> Short:
-    if not isinstance(raw, list):
-        raise StateError(path, "expected a list")
     out: list[tuple[str, float, float]] = []
-    for i, item in enumerate(raw):
-        where = f"{path}[{i}]"
-        if not isinstance(item, list) or len(item) != 3 or not isinstance(item[0], str):
+    for where, (workload, seen, until) in _triples(raw, path, "[workload, seen_at, until]"):
+        if not isinstance(workload, str):
             raise StateError(where, "expected [workload, seen_at, until]")
-        out.append((item[0], read_number(item[1], where), read_number(item[2], where)))
+        out.append((workload, read_number(seen, where), read_number(until, where)))
     return tuple(out)
 
 
