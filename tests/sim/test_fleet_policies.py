@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from remediator.contract.decision import Decision
+from remediator.guard.pipeline import build_pipeline
 from remediator.policy_file import PolicyFile, load_policy_file
-from remediator.sim.fleet import floors
+from remediator.sim.fleet import floors, windows
 from remediator.sim.fleet.compare import builtin_policies, compare
 from remediator.sim.fleet.controllers import CorePolicy
 from remediator.sim.fleet.kube import BASE_TIME
@@ -189,3 +190,23 @@ def test_a_driver_hang_beside_fast_siblings_goes_at_the_floor_not_the_static_bud
     (low, high), _ = compare(scenario, [lowered, static])
     assert low.deletions > 5 and low.false_kills == 0 and low.kill_loops == 0
     assert low.ready["p95"] < high.ready["p95"] - 100
+
+
+def test_the_window_section_runs_each_window_on_each_fleet() -> None:
+    """docs/simulation-defaults.md's hedge-budget window section, in small: one row per
+    fleet, a cell per window, each a P99, a count of hedges and their share."""
+    text = windows.section(seeds=(1,), hours=0.5)
+    rows = [line for line in text.splitlines() if line.startswith(("| tuned", "| untuned"))]
+    assert len(rows) == 2
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")][1:]
+        assert len(cells) == len(windows.WINDOWS_H)
+        assert all(c.endswith("%") and c.split(", ")[0].endswith("s") for c in cells)
+    made = windows.policy(3.0).make()
+    assert isinstance(made, CorePolicy)
+    assert made.session.guard.pipeline.stages[windows_stage()].config.window_s == 3 * 3600
+
+
+def windows_stage() -> int:
+    """The hedge budget's place in the guard's stages."""
+    return build_pipeline().names.index("hedge_budget")
