@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 
 from remediator.policy_file import PolicyFile
@@ -88,13 +89,25 @@ def section(seeds: tuple[int, ...] = (1, 2), hours: float = 3.0) -> str:
     return "\n".join([*lines, "", NOTE]) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", default="1,2", help="seeds per fleet (default 1,2)")
-    parser.add_argument("--hours", type=float, default=3.0, help="virtual hours per run")
+def print_section(
+    doc: str,
+    section: Callable[[tuple[int, ...], float], str],
+    seeds: str,
+    hours: float,
+    argv: list[str] | None,
+) -> int:
+    """A section's command line (this module's, `windows`'): --seeds and --hours, the
+    markdown on stdout."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--seeds", default=seeds, help=f"seeds per fleet (default {seeds})")
+    parser.add_argument("--hours", type=float, default=hours, help="virtual hours per run")
     args = parser.parse_args(argv)
     sys.stdout.write(section(tuple(int(s) for s in args.seeds.split(",")), args.hours))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return print_section(__doc__ or "", section, "1,2", 3.0, argv)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ Prints the section of docs/simulation-defaults.md that `defaults.py --write` wri
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import replace
 
@@ -17,6 +16,7 @@ from remediator.guard.hedge_budget import HedgeBudgetConfig
 from remediator.policy_file import PolicyFile
 from remediator.sim.fleet.compare import PolicySpec, compare
 from remediator.sim.fleet.controllers import CorePolicy
+from remediator.sim.fleet.floors import print_section
 from remediator.sim.fleet.scenario import EXAMPLES, load_scenario
 
 WINDOWS_H = (1.0, 3.0, 24.0)
@@ -70,12 +70,7 @@ def section(seeds: tuple[int, ...] = (1, 2, 3), hours: float = 6.0) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", default="1,2,3", help="seeds per fleet (default 1,2,3)")
-    parser.add_argument("--hours", type=float, default=6.0, help="virtual hours per run")
-    args = parser.parse_args(argv)
-    sys.stdout.write(section(tuple(int(s) for s in args.seeds.split(",")), args.hours))
-    return 0
+    return print_section(__doc__ or "", section, "1,2,3", 6.0, argv)
 
 
 if __name__ == "__main__":
