@@ -28,15 +28,12 @@ from typing import Any, ClassVar
 
 from remediator.contract.decision import Decision
 from remediator.contract.records import GpuNews
-from remediator.guard.stage import PASS, Verdict, starts_pods, suppress
+from remediator.guard.stage import DAY, HOUR, PASS, Verdict, fmt_hours, starts_pods, suppress
 from remediator.guard.state import GuardState, StateError, read_number, read_object
 from remediator.inputs.pods import GPU_RESOURCE
 
 Short = tuple[tuple[str, float, float], ...]  # (workload, seen at, short until)
-
-
-HOUR = 3600.0  # what the counts are kept by: a window is whole hours, plus the one going
-DAY = 86400.0
+# The counts are kept by the HOUR: a window is whole hours, plus the one going.
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +190,7 @@ class HedgeBudget:
                 f"hedge budget: {_minutes(spent)} of hedges + {_minutes(charge)} for "
                 f"this one would exceed {self.config.max_percent:g}% of "
                 f"{_minutes(paid)} of cold starts ({_minutes(allowed)}) in the last "
-                f"{self.config.window_s / HOUR:g}h"
+                f"{fmt_hours(self.config.window_s)}"
             )  # no retry, as above
         return PASS
 

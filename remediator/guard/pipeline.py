@@ -1,7 +1,7 @@
 """The guardrails in their fixed order; the first "no" wins.
 
     kill_switch -> idempotency -> dedup -> watch_current -> cooldown -> min_age
-                -> blast_radius -> hedge_budget -> rate_limit -> dry_run
+                -> blast_radius -> cordon_cap -> hedge_budget -> rate_limit -> dry_run
 
 The kill switch first, so it says so plainly; then the stages that recognise a
 repeat, so a duplicate is reported as a duplicate rather than as a cap hit; then the
@@ -27,6 +27,7 @@ from remediator.contract.decision import Decision, Suppressed
 from remediator.guard.blast_radius import BlastRadius
 from remediator.guard.config import GuardConfig, parse_guard_config
 from remediator.guard.cooldown import Cooldown
+from remediator.guard.cordon_cap import CordonCap
 from remediator.guard.dedup import Dedup
 from remediator.guard.dry_run import DryRun
 from remediator.guard.hedge_budget import HedgeBudget
@@ -46,6 +47,7 @@ STAGES: tuple[StageClass, ...] = (
     Cooldown,
     MinAge,
     BlastRadius,
+    CordonCap,
     HedgeBudget,
     RateLimit,
     DryRun,

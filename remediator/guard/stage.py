@@ -115,6 +115,15 @@ def fmt_time(t: float) -> str:
         return f"t={t!r}"  # out of datetime's range: still say something exact
 
 
+HOUR = 3600.0
+DAY = 86_400.0
+
+
+def fmt_hours(seconds: float) -> str:
+    """A window of whole hours or more, for people: `24h`, `1.5h`."""
+    return f"{seconds / HOUR:g}h"
+
+
 def fmt_s(seconds: float) -> str:
     """A duration, rounded for people: `42s`, `0.5s`."""
     return f"{seconds:.0f}s" if abs(seconds) >= 10 else f"{seconds:.3g}s"

@@ -2,7 +2,7 @@
 
     stuck_pod:      # pods whose current cold-start phase outlives its budget
     image_update:   # a new model image on an inference workload → warm the GPU nodes
-    gpu_memory:     # GPU memory that does not settle → notify (and optionally cordon)
+    gpu_memory:     # GPU memory that does not settle → notify and cordon
     alerts:         # which alert names mean what
 
 Everything has a default. The file as a whole (these and `guardrails:`) is read by
@@ -133,7 +133,9 @@ class ImageUpdateConfig:
 
 @dataclass(frozen=True, slots=True)
 class GpuMemoryConfig:
-    cordon: bool = False
+    # On by simulation (docs/simulation-defaults.md, "Cordoning unsettled nodes"): uncordoned,
+    # each replacement lands on the node again and hangs; guardrails.cordon_cap caps it.
+    cordon: bool = True
     samples: int = 20
     interval_s: float = 1.0
     max_spread_mib: float = 512.0

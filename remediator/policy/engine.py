@@ -659,8 +659,9 @@ class PolicyEngine:
         reason = f"GPU memory on {verdict.node} did not settle: {verdict.detail or 'unstable'}"
         # Pods scheduled there hang in engine init and are deleted, and their replacements
         # land there again (its GPUs are the freest): in the simulator, a fleet with such
-        # nodes and no cordon had a P99 time to Ready 1.6-1.8x its own with them cordoned.
-        then = "cordoning it" if self.config.gpu_memory.cordon else _UNCORDONED
+        # nodes and no cordon had a P99 time to Ready 1.6-1.8x its own with them cordoned
+        # (docs/simulation-defaults.md, "Cordoning unsettled nodes": up to 6x).
+        then = _CORDONING if self.config.gpu_memory.cordon else _UNCORDONED
         out: list[Outcome] = [
             Decision("notify", "", verdict.node, f"{reason}; {then}", incident, now),
         ]
@@ -695,6 +696,7 @@ def _settled(node: str, told: str, incident: str, now: float, cordoned: bool) ->
 
 
 _UNSETTLED = 4096  # nodes remembered unsettled: a cluster's GPU nodes, and then some
+_CORDONING = "cordoning it (unless guardrails hold that: then by hand, kubectl cordon)"
 _UNCORDONED = (
     "new pods scheduled there may hang in engine init and their replacements land there "
     "again: cordon it (kubectl cordon), or let remediator (gpu_memory.cordon: true, with "

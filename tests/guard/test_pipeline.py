@@ -31,6 +31,7 @@ def test_order_is_fixed_and_documented() -> None:
             "cooldown",
             "min_age",
             "blast_radius",
+            "cordon_cap",
             "hedge_budget",
             "rate_limit",
             "dry_run",

@@ -99,9 +99,9 @@ def test_gpu_memory_alert_verifies_the_node_and_an_unstable_verdict_is_told(run:
             "time": "2025-10-09T09:00:00Z",
         }
     )
-    assert [d.action for d in run.decisions] == ["verify-gpu-memory", "notify"]
+    assert [d.action for d in run.decisions] == ["verify-gpu-memory", "notify", "cordon-node"]
     assert "8192 MiB" in run.decisions[1].reason
-    assert "cordon it (kubectl cordon)" in run.decisions[1].reason  # cordon is off: say so
+    assert run.decisions[2].target == "gpu-node-7"  # cordoning is on by default
     run.feed(
         {
             "kind": "GpuMemoryVerdict",
@@ -110,7 +110,17 @@ def test_gpu_memory_alert_verifies_the_node_and_an_unstable_verdict_is_told(run:
             "time": "2025-10-09T09:01:00Z",
         }
     )
-    assert len(run.decisions) == 2
+    assert len(run.decisions) == 3  # a node never found unsettled: nothing to say
+
+
+def test_with_cordoning_off_on_call_is_told_to_cordon() -> None:
+    from tests.policy.conftest import make_run
+
+    run = make_run("gpu_memory: {cordon: false}")
+    run.feed({"kind": "GpuMemoryVerdict", "node": "gpu-node-7", "stable": False,
+              "time": "2025-10-09T09:00:00Z"})  # fmt: skip
+    assert [d.action for d in run.decisions] == ["notify"]
+    assert "cordon it (kubectl cordon)" in run.decisions[0].reason
 
 
 def test_gpu_alert_without_a_node_label_is_ignored(run: Run) -> None:
@@ -129,7 +139,7 @@ def test_one_verification_with_two_unstable_nodes_cordons_both() -> None:
     assert cordoned == ["gpu-node-1", "gpu-node-2"]
     told = [d for d in run.decisions if d.action == "notify"]
     assert [d.target for d in told] == cordoned
-    assert all(d.reason.endswith("; cordoning it") for d in told)
+    assert all("; cordoning it (unless guardrails hold that" in d.reason for d in told)
 
 
 def test_a_node_check_the_rate_limit_held_is_asked_again_not_dropped() -> None:
@@ -153,3 +163,24 @@ def test_a_node_check_the_rate_limit_held_is_asked_again_not_dropped() -> None:
     assert run.decisions[1].incident == run.held[0].decision.incident
     run.at(T0 + 3600)
     assert len(run.decisions) == 3  # nothing asked twice once through
+
+
+def test_past_the_cordon_cap_a_cordon_is_held_and_asked_again_a_day_on() -> None:
+    """Many nodes found unsettled at once (a driver rollout, a broken verification image):
+    cordon_cap lets the first `max_nodes` through; the next is held, not dropped, and asked
+    again when the first cordon leaves the window."""
+    from tests.policy.conftest import make_run
+
+    run = make_run("guardrails: {rate_limit: {per_minute: 600, burst: 100}, "
+                   "cordon_cap: {max_nodes: 2}}")  # fmt: skip
+    for node in ("gpu-node-1", "gpu-node-2", "gpu-node-3"):
+        run.feed({"kind": "GpuMemoryVerdict", "node": node, "stable": False,
+                  "time": "2025-10-09T09:00:00Z"})  # fmt: skip
+    cordoned = [d.target for d in run.decisions if d.action == "cordon-node"]
+    assert cordoned == ["gpu-node-1", "gpu-node-2"]
+    assert [(h.guardrail, h.decision.target) for h in run.held] == [("cordon_cap", "gpu-node-3")]
+    run.at(run.held[0].retry_at - 60)  # type: ignore[operator]
+    assert [d.target for d in run.decisions if d.action == "cordon-node"] == cordoned
+    run.at(run.held[0].retry_at + 60)  # type: ignore[operator]
+    late = [d for d in run.decisions if d.action == "cordon-node"][2:]
+    assert [d.target for d in late] == ["gpu-node-3"] and "(held; asked again)" in late[0].reason

@@ -20,7 +20,7 @@ def test_empty_file_is_the_default_policy() -> None:
     assert cfg.stuck_pod.budgets["engine_init"] == 60.0 and cfg.stuck_pod.checks == 3
     assert cfg.stuck_pod.adaptive.min_siblings == 1 and cfg.stuck_pod.expected_cold_start_s == 600
     assert cfg.stuck_pod.selector.matches({"app": "vllm-inference"})
-    assert cfg.gpu_memory.cordon is False  # cordoning is opt-in
+    assert cfg.gpu_memory.cordon is True  # by simulation; guardrails.cordon_cap caps it
     assert load_policy("").dry_run is False
 
 

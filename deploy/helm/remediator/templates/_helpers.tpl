@@ -53,7 +53,8 @@ app.kubernetes.io/component: service
 {{/*
 The policy the service loads, as YAML text: the inline map or the shipped deploy/base/policy.yaml,
 with stuck_pod.namespaces following inferenceNamespaces (an inline policy naming others is
-refused) and dry run forced on when dryRun.
+refused), gpu_memory.cordon off without cordonNodes (the grant it needs; an inline policy asking
+for it without the grant is refused) and dry run forced on when dryRun.
 */}}
 {{- define "remediator.policy" -}}
 {{- $policy := deepCopy .Values.policy.inline -}}
@@ -68,6 +69,14 @@ refused) and dry run forced on when dryRun.
 {{- end -}}
 {{- $_ := set $stuck "namespaces" .Values.inferenceNamespaces -}}
 {{- $_ = set $policy "stuck_pod" $stuck -}}
+{{- $gpu := get $policy "gpu_memory" | default dict -}}
+{{- if not .Values.cordonNodes -}}
+{{- if and (not $shipped) (eq (toString (get $gpu "cordon")) "true") -}}
+{{- fail "policy: gpu_memory.cordon is true but cordonNodes is false; cordoning needs cordonNodes: true (its RBAC)" -}}
+{{- end -}}
+{{- $_ = set $gpu "cordon" false -}}
+{{- $_ = set $policy "gpu_memory" $gpu -}}
+{{- end -}}
 {{- if .Values.dryRun -}}
 {{- $guardrails := get $policy "guardrails" | default dict -}}
 {{- $dryRun := get $guardrails "dry_run" | default dict -}}
