@@ -40,7 +40,6 @@ from remediator.inputs.records import Input
 from remediator.policy_file import PolicyFile, load_policy_file
 from remediator.sim.fleet.compare import PolicySpec, compare
 from remediator.sim.fleet.controllers import Controller, CorePolicy, NoRemediation, SeedRule
-from remediator.sim.fleet.defaults import no_spare
 from remediator.sim.fleet.results import Summary
 from remediator.sim.fleet.scenario import (
     EXAMPLES,
@@ -50,6 +49,7 @@ from remediator.sim.fleet.scenario import (
     Scenario,
     Shortage,
     load_scenario,
+    no_spare,
 )
 from remediator.sim.fleet.simulation import Simulation
 

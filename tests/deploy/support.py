@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -86,21 +85,6 @@ def _render(directory: Path) -> tuple[dict[str, Any], ...]:
     if out.returncode != 0:
         pytest.fail(f"kubectl kustomize {directory.relative_to(REPO)} failed:\n{out.stderr}")
     return tuple(d for d in yaml.safe_load_all(out.stdout) if d)
-
-
-def render_with_components(tmp: Path, base: Path, components: list[Path]) -> list[dict[str, Any]]:
-    """Render `base` plus opt-in components, as an SRE would in their own overlay."""
-    kust = {
-        "apiVersion": "kustomize.config.k8s.io/v1beta1",
-        "kind": "Kustomization",
-        # kustomize refuses absolute paths here
-        "resources": [os.path.relpath(base, tmp)],
-        "components": [os.path.relpath(c, tmp) for c in components],
-    }
-    (tmp / "kustomization.yaml").write_text(yaml.safe_dump(kust))
-    out = run([tool("kubectl"), "kustomize", str(tmp)])
-    assert out.returncode == 0, out.stderr
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
 def all_rendered() -> Iterator[tuple[str, dict[str, Any]]]:

@@ -670,12 +670,27 @@ def test_defaults_give_the_dry_run_overlay() -> None:
     assert _compare(h.render(), kustomize) == []
 
 
-def test_cordon_nodes_gives_the_cordon_component(tmp_path: Path) -> None:
-    kustomize = s.render_with_components(
-        tmp_path, s.DEPLOY / "overlays" / "production", [s.DEPLOY / "components" / "cordon-nodes"]
-    )
-    chart = h.render({"dryRun": False, "cordonNodes": True, "gpuWarmup": {"enabled": False}})
-    assert _compare(chart, kustomize) == []
+def test_cordoning_is_on_and_opting_out_drops_the_grant_and_the_policys_cordon() -> None:
+    """On by default (the production overlay holds the cordon component, and the chart's
+    production values match it: test_production_values_give_the_production_overlay).
+    cordonNodes: false drops the grant and turns the policy's cordon off with it, so a
+    cordon is never asked of a workflow that may not make it."""
+    cordon_role = ("ClusterRole", "remediator-workflow-cordon-nodes")
+    on = h.render({"dryRun": False})
+    assert cordon_role in {(d["kind"], d["metadata"]["name"]) for d in on}
+    assert load_policy(_policy(on)).rules.gpu_memory.cordon
+    off = h.render({"dryRun": False, "cordonNodes": False})
+    assert cordon_role not in {(d["kind"], d["metadata"]["name"]) for d in off}
+    assert not load_policy(_policy(off)).rules.gpu_memory.cordon
+    inline = {"gpu_memory": {"cordon": False}}
+    spared = h.render({"dryRun": False, "policy": {"inline": inline}})
+    assert not load_policy(_policy(spared)).rules.gpu_memory.cordon  # the grant, unused
+
+
+def test_an_inline_policy_that_cordons_without_the_grant_is_refused() -> None:
+    inline = {"gpu_memory": {"cordon": True}}
+    out = h.helm(*h.template_args({"cordonNodes": False, "policy": {"inline": inline}}))
+    assert out.returncode != 0 and "cordoning needs cordonNodes: true" in out.stderr
 
 
 def test_the_comparison_can_fail() -> None:

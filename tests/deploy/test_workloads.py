@@ -199,5 +199,5 @@ def test_shipped_policies_load_with_the_project_loader_and_agree() -> None:
             f"{warmup.warmup_namespace}/{warmup.warmup_daemonset}"
             == (env["REMEDIATOR_WARMUP_DAEMONSET"])
         )
-    assert not prod.rules.gpu_memory.cordon  # cordon needs the opt-in component
+    assert prod.rules.gpu_memory.cordon  # the overlay holds the cordon component
     assert yaml.safe_load(prod_text)["guardrails"]["dry_run"] == {"enabled": False}

@@ -84,8 +84,10 @@ def test_stored_state_that_does_not_fit_is_refused() -> None:
 @given(
     st.integers(min_value=0, max_value=4),
     st.lists(
-        st.tuples(st.sampled_from([f"gpu-{i}" for i in range(8)]),
-                  st.floats(min_value=0, max_value=6 * HOUR)),  # fmt: skip
+        st.tuples(
+            st.sampled_from([f"gpu-{i}" for i in range(8)]),
+            st.floats(min_value=0, max_value=6 * HOUR),
+        ),  # fmt: skip
         max_size=40,
     ),
 )

@@ -17,7 +17,7 @@ def node_unschedulable(cluster: LiveCluster, name: str) -> bool:
     return bool(node["spec"].get("unschedulable"))
 
 
-def test_cordon_is_denied_until_the_opt_in_component_grants_it(cluster: LiveCluster) -> None:
+def test_cordon_is_denied_until_the_cordon_component_grants_it(cluster: LiveCluster) -> None:
     node = "gpu-node-003"
     denied = run_step(cluster, ["step", "cordon-node", "--node", node], {})
     assert denied.returncode != 0

@@ -11,7 +11,7 @@ import pytest
 from remediator.contract.decision import Decision
 from remediator.guard.pipeline import build_pipeline
 from remediator.policy_file import PolicyFile, load_policy_file
-from remediator.sim.fleet import floors, windows
+from remediator.sim.fleet import cordons, floors, windows
 from remediator.sim.fleet.compare import builtin_policies, compare
 from remediator.sim.fleet.controllers import CorePolicy
 from remediator.sim.fleet.kube import BASE_TIME
@@ -205,6 +205,27 @@ def test_the_window_section_runs_each_window_on_each_fleet() -> None:
     made = windows.policy(3.0).make()
     assert isinstance(made, CorePolicy)
     assert made.session.guard.pipeline.stages[windows_stage()].config.window_s == 3 * 3600
+
+
+def test_cordoning_an_unsettled_node_ends_its_turnover_and_kills_no_healthy_pod() -> None:
+    """A small fleet with two nodes whose GPU memory never settles: cordoned (the default),
+    their pods' replacements go elsewhere; uncordoned, each lands there again and is deleted
+    again. Neither deletes a pod that would have become Ready."""
+    scenario = _fleet("tuned", unsettled_gpu_nodes=2)
+    (on, off), _ = compare(scenario, [cordons.policy(True), cordons.policy(False)])
+    assert on.actions["cordon-node"] == 2 * len(scenario.seeds) and "cordon-node" not in off.actions
+    assert on.deletions * 3 < off.deletions and on.ready["p99"] < off.ready["p99"]
+    assert on.false_kills == off.false_kills == 0 and on.kill_loops == off.kill_loops == 0
+    assert PolicyFile().rules.gpu_memory.cordon  # what the section says is the default
+
+
+def test_the_cordon_section_runs_each_policy_on_each_fleet() -> None:
+    text = cordons.section(seeds=(1,), hours=0.5)
+    rows = [line for line in text.splitlines() if line.startswith(("| tuned", "| untuned"))]
+    assert len(rows) == 8
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")][1:]
+        assert len(cells) == 3 and all(c.endswith("GPU-min") for c in cells)
 
 
 def windows_stage() -> int:

@@ -43,12 +43,12 @@ from remediator.policy.config import (
     StuckPodConfig,
 )
 from remediator.policy_file import PolicyFile
-from remediator.sim.fleet import floors, windows
+from remediator.sim.fleet import cordons, floors, windows
 from remediator.sim.fleet.compare import PolicySpec, run_policy
 from remediator.sim.fleet.controllers import CorePolicy, NoRemediation, SeedRule
 from remediator.sim.fleet.properties import hung_pod_lateness
 from remediator.sim.fleet.results import Summary, summarize
-from remediator.sim.fleet.scenario import EXAMPLES, Scenario, load_scenario
+from remediator.sim.fleet.scenario import EXAMPLES, Scenario, load_scenario, no_spare
 
 HANG_RATES = (0.0, 0.01, 0.05, 0.20)
 MAX_FALSE_KILL_PCT = 0.5
@@ -331,17 +331,6 @@ def _summary(doc: dict[str, Any]) -> Summary:
     return Summary(**fields)
 
 
-def no_spare(base: Scenario) -> Scenario:
-    """The fleet with GPUs for its peak and no more: at the peak of a scale-up, with a
-    rollout's surge (maxSurge 25%) on top, every GPU is taken."""
-    gpus = 0
-    for dep in base.deployments:
-        peak = max(dep.replicas, base.scale.high if base.scale is not None else 0)
-        gpus += (peak + -(-peak // 4)) * dep.tp
-    nodes = -(-gpus // base.gpus_per_node)
-    return replace(base, name=f"{base.name} no spare", node_count=nodes)
-
-
 class Sweep:
     def __init__(
         self, bases: list[Scenario], out: Callable[[str], None] = print, store: Path | None = None
@@ -576,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
     best = sweep.search(begin(first), first, rounds=args.rounds)
     final = sweep.evaluate(with_overrides(best.config))
     text = report(sweep, start, best, final) + "\n" + floors.section(seeds, args.hours)
-    text += "\n" + windows.section()
+    text += "\n" + windows.section() + "\n" + cordons.section()
     if args.write:
         Path(args.write).write_text(text, encoding="utf-8")
     else:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +95,17 @@ class Scenario:
         from dataclasses import replace
 
         return replace(self, faults=replace(self.faults, **changes))
+
+
+def no_spare(base: Scenario) -> Scenario:
+    """The fleet with GPUs for its peak and no more: at the peak of a scale-up, with a
+    rollout's surge (maxSurge 25%) on top, every GPU is taken."""
+    gpus = 0
+    for dep in base.deployments:
+        peak = max(dep.replicas, base.scale.high if base.scale is not None else 0)
+        gpus += (peak + -(-peak // 4)) * dep.tp
+    nodes = -(-gpus // base.gpus_per_node)
+    return replace(base, name=f"{base.name} no spare", node_count=nodes)
 
 
 def load_scenario(path: str | Path) -> Scenario:
