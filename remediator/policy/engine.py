@@ -667,8 +667,10 @@ class PolicyEngine:
         ]
         if self.config.gpu_memory.cordon:
             # One cordon per node: a warmup's verification reports every node under one id.
+            # Told in the node's thread, as its pods' deletions are: one line in the channel.
             cordon = incident_id("cordon", incident, verdict.node)
-            out.append(Decision("cordon-node", "", verdict.node, reason, cordon, now))
+            out.append(Decision("cordon-node", "", verdict.node, reason, cordon, now,
+                                told_under=incident))  # fmt: skip
         return out
 
     # ---- workloads --------------------------------------------------------------------

@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from remediator.contract.errors import ConfigError
 from remediator.guard import build_pipeline
 from remediator.guard.config import GuardConfig
 from remediator.guard.cordon_cap import CordonCap, CordonCapConfig, CordonCapState
 from remediator.guard.state import GuardState, StateError, prune
+from remediator.policy_file import load_policy
 
 from .factory import T0, make
 
@@ -102,3 +106,17 @@ def test_no_window_holds_more_new_cordons_than_the_cap(
     for _, start in through:
         inside = [node for node, at in through if start <= at < start + HOUR]
         assert len(inside) <= max_nodes
+
+
+@pytest.mark.parametrize(
+    ("section", "error"),
+    [
+        ("{window_s: 60}", "guardrails.cordon_cap.window_s: must not be below 3600, got 60"),
+        ("{max_nodes: -1}", "guardrails.cordon_cap.max_nodes: must not be negative, got -1"),
+        ("{max_nodes: 2.5}", "guardrails.cordon_cap.max_nodes: expected a whole number"),
+        ("{nodes: 2}", "guardrails.cordon_cap.nodes: unknown key; known: max_nodes, window_s"),
+    ],
+)
+def test_a_wrong_cap_is_refused_with_its_path(section: str, error: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(error)):
+        load_policy(f"guardrails: {{cordon_cap: {section}}}")

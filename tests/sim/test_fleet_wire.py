@@ -154,11 +154,12 @@ def test_a_recorded_run_replays_through_remediator_replay(tmp_path) -> None:  # 
     # API server stamped it (whole seconds), and may decide about the pod meanwhile (a hedge
     # won by its hedge pod, the hung pod judged in the same second: its delete finds it gone).
     # Replay applies the DELETED at its stamp, before that timer. Every other deletion is
-    # the same, and there is at least one.
+    # the same, and there are many (the unsettled node is cordoned at its verdict: before
+    # cordoning was the default, its pods' turnover made over a hundred).
     live = [(d.target, d.at) for d in recorder.decided if d.action == "delete-pod"]
     replayed = {d.target for d in out.decided if d.action == "delete-pod"}
     assert len(live) == result.actions["delete-pod"] and replayed <= {t for t, _ in live}
     gone = {p.name: p.at for p in recorder.seen if isinstance(p, PodSeen) and p.watch == "DELETED"}
     late = [(t, at) for t, at in live if t not in replayed]
     assert all(t in gone and gone[t] <= at for t, at in late), late
-    assert len(replayed) >= len(live) - 2 and len(live) > 100
+    assert len(replayed) >= len(live) - 2 and len(live) >= 10
