@@ -88,6 +88,8 @@ class WorkloadSeen(msgspec.Struct, frozen=True, gc=False):
     template_labels: JSON
     at: float | None
     created: float | None = None  # metadata.creationTimestamp: the API server's clock
+    pods: int | None = None  # a Deployment's status.replicas: its pods of every ReplicaSet
+    paused: bool = False  # a Deployment's spec.paused
 
 
 class AlertSeen(msgspec.Struct, frozen=True, gc=False):

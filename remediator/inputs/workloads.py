@@ -34,6 +34,7 @@ def workload_seen(watch: WatchType, kind: str, obj: JSON) -> WorkloadSeen:
         replicas = spec.get("replicas", 1)
         ready = status.get("readyReplicas") or 0
         updated = status.get("updatedReplicas") or 0
+    pods = status.get("replicas") if kind == "Deployment" else None  # of every ReplicaSet
     info = spec_info(msgspec.convert(tspec, PodSpec), tlabels)
     created = latest = parse_time_or_none(meta.get("creationTimestamp"))
     for cond in status.get("conditions") or ():
@@ -58,4 +59,6 @@ def workload_seen(watch: WatchType, kind: str, obj: JSON) -> WorkloadSeen:
         template_labels=tlabels,
         at=latest,
         created=created,
+        pods=int(pods) if pods is not None else None,
+        paused=spec.get("paused") is True,
     )

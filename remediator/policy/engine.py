@@ -46,6 +46,7 @@ from remediator.policy.workloads import (
     Workload,
     image_update,
     owner_workload,
+    rolling_out,
     update_incident,
     workload_key,
 )
@@ -576,6 +577,7 @@ class PolicyEngine:
         return Facts(
             workload=workload,
             replicas=known.replicas if known else None,
+            rolling=known.rolling if known else None,
             expected_cold_start_s=expected_cold_start(cfg, self.history, t.model),
             unsettled_node=t.node if unsettled is not None else None,
             unsettled_incident=unsettled[1] if unsettled is not None else None,
@@ -681,7 +683,13 @@ class PolicyEngine:
             self.workloads.pop(key, None)
             return []
         self.workloads[key] = Workload(
-            seen.uid, seen.generation, seen.replicas, seen.images, seen.main_image, seen.model
+            seen.uid,
+            seen.generation,
+            seen.replicas,
+            seen.images,
+            seen.main_image,
+            seen.model,
+            rolling_out(seen),
         )
         decision = image_update(self.config.image_update, before, seen, now)
         return [decision] if decision is not None else []

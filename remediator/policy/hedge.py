@@ -78,6 +78,10 @@ def decide_hedge(
     if workload is None or workload.split("/")[1:2] != ["Deployment"]:
         why = f"no hedge: {subject} belongs to no Deployment ({workload or 'no owner'})"
         return Ignored(RULE, subject, why, now)
+    if facts.rolling is not None:
+        # The step would refuse it; decided, it would spend the guard's counts for nothing.
+        why = f"no hedge: {workload} {facts.rolling}; {subject} is judged as hung in its turn"
+        return Ignored(RULE, subject, why, now)
     return Decision(
         action="hedge-pod",
         namespace=t.namespace,

@@ -34,6 +34,7 @@ class Facts(msgspec.Struct, frozen=True, gc=False):
     expected_cold_start_s: float
     unsettled_node: str | None = None  # the pod's node, its GPU memory found unsettled
     unsettled_incident: str | None = None  # the incident that told of that node
+    rolling: str | None = None  # why its Deployment may not be surged now (rolling_out)
 
 
 def stuck_incident(t: PodTimeline, phase: str) -> str:

@@ -18,6 +18,7 @@ class Workload:
     images: tuple[str, ...]
     main_image: str | None
     model: str | None
+    rolling: str | None = None  # why a surge now would go to the wrong pods (rolling_out)
 
     @property
     def signature(self) -> tuple[tuple[str, ...], str | None]:
@@ -41,6 +42,22 @@ def owner_workload(
             return workload_key(namespace, "Deployment", name[: -len(hash_) - 1])
         return workload_key(namespace, "ReplicaSet", name)
     return workload_key(namespace, kind, name)
+
+
+def rolling_out(seen: WorkloadSeen) -> str | None:
+    """Why surging the Deployment now would not start a pod of its current template, or
+    None: as the hedge step judges it (steps/hedge.py), from what the watch last said. Mid-
+    rollout, the Deployment controller spreads a surge over its ReplicaSets, so the extra pod
+    may come from the old template."""
+    if seen.kind != "Deployment":
+        return None
+    if seen.paused:
+        return "is paused"
+    if seen.observed_generation < seen.generation:
+        return "has a change its controller has not acted on yet"
+    if seen.pods is not None and seen.updated_replicas < seen.pods:
+        return "is rolling out (pods of an older template remain)"
+    return None
 
 
 def image_update(

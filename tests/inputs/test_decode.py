@@ -176,6 +176,7 @@ def _workload(kind: str) -> dict[str, Any]:
             "spec": pod()["spec"] | {"initContainers": [{"name": "fetch", "image": "fetch:1"}]},
         }},
         "status": {"observedGeneration": 2, "readyReplicas": 1, "updatedReplicas": 1,
+                   "replicas": 3,
                    "desiredNumberScheduled": 4, "numberReady": 3, "updatedNumberScheduled": 2},
     }  # fmt: skip
 
@@ -191,6 +192,12 @@ def test_workloads(kind: str, replicas: int, ready: int, updated: int) -> None:
     assert (w.replicas, w.ready_replicas, w.updated_replicas) == (replicas, ready, updated)
     assert w.images == ("fetch:1", "busybox:1.36", IMAGE)
     assert w.model == MODEL
+    # A Deployment's pods of every ReplicaSet (a rollout's old and new): what hedges weigh.
+    assert (w.pods, w.paused) == ((3, False) if kind == "Deployment" else (None, False))
+    paused = _workload(kind)
+    paused["spec"]["paused"] = True
+    (p,) = _decode(watch(paused))
+    assert isinstance(p, WorkloadSeen) and p.paused
 
 
 def test_not_json_and_not_an_object() -> None:

@@ -1,5 +1,5 @@
 """The step commands against the real API server, as the workflow ServiceAccount with deploy/'s
-RBAC: what is granted works, what an opt-in component grants is denied until it is applied."""
+RBAC: what is granted works, and what a component grants is denied without it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from tests.deploy.support import load_docs
 from tests.live.harness import REPO, LiveCluster, run_step, wait_for
 
 CORDON_RBAC = REPO / "deploy" / "components" / "cordon-nodes" / "rbac.yaml"
+BINDINGS = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"
 
 
 def node_unschedulable(cluster: LiveCluster, name: str) -> bool:
@@ -18,13 +19,24 @@ def node_unschedulable(cluster: LiveCluster, name: str) -> bool:
 
 
 def test_cordon_is_denied_until_the_cordon_component_grants_it(cluster: LiveCluster) -> None:
+    """The production overlay holds the cordon component (cordoning is on by default): its
+    binding taken away, the step is refused; applied again, it cordons."""
     node = "gpu-node-003"
-    denied = run_step(cluster, ["step", "cordon-node", "--node", node], {})
-    assert denied.returncode != 0
-    assert "forbidden" in (denied.stdout + denied.stderr).lower()
-    assert not node_unschedulable(cluster, node)
-    cluster.apply(load_docs(CORDON_RBAC))
+    binding = next(d for d in load_docs(CORDON_RBAC) if d["kind"] == "ClusterRoleBinding")
+    cluster.delete(f"{BINDINGS}/{binding['metadata']['name']}")
     try:
+        denied = wait_for(
+            lambda: (
+                (r := run_step(cluster, ["step", "cordon-node", "--node", node], {}))
+                and r.returncode != 0
+                and r
+            ),
+            30,
+            "cordon refused once the ClusterRoleBinding is gone",
+        )
+        assert "forbidden" in (denied.stdout + denied.stderr).lower()
+        assert not node_unschedulable(cluster, node)
+        cluster.apply(load_docs(CORDON_RBAC))
         done = wait_for(
             lambda: (
                 (r := run_step(cluster, ["step", "cordon-node", "--node", node], {}))
@@ -46,6 +58,4 @@ def test_cordon_is_denied_until_the_cordon_component_grants_it(cluster: LiveClus
         cluster.api(
             "PATCH", f"/api/v1/nodes/{node}", patch, ctype="application/strategic-merge-patch+json"
         )
-        for doc in load_docs(CORDON_RBAC):
-            kind = "clusterroles" if doc["kind"] == "ClusterRole" else "clusterrolebindings"
-            cluster.delete(f"/apis/rbac.authorization.k8s.io/v1/{kind}/{doc['metadata']['name']}")
+        cluster.apply(load_docs(CORDON_RBAC))  # as deploy/ grants it

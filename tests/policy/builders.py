@@ -174,7 +174,20 @@ def deployment(
     ready: int = 2,
     at: float = 0.0,
     model: str = MODEL,
+    pods: int | None = None,
+    updated: int | None = None,
+    observed: int | None = None,
+    paused: bool = False,
 ) -> dict[str, Any]:
+    """`pods`: status.replicas (every ReplicaSet's), `updated` (the current template's) and
+    `observed` (observedGeneration) say a rollout's progress; by default there is none."""
+    status: dict[str, Any] = {
+        "observedGeneration": generation if observed is None else observed,
+        "readyReplicas": ready,
+        "updatedReplicas": ready if updated is None else updated,
+    }
+    if pods is not None:
+        status["replicas"] = pods
     return {
         "type": watch,
         "object": {
@@ -189,6 +202,7 @@ def deployment(
             },
             "spec": {
                 "replicas": 4,
+                **({"paused": True} if paused else {}),
                 "template": {
                     "metadata": {"labels": {"app": "vllm-inference"}},
                     "spec": {
@@ -203,10 +217,6 @@ def deployment(
                     },
                 },
             },
-            "status": {
-                "observedGeneration": generation,
-                "readyReplicas": ready,
-                "updatedReplicas": ready,
-            },
+            "status": status,
         },
     }

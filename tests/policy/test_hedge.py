@@ -11,7 +11,7 @@ from remediator.contract.errors import ConfigError
 from remediator.guard.hedge_budget import HedgeBudgetState
 from remediator.policy.hedge import hedge_incident
 from remediator.policy_file import load_policy
-from tests.policy.builders import T0, event, pod
+from tests.policy.builders import T0, deployment, event, pod
 from tests.policy.conftest import Run, make_run
 from tests.policy.test_progress import READY, STEPS, _name, _siblings, _start, _uid
 
@@ -109,6 +109,39 @@ def test_one_hedge_per_pod_even_when_it_stalls_again() -> None:
     run.feed(vllm_logs.engine_log("llm", _name(9), graphs, T0 + started + STALL_AT + 10))
     run.at(T0 + started + 1200)
     assert [d.action for d in run.decisions] == ["hedge-pod", "delete-pod"]
+
+
+ROLLING = {  # what the Deployment's watch said last, and whether the step would surge it
+    "rolling out": ({"generation": 2, "pods": 5, "updated": 1}, "is rolling out"),
+    "not observed yet": ({"generation": 2, "observed": 1, "pods": 4, "updated": 4}, "has a change"),
+    "paused": ({"generation": 2, "pods": 4, "updated": 4, "paused": True}, "is paused"),
+}
+
+
+@pytest.mark.parametrize("state", sorted(ROLLING))
+def test_no_hedge_is_decided_for_a_deployment_the_step_would_refuse(state: str) -> None:
+    """Mid-rollout the Deployment controller spreads a surge over its ReplicaSets, so the
+    step refuses it (exit 3). Decided anyway, the hedge spent a blast-radius slot, a rate-limit
+    token and the hedge budget for nothing (in the simulator: most of the tuned fleet's
+    slowest replicas). The engine says why instead, and the pod is deleted when hung."""
+    run = _run()
+    started = _stalled(run)
+    status, why = ROLLING[state]
+    run.feed(deployment("vllm/vllm-openai:v0.6.3", at=started, **status))  # type: ignore[arg-type]
+    run.at(T0 + started + 600)
+    assert _acts(run) == ["delete-pod"] and run.held == []
+    (note,) = [n for n in run.notes if n.rule == "hedge"]
+    assert note.reason.startswith(f"no hedge: llm/Deployment/vllm-70b {why}")
+
+
+def test_a_deployment_done_rolling_out_is_hedged_again() -> None:
+    run = _run()
+    started = _stalled(run)
+    image = "vllm/vllm-openai:v0.6.3"
+    run.feed(deployment(image, generation=2, pods=5, updated=1, at=started))
+    run.feed(deployment(image, generation=2, pods=4, updated=4, at=started + 1))
+    run.at(T0 + started + 600)
+    assert _acts(run) == ["hedge-pod", "delete-pod"]
 
 
 def test_no_hedge_where_the_workload_is_short_of_gpus() -> None:

@@ -289,9 +289,11 @@ def event_object(p: Pod, reason: str, message: str, at: int, warning: bool) -> J
 # ---- the Deployment ------------------------------------------------------------------------
 def deployment_event(
     name: str, model: str, image: str, *, replicas: int, ready: int, generation: int,
-    watch: str, namespace: str, at: int,
+    watch: str, namespace: str, at: int, pods: int | None = None, updated: int | None = None,
 ) -> bytes:  # fmt: skip
-    """One watch event of a vLLM Deployment; `generation` moves with its `image`."""
+    """One watch event of a vLLM Deployment; `generation` moves with its `image`. `pods`:
+    its pods of every ReplicaSet (status.replicas), `updated`: of the current one (a rollout
+    leaves fewer updated than pods); both `replicas` when not given."""
     container = {"name": CONTAINER, "image": image,
                  "args": ["--model", model, "--tensor-parallel-size", "2",
                           "--gpu-memory-utilization", GPU_UTIL],
@@ -312,8 +314,8 @@ def deployment_event(
         },
         "status": {
             "observedGeneration": generation,
-            "replicas": replicas,
-            "updatedReplicas": ready,
+            "replicas": replicas if pods is None else pods,
+            "updatedReplicas": replicas if updated is None else updated,
             "readyReplicas": ready,
             "availableReplicas": ready,
             "conditions": [_deployment_cond("Available", ready > 0, when),

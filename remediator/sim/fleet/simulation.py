@@ -607,7 +607,7 @@ class Simulation:
         line = deployment_event(
             dep.spec.name, dep.spec.model, dep.image, replicas=replicas, ready=ready,
             generation=dep.generation, watch=watch, namespace=dep.spec.namespace,
-            at=int(wall(self.now)),
+            at=int(wall(self.now)), pods=len(dep.pods) + len(dep.old), updated=len(dep.pods),
         )  # fmt: skip
         self._emit_raw(line)
 
@@ -664,7 +664,8 @@ class Simulation:
         for _ in range(max(1, math.ceil(dep.desired * 0.25))):
             self._roll_new(dep)
         if not dep.old and len(dep.pods) >= dep.desired:
-            dep.rolling = False
+            dep.rolling = False  # nothing old was Ready: done at once, as the watch says
+            self._workload(dep)
 
     def _roll_new(self, dep: Deployment) -> None:
         if len(dep.pods) >= dep.desired:
