@@ -13,10 +13,10 @@ from dataclasses import replace
 
 from remediator.policy.config import GpuMemoryConfig
 from remediator.policy_file import PolicyFile
-from remediator.sim.fleet.compare import PolicySpec, compare
+from remediator.sim.fleet.compare import PolicySpec
 from remediator.sim.fleet.controllers import CorePolicy, SeedRule
-from remediator.sim.fleet.floors import print_section
 from remediator.sim.fleet.scenario import EXAMPLES, Scenario, load_scenario, no_spare
+from remediator.sim.fleet.sections import print_section, table
 
 UNSETTLED = 4  # nodes whose GPU memory never settles, in each fleet
 HANGS = (0.0, 0.05)
@@ -60,27 +60,19 @@ def section(seeds: tuple[int, ...] = (1, 2), hours: float = 3.0) -> str:
     cold-start GPU-minutes."""
     policies = [PolicySpec("seed rule", lambda: SeedRule("seed rule")), policy(False),
                 policy(True)]  # fmt: skip
-    lines = [
-        "## Cordoning unsettled nodes (`gpu_memory.cordon`)",
-        "",
-        f"Fleets: `examples/sim/tuned.yaml` and `untuned.yaml`, as given and with no spare GPUs, "
+    intro = (
+        "Fleets: `examples/sim/tuned.yaml` and `untuned.yaml`, as given and with no spare GPUs, "
         f"each with {UNSETTLED} nodes whose GPU memory never settles (engine init hangs there; "
         "an alert fires, the verification finds the node unsettled); seeds "
         f"{', '.join(map(str, seeds))}; {hours:g} virtual hours each "
         "(`python -m remediator.sim.fleet.cordons`). P99 time to Ready, pods deleted, and the "
-        "GPU-minutes pods held while cold-starting:",
-        "",
-        "| fleet | " + " | ".join(p.name for p in policies) + " |",
-        "|---|" + "---|" * len(policies),
-    ]
-    for label, scenario in fleets(seeds, hours):
-        summaries, _ = compare(scenario, policies)
-        cells = [
-            f"{s.ready['p99']:.0f}s, {s.deletions} deleted, {s.gpu_minutes:.0f} GPU-min"
-            for s in summaries
-        ]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join([*lines, "", NOTE]) + "\n"
+        "GPU-minutes pods held while cold-starting:"
+    )
+    return table(
+        "Cordoning unsettled nodes (`gpu_memory.cordon`)", intro, policies, fleets(seeds, hours),
+        lambda s: f"{s.ready['p99']:.0f}s, {s.deletions} deleted, {s.gpu_minutes:.0f} GPU-min",
+        NOTE,
+    )  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,15 +9,14 @@ Prints the section of docs/simulation-defaults.md that `defaults.py --write` wri
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Callable
 from dataclasses import replace
 
 from remediator.policy_file import PolicyFile
-from remediator.sim.fleet.compare import PolicySpec, compare
+from remediator.sim.fleet.compare import PolicySpec
 from remediator.sim.fleet.controllers import CorePolicy, SeedRule
 from remediator.sim.fleet.scenario import EXAMPLES, Scenario, load_scenario
+from remediator.sim.fleet.sections import print_section, table
 
 FLOORS = (30.0, 60.0, 90.0, 120.0, 180.0)
 FAULTS = ((0.03, 0.0), (0.03, 0.05), (0.0, 0.05))  # (driver hangs, engine-init hangs)
@@ -67,43 +66,18 @@ def fleets(seeds: tuple[int, ...], hours: float) -> list[tuple[str, Scenario]]:
 
 def section(seeds: tuple[int, ...] = (1, 2), hours: float = 3.0) -> str:
     """The markdown section: P99 time to Ready and false kills per floor and fleet."""
-    policies = specs()
-    lines = [
-        "## The container-start floor (`adaptive.lower`, `adaptive.lower_floor_s`)",
-        "",
+    intro = (
         "Once a model's siblings have started their containers, a pod's container-start "
         "budget is what they took (adaptive.factor x their P99, widened for few samples) "
         "even where that is under the static 300 s, but never under the floor. Fleets: "
         "`examples/sim/tuned.yaml` and `untuned.yaml` with driver hangs (the container never "
         f"starts) and engine-init hangs; seeds {', '.join(map(str, seeds))}; {hours:g} virtual "
         "hours each (`python -m remediator.sim.fleet.floors`). P99 time to Ready, and false "
-        "kills:",
-        "",
-        "| fleet | " + " | ".join(p.name for p in policies) + " |",
-        "|---|" + "---|" * len(policies),
-    ]
-    for name, scenario in fleets(seeds, hours):
-        summaries, _ = compare(scenario, policies)
-        cells = [f"{s.ready['p99']:.0f}s, {s.false_kills}" for s in summaries]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join([*lines, "", NOTE]) + "\n"
-
-
-def print_section(
-    doc: str,
-    section: Callable[[tuple[int, ...], float], str],
-    seeds: str,
-    hours: float,
-    argv: list[str] | None,
-) -> int:
-    """A section's command line (this module's, `windows`'): --seeds and --hours, the
-    markdown on stdout."""
-    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
-    parser.add_argument("--seeds", default=seeds, help=f"seeds per fleet (default {seeds})")
-    parser.add_argument("--hours", type=float, default=hours, help="virtual hours per run")
-    args = parser.parse_args(argv)
-    sys.stdout.write(section(tuple(int(s) for s in args.seeds.split(",")), args.hours))
-    return 0
+        "kills:"
+    )
+    title = "The container-start floor (`adaptive.lower`, `adaptive.lower_floor_s`)"
+    return table(title, intro, specs(), fleets(seeds, hours),
+                 lambda s: f"{s.ready['p99']:.0f}s, {s.false_kills}", NOTE)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,10 +14,10 @@ from dataclasses import replace
 
 from remediator.guard.hedge_budget import HedgeBudgetConfig
 from remediator.policy_file import PolicyFile
-from remediator.sim.fleet.compare import PolicySpec, compare
+from remediator.sim.fleet.compare import PolicySpec
 from remediator.sim.fleet.controllers import CorePolicy
-from remediator.sim.fleet.floors import print_section
 from remediator.sim.fleet.scenario import EXAMPLES, load_scenario
+from remediator.sim.fleet.sections import print_section, table
 
 WINDOWS_H = (1.0, 3.0, 24.0)
 HANGS = 0.05
@@ -43,30 +43,26 @@ def policy(hours: float) -> PolicySpec:
 def section(seeds: tuple[int, ...] = (1, 2, 3), hours: float = 6.0) -> str:
     """The markdown section: per fleet and window, P99 time to Ready, hedges and their
     share of cold-start GPU-minutes."""
-    policies = [policy(h) for h in WINDOWS_H]
-    lines = [
-        "## The hedge budget's window (`hedge_budget.window_s`)",
-        "",
+    intro = (
         "Hedges' GPU-minutes are held within 5% of the cold starts' GPU-minutes over the "
         "last `window_s`. Fleets: `examples/sim/tuned.yaml` and `untuned.yaml` with "
         f"{HANGS:.0%} of engine inits hanging; seeds {', '.join(map(str, seeds))}; {hours:g} "
         "virtual hours each (`python -m remediator.sim.fleet.windows`). P99 time to Ready, "
-        "hedges run, and their GPU-minutes as a share of cold starts':",
-        "",
-        "| fleet | " + " | ".join(p.name for p in policies) + " |",
-        "|---|" + "---|" * len(policies),
-    ]
-    for profile in ("tuned", "untuned"):
-        base = load_scenario(EXAMPLES / f"{profile}.yaml").with_faults(engine_init_hang=HANGS)
-        scenario = replace(base, seeds=seeds, duration_s=hours * 3600)
-        summaries, _ = compare(scenario, policies)
-        cells = [
-            f"{s.ready['p99']:.0f}s, {s.hedges}, "
-            f"{100 * s.hedge_gpu_minutes / max(s.gpu_minutes, 1e-9):.2f}%"
-            for s in summaries
-        ]
-        lines.append(f"| {profile}, {HANGS:.0%} hangs | " + " | ".join(cells) + " |")
-    return "\n".join([*lines, "", NOTE]) + "\n"
+        "hedges run, and their GPU-minutes as a share of cold starts':"
+    )
+    fleets = [
+        (f"{profile}, {HANGS:.0%} hangs",
+         replace(load_scenario(EXAMPLES / f"{profile}.yaml").with_faults(engine_init_hang=HANGS),
+                 seeds=seeds, duration_s=hours * 3600))
+        for profile in ("tuned", "untuned")
+    ]  # fmt: skip
+    return table(
+        "The hedge budget's window (`hedge_budget.window_s`)", intro,
+        [policy(h) for h in WINDOWS_H], fleets,
+        lambda s: f"{s.ready['p99']:.0f}s, {s.hedges}, "
+        f"{100 * s.hedge_gpu_minutes / max(s.gpu_minutes, 1e-9):.2f}%",
+        NOTE,
+    )  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
