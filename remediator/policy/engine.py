@@ -699,7 +699,8 @@ def _settled(node: str, told: str, incident: str, now: float, cordoned: bool) ->
     """A node found unsettled is found settled: said in the thread that told of it."""
     then = "its pods are judged as any other's again"
     if cordoned:
-        then += "; remediator cordoned it and leaves uncordoning to you (kubectl uncordon)"
+        # (unless a guardrail held the cordon: cordon_cap, the kill switch, a dry run)
+        then += "; if remediator cordoned it, uncordoning is left to you (kubectl uncordon)"
     reason = f"GPU memory on {node} settled, as a verification found it; {then}"
     return Decision("notify", "", node, reason, incident_id("settled", incident, node), now,
                     told_under=told)  # fmt: skip
