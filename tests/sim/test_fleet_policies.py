@@ -11,9 +11,9 @@ import pytest
 from remediator.contract.decision import Decision
 from remediator.guard.pipeline import build_pipeline
 from remediator.policy_file import PolicyFile, load_policy_file
-from remediator.sim.fleet import cordons, floors, windows
-from remediator.sim.fleet.compare import builtin_policies, compare
-from remediator.sim.fleet.controllers import CorePolicy
+from remediator.sim.fleet import cordons, floors, oracle, windows
+from remediator.sim.fleet.compare import PolicySpec, builtin_policies, compare
+from remediator.sim.fleet.controllers import CorePolicy, Oracle
 from remediator.sim.fleet.kube import BASE_TIME
 from remediator.sim.fleet.scenario import DeploymentSpec, Faults, ScaleLoad, Scenario
 from remediator.sim.fleet.simulation import Simulation
@@ -226,6 +226,34 @@ def test_the_cordon_section_runs_each_policy_on_each_fleet() -> None:
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split("|")][1:]
         assert len(cells) == 3 and all(c.endswith("GPU-min") for c in cells)
+
+
+def test_an_oracle_that_finds_hangs_sooner_ends_the_tail_sooner_and_kills_no_healthy_pod() -> None:
+    """The oracle's deletions are the hung pods' own (the simulator's ground truth): found at
+    once, the hung replicas are served a cold start later; found later, later; found either
+    way, before the default's progress detection does."""
+    scenario = _fleet("tuned", engine_init_hang=0.1)
+    config = PolicyFile()
+    specs = [oracle.oracle(config, 0.0), oracle.oracle(config, 30.0),
+             PolicySpec("default", lambda: CorePolicy("default", config))]  # fmt: skip
+    (now, late, default), _ = compare(scenario, specs)
+    assert now.ready["p99"] < late.ready["p99"] < default.ready["p99"]
+    assert now.false_kills == late.false_kills == 0 and now.kill_loops == late.kill_loops == 0
+    assert now.deletions > 0 and now.actions["delete-pod"] >= now.deletions
+
+
+def test_an_oracle_with_a_negative_delay_is_refused() -> None:
+    with pytest.raises(ValueError, match="finds_hangs_after_s must be >= 0"):
+        Oracle("o", PolicyFile(), -1.0)
+
+
+def test_the_oracle_section_runs_each_policy_on_each_fleet() -> None:
+    text = oracle.section(seeds=(1,), hours=0.5)
+    rows = [line for line in text.splitlines() if line.startswith(("| tuned", "| untuned"))]
+    assert len(rows) == 8
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")][1:]
+        assert len(cells) == 2 + len(oracle.DELAYS_S) and all(c.endswith("%)") for c in cells)
 
 
 def windows_stage() -> int:

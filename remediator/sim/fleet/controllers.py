@@ -37,6 +37,13 @@ def log_follows(controller: object) -> int:
     return follows if isinstance(follows, int) else 0
 
 
+def finds_hangs_after(controller: object) -> float | None:
+    """Seconds after a hang begins that the controller is told of it (the simulator's ground
+    truth: `Oracle`); None for every real controller."""
+    after = getattr(controller, "finds_hangs_after_s", None)
+    return float(after) if isinstance(after, (int, float)) else None
+
+
 class NoRemediation:
     """No remediation: pods are left to the Deployment and to on-call."""
 
@@ -128,6 +135,20 @@ class CorePolicy:
 
     def held(self) -> int:
         return self.sink.held_count
+
+
+class Oracle(CorePolicy):
+    """The core as configured, and beside it what no real detector has: every hang (a driver
+    that never starts a container, an engine init that stops in a step) is found
+    `finds_hangs_after_s` seconds after it began, from the simulator's ground truth, and
+    its pod deleted as a hung pod is (the same workflow, its delay, its replacement). A
+    bound, not a policy: the P99 a detector that fast would reach (sim/fleet/oracle.py)."""
+
+    def __init__(self, name: str, config: PolicyFile, finds_hangs_after_s: float) -> None:
+        super().__init__(name, config)
+        if finds_hangs_after_s < 0:
+            raise ValueError(f"finds_hangs_after_s must be >= 0, not {finds_hangs_after_s}")
+        self.finds_hangs_after_s = finds_hangs_after_s
 
 
 class SeedRule:

@@ -43,7 +43,7 @@ from remediator.policy.config import (
     StuckPodConfig,
 )
 from remediator.policy_file import PolicyFile
-from remediator.sim.fleet import cordons, floors, windows
+from remediator.sim.fleet import cordons, floors, oracle, windows
 from remediator.sim.fleet.compare import PolicySpec, run_policy
 from remediator.sim.fleet.controllers import CorePolicy, NoRemediation, SeedRule
 from remediator.sim.fleet.properties import hung_pod_lateness
@@ -221,9 +221,10 @@ GOALS_NOTE = (
     "the hang is found. On the tuned fleet that is ~4 s to the container's start, the "
     "stretch's limit (the 30 s floor, or twice the siblings' P95: ~25 s for torch.compile "
     "and graph capture), the checks' 20 s, ~5 s for the delete, then a whole cold start "
-    "(~30 s, P50): ~90-115 s against a 64 s goal. Even a hang found the instant it began "
-    "leaves the replacement's own cold start (hang-free P50 29 s, P99 52 s) plus the time "
-    "before it: 1.25x is out of reach by detection, and a hedge, which starts at half the "
+    "(~30 s, P50): ~90-115 s against a 64 s goal. A hang found the instant it began leaves "
+    "the replacement's own cold start plus the time before it, 1.14x (the oracle section "
+    "below): 1.25x needs every hang found within ~5 s of its start, which a step's silence "
+    "cannot tell from a slow step's, and a hedge, which starts at half the "
     "stall's limit (`hedge.at`), gains that half and the checks' 20 s at most, and only "
     "where the hedge budget lets it through (the `hedge.enabled` row). On the untuned fleet the "
     "largest part was min_age, which held every hung pod until it was as old as its model's "
@@ -565,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
     best = sweep.search(begin(first), first, rounds=args.rounds)
     final = sweep.evaluate(with_overrides(best.config))
     text = report(sweep, start, best, final) + "\n" + floors.section(seeds, args.hours)
-    text += "\n" + windows.section() + "\n" + cordons.section()
+    text += "\n" + windows.section() + "\n" + cordons.section() + "\n" + oracle.section()
     if args.write:
         Path(args.write).write_text(text, encoding="utf-8")
     else:

@@ -19,10 +19,11 @@ from typing import IO, Any
 from remediator.contract.decision import Decision
 from remediator.inputs.decode import decode
 from remediator.inputs.records import Input, WatchType
+from remediator.policy.incident import incident_id
 from remediator.sim.fleet import steps, wire
 from remediator.sim.fleet.calibration import PROFILES
 from remediator.sim.fleet.cluster import Deployment, Node, Pod, Slot, node_name, rs_hash
-from remediator.sim.fleet.controllers import Controller, log_follows
+from remediator.sim.fleet.controllers import Controller, finds_hangs_after, log_follows
 from remediator.sim.fleet.draws import PodDraws, mix, params, stable
 from remediator.sim.fleet.kube import BASE_TIME, deployment_event, wall
 from remediator.sim.fleet.results import RunResult
@@ -30,7 +31,7 @@ from remediator.sim.fleet.scenario import Scenario
 
 # Event kinds on the heap.
 _SCHED, _PULLED, _STARTED, _READY, _FIRST, _APPLY, _LOAD, _ROLL, _SHORT, _INPUT = range(10)
-_PULL_RETRY, _UNSHORT, _LINE, _HEDGE = 10, 11, 12, 13
+_PULL_RETRY, _UNSHORT, _LINE, _HEDGE, _FOUND = 10, 11, 12, 13, 14
 DRAIN_S = {"tuned": 900.0, "untuned": 2400.0}  # after the load stops: in-flight cold starts end
 BACKOFF_S = 10.0
 ALERT_AFTER_S = 120.0  # GPUMemoryUnstable fires this long after engine init began on the node
@@ -96,6 +97,7 @@ class Simulation:
         # The controller's log follower: how many pods in engine init it reads at once (0:
         # none), oldest first, each from its first line (remediator/sources/engine_logs.py).
         self._follow_max = log_follows(controller)
+        self._finds_hangs = finds_hangs_after(controller)  # (an Oracle only)
         self._following = 0
         self._awaiting: deque[Pod] = deque()
 
@@ -175,6 +177,7 @@ class Simulation:
             _INPUT: self._input,
             _LINE: self._line,
             _HEDGE: self._hedge_pod,
+            _FOUND: self._hang_found,
         }
         return [by_kind[kind] for kind in range(len(by_kind))]
 
@@ -332,6 +335,7 @@ class Simulation:
     def _container_start(self, pod: Pod) -> None:
         if pod.fate == "driver_hang":
             pod.hang_at = self.now
+            self._hangs(pod)
             return
         self._push(self.now + pod.draws.phase("container_start", 40), _STARTED, pod)
 
@@ -354,12 +358,31 @@ class Simulation:
             pod.lines = lines[:logged]
             pod.hang_at = self.now + (lines[logged - 1] if logged else 0.0)
             self._log_begins(pod)
+            self._hangs(pod)
             return
         pod.would_ready = self.now + init
         self._push(pod.would_ready, _READY, pod)
         if self._follow_max:
             pod.lines = steps.line_offsets(pod.draws, init)
             self._log_begins(pod)
+
+    def _hangs(self, pod: Pod) -> None:
+        """`pod` hangs from `pod.hang_at` on: an Oracle controller finds it after its delay."""
+        if self._finds_hangs is not None and pod.hang_at is not None:
+            self._push(pod.hang_at + self._finds_hangs, _FOUND, pod)
+
+    def _hang_found(self, pod: Pod) -> None:
+        """The Oracle's finding: the hung pod is deleted as the core's decision would be."""
+        if not pod.alive or pod.ready is not None:
+            return
+        assert pod.hang_at is not None
+        ns = pod.dep.spec.namespace
+        why = f"oracle: hung since {pod.hang_at:.0f}s"
+        self._decided(Decision(
+            action="delete-pod", namespace=ns, target=pod.name, uid=pod.uid, reason=why,
+            incident=incident_id("oracle", pod.uid), at=wall(self.now),
+            workload=f"{ns}/Deployment/{pod.dep.spec.name}",
+        ))  # fmt: skip
 
     def _ready(self, pod: Pod) -> None:
         if not pod.alive:
