@@ -15,8 +15,7 @@ from remediator.policy.config import GpuMemoryConfig
 from remediator.policy_file import PolicyFile
 from remediator.sim.fleet.compare import PolicySpec
 from remediator.sim.fleet.controllers import CorePolicy, SeedRule
-from remediator.sim.fleet.scenario import EXAMPLES, Scenario, load_scenario, no_spare
-from remediator.sim.fleet.sections import print_section, table
+from remediator.sim.fleet.sections import example_fleets, print_section, table
 
 UNSETTLED = 4  # nodes whose GPU memory never settles, in each fleet
 HANGS = (0.0, 0.05)
@@ -41,20 +40,6 @@ def policy(cordon: bool) -> PolicySpec:
     return PolicySpec(name, lambda: CorePolicy(name, config))
 
 
-def fleets(seeds: tuple[int, ...], hours: float) -> list[tuple[str, Scenario]]:
-    """The example fleets as given and with GPUs for their peak only, UNSETTLED nodes each."""
-    out = []
-    for profile in ("tuned", "untuned"):
-        base = replace(load_scenario(EXAMPLES / f"{profile}.yaml"), seeds=seeds,
-                       duration_s=hours * 3600)  # fmt: skip
-        for shape, fleet in (("", base), (" no spare", no_spare(base))):
-            for rate in HANGS:
-                faults = replace(fleet.faults, unsettled_gpu_nodes=UNSETTLED,
-                                 engine_init_hang=rate)  # fmt: skip
-                out.append((f"{profile}{shape}, {rate:.0%} hangs", replace(fleet, faults=faults)))
-    return out
-
-
 def section(seeds: tuple[int, ...] = (1, 2), hours: float = 3.0) -> str:
     """The markdown section: per fleet and policy, P99 time to Ready, pods deleted and
     cold-start GPU-minutes."""
@@ -69,7 +54,8 @@ def section(seeds: tuple[int, ...] = (1, 2), hours: float = 3.0) -> str:
         "GPU-minutes pods held while cold-starting:"
     )
     return table(
-        "Cordoning unsettled nodes (`gpu_memory.cordon`)", intro, policies, fleets(seeds, hours),
+        "Cordoning unsettled nodes (`gpu_memory.cordon`)", intro, policies,
+        example_fleets(seeds, hours, HANGS, unsettled_gpu_nodes=UNSETTLED),
         lambda s: f"{s.ready['p99']:.0f}s, {s.deletions} deleted, {s.gpu_minutes:.0f} GPU-min",
         NOTE,
     )  # fmt: skip

@@ -10,13 +10,11 @@ Prints the section of docs/simulation-defaults.md that `defaults.py --write` wri
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 
 from remediator.policy_file import PolicyFile
 from remediator.sim.fleet.compare import PolicySpec
 from remediator.sim.fleet.controllers import CorePolicy, Oracle, SeedRule
-from remediator.sim.fleet.scenario import EXAMPLES, Scenario, load_scenario, no_spare
-from remediator.sim.fleet.sections import print_section, table
+from remediator.sim.fleet.sections import example_fleets, print_section, table
 
 DELAYS_S = (0.0, 10.0, 20.0, 30.0)  # the oracle's delay from a hang's start to its finding
 HANGS = (0.0, 0.05)
@@ -53,19 +51,6 @@ def oracle(config: PolicyFile, after_s: float) -> PolicySpec:
     return PolicySpec(name, lambda: Oracle(name, config, after_s))
 
 
-def fleets(seeds: tuple[int, ...], hours: float) -> list[tuple[str, Scenario]]:
-    """The example fleets as given and with GPUs for their peak only, without and with hangs."""
-    out = []
-    for profile in ("tuned", "untuned"):
-        base = replace(load_scenario(EXAMPLES / f"{profile}.yaml"), seeds=seeds,
-                       duration_s=hours * 3600)  # fmt: skip
-        for shape, fleet in (("", base), (" no spare", no_spare(base))):
-            for rate in HANGS:
-                out.append((f"{profile}{shape}, {rate:.0%} hangs",
-                            fleet.with_faults(engine_init_hang=rate)))  # fmt: skip
-    return out
-
-
 def section(seeds: tuple[int, ...] = (1, 2, 3), hours: float = 6.0) -> str:
     """The markdown section: per fleet and policy, P99 time to Ready and false kills."""
     intro = (
@@ -78,7 +63,8 @@ def section(seeds: tuple[int, ...] = (1, 2, 3), hours: float = 6.0) -> str:
     )
     return table(
         "How fast a hang must be found (an oracle)", intro, policies(PolicyFile()),
-        fleets(seeds, hours), lambda s: f"{s.ready['p99']:.0f}s ({s.false_kill_pct:.2f}%)", NOTE,
+        example_fleets(seeds, hours, HANGS),
+        lambda s: f"{s.ready['p99']:.0f}s ({s.false_kill_pct:.2f}%)", NOTE,
     )  # fmt: skip
 
 

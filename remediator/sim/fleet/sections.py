@@ -6,10 +6,28 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
 
 from remediator.sim.fleet.compare import PolicySpec, compare
 from remediator.sim.fleet.results import Summary
-from remediator.sim.fleet.scenario import Scenario
+from remediator.sim.fleet.scenario import EXAMPLES, Scenario, load_scenario, no_spare
+
+
+def example_fleets(
+    seeds: tuple[int, ...], hours: float, hang_rates: Iterable[float], **faults: Any
+) -> list[tuple[str, Scenario]]:
+    """The example fleets (tuned, untuned), as given and with GPUs for their peak only, at
+    each rate of engine-init hangs, with `faults` besides: a row each."""
+    out = []
+    for profile in ("tuned", "untuned"):
+        base = replace(load_scenario(EXAMPLES / f"{profile}.yaml"), seeds=seeds,
+                       duration_s=hours * 3600)  # fmt: skip
+        for shape, fleet in (("", base), (" no spare", no_spare(base))):
+            for rate in hang_rates:
+                scenario = fleet.with_faults(engine_init_hang=rate, **faults)
+                out.append((f"{profile}{shape}, {rate:.0%} hangs", scenario))
+    return out
 
 
 def table(
