@@ -40,6 +40,14 @@ Judged = tuple[Decision | Suppressed, Feedback | None]
 MAX_AGING = 10_000
 
 
+# What a runtime logs when the guard state it restored holds `GuardState.foreign` records:
+# after a rollback, a newer release's guardrails left records this release has no stage for.
+FOREIGN_RECORDS = (
+    "guard state holds records of guardrails this release does not have (a newer release "
+    "wrote them): kept as they are and written back unchanged; they guard nothing here"
+)
+
+
 class Verdicts:
     """The guard's two counters; one per process, however many guards it runs."""
 

@@ -53,12 +53,20 @@ def _empty(kind: type[R]) -> R:
 
 class GuardState:
     """Stage name -> that stage's record. Immutable; a stage at its default state is not
-    stored, so two states that remember the same things are equal."""
+    stored, so two states that remember the same things are equal.
 
-    __slots__ = ("_records",)
+    Records of stages this release does not have (a newer release's guardrail, read back
+    after a rollback) are kept as they were read, `foreign`: never used, written back
+    unchanged, so rolling forward again finds them. A stage this release has must still
+    read whole (its reader is strict)."""
 
-    def __init__(self, records: Mapping[str, Any] | None = None) -> None:
+    __slots__ = ("_records", "_foreign")
+
+    def __init__(
+        self, records: Mapping[str, Any] | None = None, foreign: Mapping[str, Any] | None = None
+    ) -> None:
         self._records: dict[str, Any] = {k: r for k, r in (records or {}).items() if r != type(r)()}
+        self._foreign: Mapping[str, Any] = foreign or {}
 
     def of(self, stage: str, kind: type[R]) -> R:
         """The stage's record, or its default (empty) one."""
@@ -74,33 +82,54 @@ class GuardState:
         new._records = {k: r for k, r in self._records.items() if k != stage}
         if record != _empty(type(record)):
             new._records[stage] = record
+        new._foreign = self._foreign
         return new
 
+    @property
+    def foreign(self) -> tuple[str, ...]:
+        """The names of the records kept for stages this release does not have."""
+        return tuple(sorted(self._foreign))
+
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, GuardState) and self._records == other._records
+        return (
+            isinstance(other, GuardState)
+            and self._records == other._records
+            and self._foreign == other._foreign
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
+        if self._foreign:
+            return f"GuardState({self._records!r}, foreign={dict(self._foreign)!r})"
         return f"GuardState({self._records!r})"
 
     def to_json(self) -> str:
-        doc: dict[str, Any] = {"version": STATE_VERSION}
+        doc: dict[str, Any] = {"version": STATE_VERSION, **self._foreign}
         doc.update((stage, r.to_doc()) for stage, r in self._records.items())
         return json.dumps(doc, sort_keys=True, allow_nan=False, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str | bytes, kinds: Mapping[str, type[Record]]) -> GuardState:
         """Read what `to_json` wrote; `kinds` (stage name -> record type) comes from the
-        pipeline. A key no stage owns is refused, never dropped."""
+        pipeline. A record no stage owns is kept as it is (`foreign`), never dropped; a
+        record of a stage this release has is read strictly."""
         try:
             doc = json.loads(text)
         except (ValueError, UnicodeDecodeError) as exc:
             raise StateError("$", f"not JSON: {exc}") from exc
-        obj = read_object(doc, "$", set(kinds) | {"version"})
-        if obj.get("version") != STATE_VERSION:
-            raise StateError("version", f"expected {STATE_VERSION}, got {obj.get('version')!r}")
-        return cls({k: kinds[k].from_doc(v, k) for k, v in obj.items() if k != "version"})
+        if not isinstance(doc, dict):
+            raise StateError("$", f"expected an object, got {type(doc).__name__}")
+        if doc.get("version") != STATE_VERSION:
+            raise StateError("version", f"expected {STATE_VERSION}, got {doc.get('version')!r}")
+        records = {k: kinds[k].from_doc(v, k) for k, v in doc.items() if k in kinds}
+        foreign = {k: v for k, v in doc.items() if k not in kinds and k != "version"}
+        for k, v in foreign.items():
+            try:  # written back as it came: it must be JSON that `to_json` can write
+                json.dumps(v, allow_nan=False)
+            except ValueError as exc:
+                raise StateError(k, f"a record of no guardrail here, and not JSON: {exc}") from exc
+        return cls(records, foreign)
 
 
 def prune(stamps: Stamps, now: float, keep_s: float) -> dict[str, float]:

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from remediator.contract.decision import Decision, Suppressed
+from remediator.core.guard import FOREIGN_RECORDS
 from remediator.inputs.records import Input, Relisted
 from remediator.inputs.stamps import api_server_time
 from remediator.logfields import get_logger
@@ -376,6 +377,8 @@ class Driver:
         if state is not None:
             self.session.restore_guard_state(state)
             self.session.set_behind(self._told_core)  # now's, never the stored one
+            if foreign := self.session.guard_state.foreign:
+                log.warning(FOREIGN_RECORDS, extra={"records": list(foreign)})
         # What other replicas let through (taken from the shared copy) first, then its own.
         self.session.restore_through((d, False) for d in self._taken_through())
         rows = self.outbox.rows()

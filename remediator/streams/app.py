@@ -57,7 +57,7 @@ from remediator.contract.codec import encode
 from remediator.contract.decision import Decision
 from remediator.contract.records import Feedback, GotThrough
 from remediator.core.decider import timeline_metrics, tracker_gauges
-from remediator.core.guard import Verdicts
+from remediator.core.guard import FOREIGN_RECORDS, Verdicts
 from remediator.inputs.records import InputError
 from remediator.policy_file import PolicyFile
 from remediator.runtime.clock import ClusterTime, SystemClock
@@ -359,6 +359,8 @@ def build_app(
         if core is None:
             rows = dict(guard_table.items())
             core = GuardCore.from_rows(policy, streams.inputs.partitions, rows, verdicts)
+            if foreign := core.guard.state.foreign:
+                log.warning(FOREIGN_RECORDS, extra={"records": list(foreign)})
             guard_box["cluster"] = core
         return core
 

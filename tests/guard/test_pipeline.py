@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pytest
@@ -204,7 +205,7 @@ def test_state_stays_bounded() -> None:
         ("{", "$"),
         ("[]", "$"),
         ('{"version": 2}', "version"),
-        ('{"version": 1, "extra": {}}', "$.extra"),
+        ('{"version": 1, "newer": {"n": NaN}}', "newer"),
         ('{"version": 1, "dedup": {"seen": {"k": "x"}}}', "dedup.seen.k"),
         ('{"version": 1, "dedup": {"seen": []}}', "dedup.seen"),
         ('{"version": 1, "cooldown": {"last": {"k": NaN}}}', "cooldown.last.k"),
@@ -217,6 +218,23 @@ def test_bad_stored_state_is_refused_with_its_path(text: str, path: str) -> None
     with pytest.raises(StateError) as caught:
         build_pipeline().load_state(text)
     assert caught.value.path == path
+
+
+def test_a_newer_releases_records_are_kept_as_they_are_and_unused() -> None:
+    """After a rollback, the state holds a record of a guardrail this release does not have:
+    it is read (no refusal, no crash loop), not used, and written back unchanged beside what
+    this release records, so rolling forward again finds it."""
+    newer = {"n": [["node-a", 1.5]], "hours": {"7": 2}}
+    text = json.dumps({"version": 1, "node_quiet": newer, "kill_switch": {"engaged": True}})
+    state = build_pipeline().load_state(text)
+    assert state.foreign == ("node_quiet",)
+    held, _ = build_pipeline().run(make(), T0, state)  # its own records are read and used
+    assert isinstance(held, Suppressed) and held.guardrail == "kill_switch"
+    _, after = build_pipeline().run(make(), T0, engage(state, False))
+    assert after.foreign == ("node_quiet",)
+    doc = json.loads(after.to_json())
+    assert doc["node_quiet"] == newer and "idempotency" in doc
+    assert build_pipeline().load_state(after.to_json()) == after
 
 
 def test_now_must_be_finite() -> None:

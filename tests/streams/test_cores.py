@@ -6,6 +6,7 @@ partitioner (the one the ingest uses), in an order a broker could deliver them.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from typing import Any
@@ -546,3 +547,18 @@ def test_a_timer_due_before_a_broadcast_input_another_partition_owns_is_kept() -
     out += core.feed(orjson.dumps(doc), CT0 + 310)  # the cluster's time moved on meanwhile
     found = [c.decision for c in out if isinstance(c, Candidate)]
     assert [(d.action, d.target, d.at) for d in found] == [("delete-pod", "x", CT0 + 300)]
+
+
+def test_a_newer_releases_guard_records_are_kept_in_the_state_row() -> None:
+    """After a rollback of the workers: the guard's state row holds a record of a guardrail
+    this release does not have. It is restored (no refusal), kept unused, and the state row
+    written again holds it unchanged beside what this release recorded."""
+    newer = {"nodes": [["gpu-node-3", 1.0]]}
+    rows: dict[str, object] = {"state": json.dumps({"version": 1, "node_quiet": newer})}
+    guard = GuardCore.from_rows(PolicyFile(), 1, rows)
+    assert guard.guard.state.foreign == ("node_quiet",)
+    out = guard.take(Candidate(stuck("pod-a", "inc-a", 40.0), 40.0, 0))
+    out += guard.take(Watermark(0, 60.0))
+    assert [r.result.target for r in out if isinstance(r.result, Decision)] == ["pod-a"]
+    state = json.loads(str(guard.changed()["state"]))
+    assert state["node_quiet"] == newer and "idempotency" in state
