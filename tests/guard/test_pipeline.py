@@ -4,6 +4,8 @@ import json
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from remediator.contract.decision import Decision, Suppressed
 from remediator.guard import ORDER, GuardState, StateError, build_pipeline, engage
@@ -235,6 +237,33 @@ def test_a_newer_releases_records_are_kept_as_they_are_and_unused() -> None:
     doc = json.loads(after.to_json())
     assert doc["node_quiet"] == newer and "idempotency" in doc
     assert build_pipeline().load_state(after.to_json()) == after
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=8), _json, max_size=3))
+def test_whatever_a_newer_release_kept_is_written_back_or_refused_by_name(
+    records: dict[str, object],
+) -> None:
+    """Any records under names no guardrail here has: read back and written again as they
+    came, or, where one is not JSON to_json could write (NaN, Infinity), refused naming it."""
+    pipeline = build_pipeline()
+    newer = {k: v for k, v in records.items() if k not in pipeline.state_kinds and k != "version"}
+    text = json.dumps({"version": 1, **newer})
+    try:
+        state = pipeline.load_state(text)
+    except StateError as refused:
+        assert refused.path in newer and "not JSON" in refused.message
+        return
+    assert state.foreign == tuple(sorted(newer))
+    again = json.loads(state.to_json())
+    assert {k: again[k] for k in newer} == newer
+    assert pipeline.load_state(state.to_json()) == state
 
 
 def test_now_must_be_finite() -> None:
