@@ -33,8 +33,8 @@ NOTE = (
     "On the untuned fleet an oracle 30 s late is still within 1.15×: there the default's gap "
     "is its limits, twice the siblings' P95 of steps that take minutes. Closing the tuned "
     "fleet's gap needs a signal that tells a hung engine from a slow one within seconds "
-    "(vLLM's own start-up progress, vllm-project/vllm#50282; its GPUs' activity), not a "
-    "shorter silence: the oracle kills no healthy pod because it knows, and no timer on a log "
+    "(vLLM's own start-up progress, vllm-project/vllm#50282, open), not a shorter "
+    "silence: the oracle kills no healthy pod because it knows, and no timer on a log "
     "can."
 )
 
