@@ -219,12 +219,16 @@ def test_cordoning_an_unsettled_node_ends_its_turnover_and_kills_no_healthy_pod(
     assert PolicyFile().rules.gpu_memory.cordon  # what the section says is the default
 
 
-def test_the_cordon_section_runs_each_policy_on_each_fleet() -> None:
-    text = cordons.section(seeds=(1,), hours=0.5)
+def section_cells(text: str) -> list[list[str]]:
+    """A doc section's table: each fleet row's cells, its label left out."""
     rows = [line for line in text.splitlines() if line.startswith(("| tuned", "| untuned"))]
+    return [[c.strip() for c in row.strip("|").split("|")][1:] for row in rows]
+
+
+def test_the_cordon_section_runs_each_policy_on_each_fleet() -> None:
+    rows = section_cells(cordons.section(seeds=(1,), hours=0.5))
     assert len(rows) == 8
-    for row in rows:
-        cells = [c.strip() for c in row.strip("|").split("|")][1:]
+    for cells in rows:
         assert len(cells) == 3 and all(c.endswith("GPU-min") for c in cells)
 
 
@@ -248,11 +252,9 @@ def test_an_oracle_with_a_negative_delay_is_refused() -> None:
 
 
 def test_the_oracle_section_runs_each_policy_on_each_fleet() -> None:
-    text = oracle.section(seeds=(1,), hours=0.5)
-    rows = [line for line in text.splitlines() if line.startswith(("| tuned", "| untuned"))]
+    rows = section_cells(oracle.section(seeds=(1,), hours=0.5))
     assert len(rows) == 8
-    for row in rows:
-        cells = [c.strip() for c in row.strip("|").split("|")][1:]
+    for cells in rows:
         assert len(cells) == 2 + len(oracle.DELAYS_S) and all(c.endswith("%)") for c in cells)
 
 
