@@ -112,28 +112,54 @@ class Guard:
         self._hedge_window_s = budget.window_s  # what `hear` keeps of the cold starts heard
 
     def judge(self, candidate: Candidate, now: float | None = None) -> Judged:
-        """The guardrails' verdict on `candidate` at `now` (default: when it was made)."""
+        """The guardrails' verdict on `candidate` at `now` (default: when it was made): both
+        tiers of the pipeline, one after the other (`admit`, `settle`, `commit`)."""
         at = candidate.at if now is None else now
+        held = self.admit(candidate, at)
+        if held is not None:
+            return held
+        judged, through = self.settle(candidate, at)
+        if through:
+            self.commit(candidate, at)
+        return judged
+
+    def admit(self, candidate: Candidate, at: float) -> Judged | None:
+        """The workload tier's verdict: why not, and the feedback; None: on to `settle`.
+        A guard that holds some workloads' part of the first tier calls this alone."""
         decision = candidate.decision
-        result, self.state = self.pipeline.run(decision, at, self.state)
+        held, self.state = self.pipeline.admit(decision, at, self.state)
         if decision.uid is not None and decision.uid in self.aging:
             del self.aging[decision.uid]  # looked at again: what it says now stands
             self._changed(decision.uid)
+        return None if held is None else self._held(candidate, held, at)
+
+    def settle(self, candidate: Candidate, at: float) -> tuple[Judged, bool]:
+        """The cluster tier's verdict on a candidate `admit` let on, and whether the first
+        tier records it (`commit`): it got through, or a dry run held it."""
+        result, self.state = self.pipeline.settle(candidate.decision, at, self.state)
         if isinstance(result, Suppressed):
-            self.verdicts.suppressed(decision.action, result.guardrail).inc()
-            if result.simulated:  # a dry run: got through, as far as anything remembers
-                through = GotThrough(decision, at, True, candidate.partition, candidate.phase)
-                return result, through
-            if result.guardrail == WatchCurrent.name and decision.uid:
-                # Looked at again the moment the picture has caught up, not at a retry time.
-                return result, HeldBehind(decision, at, candidate.partition)
-            if result.retry_at is not None:
-                retry = RetryAt(decision, at, result.retry_at, candidate.partition, result.queued)
-                self._age(retry, result.guardrail, candidate.model)
-                return result, retry
-            return result, None
+            return self._held(candidate, result, at), result.simulated
         self.verdicts.decided(result.action).inc()
-        return result, GotThrough(result, at, False, candidate.partition, candidate.phase)
+        return (result, GotThrough(result, at, False, candidate.partition, candidate.phase)), True
+
+    def commit(self, candidate: Candidate, at: float) -> None:
+        """The workload tier's record of a candidate `settle` let through."""
+        self.state = self.pipeline.commit(candidate.decision, at, self.state)
+
+    def _held(self, candidate: Candidate, held: Suppressed, at: float) -> Judged:
+        """A "no", counted, and what goes back to the decider."""
+        decision = candidate.decision
+        self.verdicts.suppressed(decision.action, held.guardrail).inc()
+        if held.simulated:  # a dry run: got through, as far as anything remembers
+            return held, GotThrough(decision, at, True, candidate.partition, candidate.phase)
+        if held.guardrail == WatchCurrent.name and decision.uid:
+            # Looked at again the moment the picture has caught up, not at a retry time.
+            return held, HeldBehind(decision, at, candidate.partition)
+        if held.retry_at is not None:
+            retry = RetryAt(decision, at, held.retry_at, candidate.partition, held.queued)
+            self._age(retry, held.guardrail, candidate.model)
+            return held, retry
+        return held, None
 
     # ---- holds until old enough --------------------------------------------------------
     def _age(self, retry: RetryAt, guardrail: str, model: str | None) -> None:

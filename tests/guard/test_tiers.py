@@ -11,12 +11,15 @@ from itertools import accumulate
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
 
 from remediator.contract.decision import Decision, Suppressed
-from remediator.contract.records import GpuNews
+from remediator.contract.records import Candidate, GpuNews
+from remediator.core.guard import Guard, Verdicts
 from remediator.guard import GuardState, build_pipeline, engage, hold
 from remediator.guard.blast_radius import workload_key
 from remediator.guard.config import GuardConfig
+from remediator.guard.dry_run import DryRun, DryRunConfig
 from remediator.guard.hedge_budget import hear
 from remediator.guard.pipeline import CLUSTER_STAGES, WORKLOAD_STAGES, Pipeline
 
@@ -176,7 +179,74 @@ def test_the_tiers_are_the_stages_in_order() -> None:
 
 
 def test_a_simulating_stage_in_the_workload_tier_is_refused() -> None:
-    from remediator.guard.dry_run import DryRun, DryRunConfig
-
     with pytest.raises(ValueError, match="cluster tier"):
         Pipeline((DryRun(DryRunConfig(enabled=True)),), workload_tier=1)
+
+
+# ---- the core's Guard, its two tiers held apart ---------------------------------------
+def _candidate(decision: Decision, now: float) -> Candidate:
+    return Candidate(decision, now, partition=len(decision.target) % 3,
+                     model="meta-llama/Llama-3.1-70B-Instruct", phase="engine_init")  # fmt: skip
+
+
+def _set(guard: Guard, what: str) -> None:
+    if what.startswith("kill switch"):
+        guard.set_kill_switch(what.endswith("on"))
+    else:
+        guard.set_behind("relisting" if what.endswith("behind") else None)
+
+
+def _guard(config: GuardConfig, registry: CollectorRegistry) -> Guard:
+    guard = Guard(config, registry)
+    guard.hear(GpuNews(gpu_s=1e5), T0)  # some hedges paid for, not all
+    return guard
+
+
+def _counts(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for metric in registry.collect()
+        for s in metric.samples
+        if s.name.endswith("_total")
+    }
+
+
+@settings(max_examples=200, deadline=None)
+@given(config=configs, dry=st.booleans(), stream=streams())
+def test_guards_holding_the_tiers_apart_judge_and_feed_back_as_one_guard(
+    config: GuardConfig, dry: bool, stream: list[Event]
+) -> None:
+    """A guard per workload for the first tier, one for the second: the same verdicts, the
+    same feedback for the decider, the same pods held until old enough, the same counts."""
+    config = config.with_stage("dry_run", DryRunConfig(enabled=dry))
+    one_registry, apart_registry = CollectorRegistry(), CollectorRegistry()
+    one = _guard(config, one_registry)
+    verdicts = Verdicts(apart_registry)
+    cluster = Guard(config, verdicts=verdicts)
+    cluster.hear(GpuNews(gpu_s=1e5), T0)
+    parts: dict[str, Guard] = {}
+    judged_once, judged_apart, said = [], [], []
+    for now, item in stream:
+        if isinstance(item, str):
+            said.append(item)
+            for guard in (one, *parts.values()):
+                _set(guard, item)
+            continue
+        candidate = _candidate(item, now)
+        judged_once.append(one.judge(candidate))
+        part = parts.get(workload_key(item))
+        if part is None:
+            part = parts[workload_key(item)] = Guard(config, verdicts=verdicts)
+            for what in said:  # what the runtime set before: every part has it
+                _set(part, what)
+        judged = part.admit(candidate, now)
+        if judged is None:
+            judged, through = cluster.settle(candidate, now)
+            if through:
+                part.commit(candidate, now)
+        judged_apart.append(judged)
+    assert judged_once == judged_apart
+    assert [result for result, _ in judged_once] == one_pipeline(build_pipeline(config), stream)
+    aging = {uid: held for part in parts.values() for uid, held in part.aging.items()}
+    assert one.aging == aging
+    assert _counts(one_registry) == _counts(apart_registry)
