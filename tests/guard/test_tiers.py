@@ -17,7 +17,7 @@ from remediator.contract.decision import Decision, Suppressed
 from remediator.contract.records import Candidate, GpuNews
 from remediator.core.guard import Guard, Verdicts
 from remediator.guard import GuardState, build_pipeline, engage, hold
-from remediator.guard.blast_radius import workload_key
+from remediator.guard.blast_radius import BlastRadius, BlastRadiusConfig, workload_key
 from remediator.guard.config import GuardConfig
 from remediator.guard.dry_run import DryRun, DryRunConfig
 from remediator.guard.hedge_budget import hear
@@ -158,8 +158,6 @@ def test_tiers_apart_judge_as_one_pipeline(
 def test_a_stage_that_remembered_across_workloads_would_be_caught() -> None:
     """The check above can fail: with the cluster-wide caps in the workload tier, a second
     workload's deletion is judged without the first workload's."""
-    from remediator.guard.blast_radius import BlastRadius, BlastRadiusConfig
-
     wrong = Pipeline(
         (BlastRadius(BlastRadiusConfig(max_pods_cluster=1)),), workload_tier=1
     )  # fmt: skip
@@ -196,8 +194,8 @@ def _set(guard: Guard, what: str) -> None:
         guard.set_behind("relisting" if what.endswith("behind") else None)
 
 
-def _guard(config: GuardConfig, registry: CollectorRegistry) -> Guard:
-    guard = Guard(config, registry)
+def _guard(config: GuardConfig, verdicts: Verdicts) -> Guard:
+    guard = Guard(config, verdicts=verdicts)
     guard.hear(GpuNews(gpu_s=1e5), T0)  # some hedges paid for, not all
     return guard
 
@@ -220,10 +218,9 @@ def test_guards_holding_the_tiers_apart_judge_and_feed_back_as_one_guard(
     same feedback for the decider, the same pods held until old enough, the same counts."""
     config = config.with_stage("dry_run", DryRunConfig(enabled=dry))
     one_registry, apart_registry = CollectorRegistry(), CollectorRegistry()
-    one = _guard(config, one_registry)
+    one = _guard(config, Verdicts(one_registry))
     verdicts = Verdicts(apart_registry)
-    cluster = Guard(config, verdicts=verdicts)
-    cluster.hear(GpuNews(gpu_s=1e5), T0)
+    cluster = _guard(config, verdicts)
     parts: dict[str, Guard] = {}
     judged_once, judged_apart, said = [], [], []
     for now, item in stream:
