@@ -15,17 +15,19 @@ from typing import Any, TypeVar
 import msgspec
 
 from remediator.contract.records import (
+    Admitted,
     Candidate,
     GotThrough,
     HeldBehind,
     Learned,
     RetryAt,
+    Settled,
     Watermark,
 )
 
 T = TypeVar("T")
 
-Wire = Candidate | GotThrough | RetryAt | HeldBehind | Learned | Watermark
+Wire = Candidate | GotThrough | RetryAt | HeldBehind | Learned | Watermark | Admitted | Settled
 
 _encoder = msgspec.json.Encoder()
 _decoders: dict[Any, msgspec.json.Decoder[Any]] = {}

@@ -125,6 +125,28 @@ class Watermark(msgspec.Struct, frozen=True, tag="watermark"):
     at: float
 
 
+class Admitted(msgspec.Struct, frozen=True, tag="admitted"):
+    """A candidate the guard's first tier (candidates partition `tier`) let on at `at`, for
+    the second tier to settle (`Guard.admit`, then `Guard.settle`): the guard split by
+    workload (streams/tiers.py)."""
+
+    candidate: Candidate
+    at: float
+    tier: int
+
+
+class Settled(msgspec.Struct, frozen=True, tag="settled"):
+    """The second tier's word on an admitted candidate, back to its workload's first-tier
+    partition: `through` (let through, or a dry run's "would have"): `Guard.commit` there.
+    `incident` and `at` name the admitted candidate it answers (a record read again after
+    a restart answers nothing)."""
+
+    workload: str
+    incident: str
+    at: float
+    through: bool
+
+
 class Packed(msgspec.Struct, frozen=True, array_like=True):
     """One input-topic document as an `Envelope` carries it: its partition key, the
     cluster's time the ingest took it at (None: not known yet) and the document itself,

@@ -26,12 +26,15 @@ from remediator.contract.records import (
     RetryAt,
 )
 from remediator.guard import GuardState, build_pipeline, engage, hold
+from remediator.guard.blast_radius import workload_key
 from remediator.guard.config import GuardConfig
 from remediator.guard.hedge_budget import HedgeBudget, HedgeBudgetConfig, hear
 from remediator.guard.stage import HoldsUntil
 from remediator.guard.watch_current import WatchCurrent
 from remediator.policy.config import PolicyConfig
 from remediator.policy.history import PhaseHistory, expected_cold_start
+
+__all__ = ["ClusterHistory", "Guard", "Judged", "Verdicts", "workload_key"]
 
 # What the guard said, and what goes back to the decider (None: nothing to remember).
 Judged = tuple[Decision | Suppressed, Feedback | None]

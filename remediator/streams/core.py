@@ -38,6 +38,7 @@ import orjson
 from remediator.contract.codec import Wire, decode, decode_wire, encode
 from remediator.contract.decision import Decision, Suppressed
 from remediator.contract.records import (
+    Admitted,
     Aging,
     Candidate,
     Envelope,
@@ -47,6 +48,7 @@ from remediator.contract.records import (
     Learned,
     Packed,
     RetryAt,
+    Settled,
     Watermark,
 )
 from remediator.core.decider import Decider, TimelineMetrics
@@ -465,6 +467,9 @@ class Released:
     result: Decision | Suppressed | None
     origin: int
     feedback: Feedback | Learned | None
+    # For the guard's other tier (streams/tiers.py): what the first tier let on, the hedge
+    # budget's news it forwards, or the second tier's answer. None: nothing.
+    onward: Admitted | Settled | Learned | None = None
 
 
 @dataclass
@@ -518,6 +523,7 @@ class GuardCore:
         # was later than `replay_frontier` was still waiting (everything else released).
         self.replayed_to = -1
         self.replay_frontier = -math.inf
+        self.replay_held: tuple[float, int, int] | None = None
         self._behind: str | None = None  # the hold last set (None: not yet this run)
         self._switch: tuple[bool, str] | None = None  # the kill switch last set, this run
 
@@ -553,20 +559,15 @@ class GuardCore:
         never read (a new group, an older worker's rows) starts where it is started."""
         return self.read if self.taken >= 0 and offset > self.read else None
 
-    def take(self, record: GuardRecord, offset: int = -1) -> list[Released]:
+    def take(self, record: GuardRecord | Admitted, offset: int = -1) -> list[Released]:
         """A record from the candidates topic (at `offset`; -1: none to read again
         from); what the guardrails said, oldest first."""
-        if offset >= 0:
-            self._dirty.add(MARKS)
-            self.read = offset + 1
-            self.taken = max(self.taken, offset)
+        self._mark_read(offset)
         if isinstance(record, Watermark):
             if record.at > self.watermarks.get(record.partition, -math.inf):
                 self.watermarks[record.partition] = record.at
                 self._dirty.add(MARKS)
-        elif 0 <= offset <= self.replayed_to and record.at <= self.replay_frontier:
-            pass  # taken before the restore and released then: judged once
-        else:
+        elif not self._released_before(record, offset):
             # A learned record goes before the candidates of its instant: the pod was
             # ready when they were made.
             kind = 0 if isinstance(record, Learned) else 1
@@ -580,10 +581,28 @@ class GuardCore:
                 self._dirty.add(f"pending|{self._seq}")
         return self._release()
 
+    def _mark_read(self, offset: int) -> None:
+        if offset >= 0:
+            self._dirty.add(MARKS)
+            self.read = offset + 1
+            self.taken = max(self.taken, offset)
+
+    def _released_before(self, record: GuardRecord | Admitted, offset: int) -> bool:
+        """Taken before the restore and released then: judged once. Everything up to the
+        frontier it had reached was released, but what waited behind a first tier's
+        workload (`replay_held`: that record's place, and all after it)."""
+        if not 0 <= offset <= self.replayed_to or record.at > self.replay_frontier:
+            return False
+        place = (record.at, 0 if isinstance(record, Learned) else 1, offset)
+        return self.replay_held is None or place < self.replay_held
+
     def _release(self) -> list[Released]:
         frontier = self.frontier
         out: list[Released] = []
         while self.pending and self.pending[0][0] <= frontier:
+            if self._waits():
+                self._dirty.add(MARKS)  # what waits is part of where to read again from
+                break
             at, _, seq, raw = heapq.heappop(self.pending)
             del self._waiting[seq]
             if self._origin.pop(seq, None) is None:
@@ -592,38 +611,75 @@ class GuardCore:
                 self._dirty.add(MARKS)  # where to read again from may move
             record = decode_wire(raw)
             if isinstance(record, Learned):
-                if self._heard_before(record):
-                    continue  # sent again by its partition, rebuilt: heard once
-                for key in self.history.learn(record.samples):
-                    self._dirty.add(_learned_row(key))
-                if record.gpus is not None:  # hedges are weighed by every partition's
-                    self.guard.hear(record.gpus, at)
-                    self._dirty.add("state")
-                    record = msgspec.structs.replace(record, gpus=None)  # the guard's alone
-                out.append(Released(None, record.partition, record))
-                out.extend(self._reweigh(record))
+                if not self._heard_before(record):  # else sent again by its partition
+                    out.extend(self._learn(record, at))
                 continue
-            assert isinstance(record, Candidate)
-            incident = record.decision.incident
-            if record.once and incident in self.told:
-                continue  # told already, by another partition: as if never said
-            # A late candidate (a retry that came back after its partition ran ahead) is
-            # judged now, not in the past the guard state has already moved beyond.
-            if at > self.clock:
-                self.clock = at
-                self._dirty.add(MARKS)
-            before = self.guard.state
-            if record.behind != self._behind:  # the partition's word as it decided
-                self.guard.set_behind(record.behind or None)
-                self._behind = record.behind
-            result, feedback = self.guard.judge(self.history.weigh(record), self.clock)
-            if self.guard.state is not before:
-                self._dirty.add("state")
-            if record.once and isinstance(feedback, GotThrough):
-                self.told[incident] = self.clock
-                self._dirty.add(f"told|{incident}")
-            out.append(Released(result, record.partition, feedback))
+            out.extend(self._judge(record, at))
         return out
+
+    def _waits(self) -> bool:
+        """Whether the oldest waiting record must wait for more than the watermark (the
+        first tier's, for its workload's last admitted candidate to be settled)."""
+        return False
+
+    def _learn(self, record: Learned, at: float) -> list[Released]:
+        """A partition's finished cold starts, in time order: the cluster's history, the
+        hedge budget's news, relayed to every other partition, held pods looked at again."""
+        self._history(record)
+        if record.gpus is not None:  # hedges are weighed by every partition's
+            self.guard.hear(record.gpus, at)
+            self._dirty.add("state")
+            record = msgspec.structs.replace(record, gpus=None)  # the guard's alone
+        return [Released(None, record.partition, record), *self._reweigh(record)]
+
+    def _history(self, record: Learned) -> None:
+        for key in self.history.learn(record.samples):
+            self._dirty.add(_learned_row(key))
+
+    def _judge(self, record: Wire, at: float) -> list[Released]:
+        """A candidate, at the guard's clock."""
+        assert isinstance(record, Candidate)
+        weighed = self._weighed(record, at)
+        if weighed is None:
+            return []
+        before = self.guard.state
+        out = self._decide(record, weighed)
+        self._touched(before)
+        return out
+
+    def _decide(self, record: Candidate, weighed: Candidate) -> list[Released]:
+        """Both tiers of the guardrails (`Guard.judge`)."""
+        result, feedback = self.guard.judge(weighed, self.clock)
+        if record.once and isinstance(feedback, GotThrough):
+            self._tell(record.decision.incident)
+        return [Released(result, record.partition, feedback)]
+
+    def _weighed(self, record: Candidate, at: float) -> Candidate | None:
+        """The candidate to judge at the guard's clock, its cold start weighed by the
+        cluster's history (None: a notice told already, by another partition: as if never
+        said), its partition's word on its watch set."""
+        if record.once and record.decision.incident in self.told:
+            return None
+        self._advance(at)
+        if record.behind != self._behind:  # the partition's word as it decided
+            self.guard.set_behind(record.behind or None)
+            self._behind = record.behind
+        return self.history.weigh(record)
+
+    def _advance(self, at: float) -> None:
+        """A late candidate (a retry back after its partition ran ahead) is judged now, not
+        in the past the guard state has already moved beyond."""
+        if at > self.clock:
+            self.clock = at
+            self._dirty.add(MARKS)
+
+    def _tell(self, incident: str) -> None:
+        self.told[incident] = self.clock
+        self._dirty.add(f"told|{incident}")
+
+    def _touched(self, before: object) -> None:
+        if self.guard.state is not before:
+            self._dirty.add("state")
 
     def _heard_before(self, learned: Learned) -> bool:
         """Whether the guard heard what `learned` says already: a place in its partition
@@ -668,6 +724,9 @@ class GuardCore:
                 marks = {str(p): at for p, at in sorted(self.watermarks.items())}
                 rows[key] = {"clock": clock, "watermarks": marks, "taken": self.taken,
                              "from": self.replay_from}  # fmt: skip
+                held = self._held()
+                if held is not None:
+                    rows[key]["held"] = held
                 if self.heard:
                     rows[key]["heard"] = {str(p): list(s) for p, s in sorted(self.heard.items())}
             elif key.startswith("learned|"):
@@ -680,6 +739,14 @@ class GuardCore:
         for uid, aging in self.guard.take_aging_changed().items():
             rows[f"aging|{uid}"] = None if aging is None else encode(aging).decode()
         return rows
+
+    def _held(self) -> list[float] | None:
+        """The place of the oldest record waiting behind a workload's (`_waits`), from
+        which a restored guard takes again what it reads again (`_released_before`)."""
+        if not self.pending or not self._waits():
+            return None
+        at, kind, seq, _ = self.pending[0]
+        return [at, kind, self._origin.get(seq, -1)]
 
     def _learned_of(self, model: str) -> dict[str, list[float]] | None:
         """A model's row: its phases' learned samples (None: an older per-phase row, now
@@ -736,6 +803,9 @@ class GuardCore:
         core.taken = core.replayed_to = int(marks.get("taken", -1))
         core.read = int(marks.get("from", core.taken + 1))
         core.replay_frontier = core.frontier
+        held = marks.get("held")
+        if held is not None:
+            core.replay_held = (float(held[0]), int(held[1]), int(held[2]))
         core._dirty = older
         if "pending" in rows:  # written again per candidate, the old row deleted
             core._dirty |= {"pending"} | {f"pending|{s}" for s in core._waiting}

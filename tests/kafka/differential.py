@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import math
+import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
@@ -27,7 +28,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from remediator.contract.decision import Decision, Suppressed
-from remediator.contract.records import GotThrough, Learned
+from remediator.contract.records import Candidate, GotThrough, Learned, Watermark
 from remediator.core.decider import Decider
 from remediator.inputs.decode import InputError, decode
 from remediator.inputs.records import Input
@@ -305,51 +306,135 @@ def feedback_targets(feedback: object, origin: int, partitions: int) -> Iterator
         yield origin
 
 
-def through_cores(stream: Stream, partitions: int = 8) -> Observed:
+class Topics:
+    """Topic partitions (`Place`): logs of records, each read in order from a position a
+    reader may move back (`rewind`: a restarted reader reads again). Taken in the order they
+    were sent, or (`seed`) from a partition chosen at random each time: the tiers of the
+    guard, its partitions and the deciders then hear each other in any order a broker could
+    deliver in."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        self.log: dict[Place, list[tuple[int, bytes, float | None]]] = {}
+        self.read: dict[Place, int] = {}
+        self.rng = None if seed is None else random.Random(seed)
+        self.sent = 0
+
+    def send(self, place: Place, raw: bytes, at: float | None = None) -> None:
+        self.sent += 1
+        self.log.setdefault(place, []).append((self.sent, raw, at))
+        self.read.setdefault(place, 0)
+
+    def take(self) -> tuple[Place, int, bytes, float | None] | None:
+        """The next record somewhere: its place, offset, bytes and arrival time."""
+        ready = [p for p, log in self.log.items() if self.read[p] < len(log)]
+        if not ready:
+            return None
+        if self.rng is None:
+            place = min(ready, key=lambda p: self.log[p][self.read[p]][0])
+        else:
+            place = self.rng.choice(sorted(ready))
+        offset = self.read[place]
+        self.read[place] = offset + 1
+        _, raw, at = self.log[place][offset]
+        return place, offset, raw, at
+
+    def rewind(self, place: Place, offset: int) -> None:
+        self.read[place] = min(self.read.get(place, 0), offset)
+
+
+Place = tuple[str, int]  # topic, partition: ("inputs" | "candidates" | "admitted", n)
+
+
+def through_cores(
+    stream: Stream, partitions: int = 8, tiers: int = 0, seed: int | None = None
+) -> Observed:
     """The Kafka runtime's cores without Kafka: partition cores and the guard, each record
     handed over as a broker would (partitioned by aiokafka's own partitioner), the
-    partitions' cold starts observed into one registry as one worker's are."""
+    partitions' cold starts observed into one registry as one worker's are. `tiers`: the
+    guard split by workload over that many candidates partitions (streams/tiers.py), else
+    one `GuardCore`; `seed`: the topics' partitions delivered in a random interleaving."""
     from aiokafka.partitioner import DefaultPartitioner
     from prometheus_client import generate_latest
 
-    from remediator.contract.codec import encode
+    from remediator.contract.codec import decode_wire, encode
+    from remediator.contract.records import Admitted, Settled
     from remediator.core.decider import timeline_metrics
+    from remediator.core.guard import workload_key
     from remediator.streams.core import (
         GuardCore,
         PartitionCore,
-        Watermark,
+        Released,
         feedback_record,
         parse_guard_record,
         tick_record,
     )
     from remediator.streams.keys import BROADCAST, arrived, split
+    from remediator.streams.tiers import FirstTier, SecondTier
 
     registry, config, seen = CollectorRegistry(), stream.config, Observed()
     metrics = timeline_metrics(registry)
     cores = [PartitionCore(config, p, partitions, metrics=metrics) for p in range(partitions)]
-    guard, partitioner, everyone = GuardCore(config, partitions), DefaultPartitioner(), []
-    everyone = list(range(partitions))
+    guard = GuardCore(config, partitions)
+    first = [FirstTier(config, partitions, index=m) for m in range(tiers)]
+    second = SecondTier(config, tiers)
+    told = [-math.inf] * tiers  # the watermark each first tier last sent the second
+    partitioner, everyone, topics = DefaultPartitioner(), list(range(partitions)), Topics(seed)
+
+    def tier_of(workload: str) -> int:
+        return int(partitioner(workload.encode(), list(range(tiers)), list(range(tiers))))
+
+    def to_guard(record: object) -> None:
+        raw = encode(record)
+        if not tiers:
+            topics.send(("candidates", 0), raw)
+        elif isinstance(record, Candidate):
+            topics.send(("candidates", tier_of(workload_key(record.decision))), raw)
+        else:  # learned, watermarks: every first tier's
+            for m in range(tiers):
+                topics.send(("candidates", m), raw)
+
+    def released(out: list[Released]) -> None:
+        for r in out:
+            if isinstance(r.result, Decision):
+                seen.decisions.append(said(r.result))
+            elif r.result is not None:
+                seen.suppressions.append(held(r.result))
+            for q in feedback_targets(r.feedback, r.origin, partitions):
+                topics.send(("inputs", q), feedback_record(r.feedback))  # type: ignore[arg-type]
+            if isinstance(r.onward, Settled):
+                topics.send(("candidates", tier_of(r.onward.workload)), encode(r.onward))
+            elif r.onward is not None:
+                topics.send(("admitted", 0), encode(r.onward))
+
+    def handle(place: Place, _: int, raw: bytes, at: float | None) -> None:
+        topic, n = place
+        if topic == "inputs":
+            try:
+                records = list(cores[n].feed(raw, at))
+            except InputError:
+                return
+            if raw.startswith(b'{"remediator":"tick"'):
+                records.append(Watermark(n, cores[n].now))
+            for record in records:
+                to_guard(record)
+        elif topic == "candidates" and not tiers:
+            released(guard.take(parse_guard_record(raw)))
+        elif topic == "candidates":
+            record = decode_wire(raw)
+            assert isinstance(record, Candidate | Learned | Watermark | Settled)
+            released(first[n].take(record))
+            if first[n].settles_to > told[n]:
+                told[n] = first[n].settles_to
+                topics.send(("admitted", 0), encode(Watermark(n, told[n])))
+        else:
+            record = decode_wire(raw)
+            assert isinstance(record, Admitted | Learned | Watermark)
+            released(second.take(record))
 
     def run(p: int, raw: bytes, at: float | None = None) -> None:
-        queue: list[tuple[int, bytes, float | None]] = [(p, raw, at)]
-        while queue:
-            p, raw, at = queue.pop(0)
-            try:
-                records = list(cores[p].feed(raw, at))
-            except InputError:
-                continue
-            if raw.startswith(b'{"remediator":"tick"'):
-                records.append(Watermark(p, cores[p].now))
-            for record in records:
-                for released in guard.take(parse_guard_record(encode(record))):
-                    if isinstance(released.result, Decision):
-                        seen.decisions.append(said(released.result))
-                    elif released.result is not None:
-                        seen.suppressions.append(held(released.result))
-                    fb = released.feedback
-                    for q in feedback_targets(fb, released.origin, partitions):
-                        assert fb is not None
-                        queue.append((q, feedback_record(fb), None))
+        topics.send(("inputs", p), raw, at)
+        while (taken := topics.take()) is not None:
+            handle(*taken)
 
     cluster = ClusterTime(FROZEN)  # the ingest's
     for chunk in stream.chunks:

@@ -2,7 +2,8 @@
 one `Session` and through the Kafka runtime's cores (eight partitions and the guard, the
 records handed over in-process as a broker would), compared as the real-broker test
 (tests/kafka/test_differential.py) compares the workers. Fast, so it runs in the unit part
-and says which stream differs before a broker is started."""
+and says which stream differs before a broker is started. The guard split by workload
+(streams/tiers.py) is held to the same."""
 
 from __future__ import annotations
 
@@ -32,6 +33,23 @@ def test_the_kafka_cores_do_what_one_session_does(name: str, partitions: int) ->
     reference = through_session(stream).sorted()
     got = through_cores(stream, partitions).sorted()
     assert reference.histograms, "the stream must show cold starts"
+    assert got.decisions == reference.decisions
+    assert got.holds == reference.holds
+    assert got.suppressions == reference.suppressions
+    assert got.histograms == reference.histograms
+
+
+@pytest.mark.parametrize("name", [*RECORDED, *FLEETS])
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_the_guard_split_by_workload_does_what_one_session_does(
+    name: str, seed: int | None
+) -> None:
+    """The guard's first tier over three candidates partitions, the second over `admitted`
+    (streams/tiers.py), the topics' partitions delivered in arrival order or interleaved at
+    random (`seed`)."""
+    stream = stream_named(name)
+    reference = through_session(stream).sorted()
+    got = through_cores(stream, 8, tiers=3, seed=seed).sorted()
     assert got.decisions == reference.decisions
     assert got.holds == reference.holds
     assert got.suppressions == reference.suppressions

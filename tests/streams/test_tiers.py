@@ -1,0 +1,231 @@
+"""The guard split by workload (streams/tiers.py) judges as one `GuardCore` does.
+
+Random streams of decisions over three workloads and nodes, under random guard configs,
+dry run on and off, the kill switch and the watch's lag switched on and off, go through
+one guard core, and through first tiers (a candidates partition each, by workload) and
+the second tier, their records delivered in any order a broker could deliver them in,
+tiers restarted from their rows at random moments. Both say the same of every decision,
+with the same feedback for the deciders. (tests/kafka/differential.py runs the fleet's
+and the recorded streams through the partitions and the tiers; this holds the guardrails'
+every branch to it.)"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
+
+from remediator.contract.codec import decode_wire, encode
+from remediator.contract.decision import Decision, Suppressed
+from remediator.contract.records import Admitted, Candidate, Learned, Settled, Watermark
+from remediator.core.guard import Verdicts, workload_key
+from remediator.guard.config import GuardConfig
+from remediator.policy_file import PolicyFile, load_policy
+from remediator.streams.core import GuardCore, Released
+from remediator.streams.tiers import FirstTier, SecondTier
+from tests.guard.test_properties import configs
+from tests.guard.test_tiers import Event, streams
+from tests.kafka.differential import Topics
+
+PARTITIONS = 2  # the deciders' (input partitions)
+TIERS = 3  # the first tier's (candidates partitions)
+END = 1e12  # every partition done (JSON has no infinity)
+Verdict = tuple[str, str | None, float | None, str | None, float | None]
+
+
+def retimed(stream: list[Event]) -> list[Event]:
+    """The stream at strictly rising times: one guard and the second tier break a tie by
+    arrival, which a broker does not keep across partitions."""
+    out: list[Event] = []
+    for i, (now, item) in enumerate(stream):
+        at = now + i * 1e-3
+        out.append((at, item if isinstance(item, str) else replace(item, at=at)))
+    return out
+
+
+def candidates(stream: list[Event]) -> list[tuple[float, Candidate | str]]:
+    behind, out = "", []
+    for at, item in stream:
+        if item.startswith("watch") if isinstance(item, str) else False:
+            behind = "relisting" if item.endswith("behind") else ""
+        elif isinstance(item, str):
+            out.append((at, item))
+        else:
+            p = len(item.target) % PARTITIONS
+            out.append((at, Candidate(item, at, p, "m", "engine_init", behind=behind)))
+    return out
+
+
+def verdict(r: Released) -> Verdict:
+    fb = r.feedback
+    retry = getattr(fb, "not_before", None)
+    if isinstance(r.result, Suppressed):
+        s = r.result
+        return ("held", s.guardrail, s.retry_at, type(fb).__name__ if fb else None, retry)
+    return ("through", None, None, type(fb).__name__ if fb else None, retry)
+
+
+class Tiers:
+    """The first tiers and the second, records between them kept as topics keep them."""
+
+    def __init__(self, policy: PolicyFile, seed: int, every: int | None) -> None:
+        self.policy, self.verdicts = policy, Verdicts(CollectorRegistry())
+        self.first = [FirstTier(policy, PARTITIONS, self.verdicts, index=m) for m in range(TIERS)]
+        self.second = SecondTier(policy, TIERS, self.verdicts)
+        self.told = [-math.inf] * TIERS
+        self.topics, self.out = Topics(seed), {}
+        self.every, self.taken = every, 0  # a tier restarted every that many records,
+        self.restarts = 6  # at most this often (each reads again: never a livelock)
+
+    def tier_of(self, workload: str) -> int:
+        return sum(workload.encode()) % TIERS
+
+    def send(self, record: Candidate | Watermark) -> None:
+        if isinstance(record, Candidate):
+            self.topics.send(("candidates", self.tier_of(workload_key(record.decision))),
+                             encode(record))  # fmt: skip
+        else:
+            for m in range(TIERS):
+                self.topics.send(("candidates", m), encode(record))
+
+    def kill_switch(self, engaged: bool) -> None:
+        for tier in self.first:
+            tier.set_kill_switch(engaged, "")
+
+    def drain(self) -> None:
+        while (taken := self.topics.take()) is not None:
+            (topic, m), offset, raw, _ = taken
+            record = decode_wire(raw)
+            if topic == "candidates":
+                assert isinstance(record, Candidate | Learned | Watermark | Settled)
+                self.released(self.first[m].take(record, offset))
+                if self.first[m].settles_to > self.told[m]:
+                    self.told[m] = self.first[m].settles_to
+                    self.topics.send(("admitted", 0), encode(Watermark(m, self.told[m])))
+            else:
+                assert isinstance(record, Admitted | Learned | Watermark)
+                self.released(self.second.take(record, offset))
+            self.taken += 1
+            if self.every and self.taken % self.every == 0 and self.restarts:
+                self.restarts -= 1
+                self.restart(self.taken // self.every)
+
+    def restart(self, which: int) -> None:
+        """A tier rebuilt from its rows, as a worker that takes its partition over: it
+        reads its topic partition again from where the rows say."""
+        m = which % (TIERS + 1)
+        if m == TIERS:
+            rows = json.loads(self.second.to_json())
+            second = SecondTier.from_rows(self.policy, TIERS, rows, self.verdicts)
+            assert isinstance(second, SecondTier)
+            self.second = second
+            self.topics.rewind(("admitted", 0), second.replay_from)
+            return
+        rows = json.loads(self.first[m].to_json())
+        first = FirstTier.restore(self.policy, PARTITIONS, m, rows, verdicts=self.verdicts)
+        self.first[m] = first
+        self.topics.rewind(("candidates", m), first.replay_from)
+
+    def released(self, out: list[Released]) -> None:
+        for r in out:
+            if r.result is not None:
+                d = r.result.decision if isinstance(r.result, Suppressed) else r.result
+                assert (d.incident, d.at) not in self.out, "said twice"
+                self.out[d.incident, d.at] = verdict(r)
+            if isinstance(r.onward, Settled):
+                self.topics.send(("candidates", self.tier_of(r.onward.workload)),
+                                 encode(r.onward))  # fmt: skip
+            elif r.onward is not None:
+                self.topics.send(("admitted", 0), encode(r.onward))
+
+
+def one_guard(policy: PolicyFile, events: list[tuple[float, Candidate | str]]) -> dict:
+    guard, out = GuardCore(policy, PARTITIONS, Verdicts(CollectorRegistry())), {}
+
+    def take(record: Candidate | Watermark) -> None:
+        for r in guard.take(record):
+            if r.result is not None:
+                d = r.result.decision if isinstance(r.result, Suppressed) else r.result
+                out[d.incident, d.at] = verdict(r)
+
+    for at, item in events:
+        if isinstance(item, str):
+            for p in range(PARTITIONS):
+                take(Watermark(p, at - 1e-4))
+            guard.set_kill_switch(item.endswith("on"), "")
+            continue
+        take(item)
+        for p in range(PARTITIONS):
+            take(Watermark(p, at))
+    for p in range(PARTITIONS):
+        take(Watermark(p, END))
+    return out
+
+
+def through_tiers(
+    policy: PolicyFile, events: list[tuple[float, Candidate | str]], seed: int, every: int | None
+) -> dict:
+    tiers = Tiers(policy, seed, every)
+    for at, item in events:
+        if isinstance(item, str):  # set once everything before it is judged, as above
+            for p in range(PARTITIONS):
+                tiers.send(Watermark(p, at - 1e-4))
+            tiers.drain()
+            tiers.kill_switch(item.endswith("on"))
+            continue
+        tiers.send(item)
+        for p in range(PARTITIONS):
+            tiers.send(Watermark(p, at))
+    for p in range(PARTITIONS):
+        tiers.send(Watermark(p, END))
+    tiers.drain()
+    return tiers.out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    config=configs,
+    dry=st.booleans(),
+    stream=streams(),
+    seed=st.integers(0, 2**16),
+    every=st.none() | st.integers(3, 60),
+)
+def test_the_tiers_judge_as_one_guard(
+    config: GuardConfig, dry: bool, stream: list[Event], seed: int, every: int | None
+) -> None:
+    policy = PolicyFile(guardrails=config)
+    policy = policy.with_dry_run() if dry else policy
+    events = candidates(retimed(stream))
+    expected = one_guard(policy, events)
+    assert len(expected) == sum(isinstance(c, Candidate) for _, c in events)
+    assert through_tiers(policy, events, seed, every) == expected
+
+
+OLD_ENOUGH = "guardrails: {min_age: {factor: 0}}"
+
+
+def _candidate(workload: str, incident: str, at: float) -> Candidate:
+    d = Decision("delete-pod", "ns", f"{incident}-pod", "why", incident, at, uid=incident,
+                 workload=workload, pod_created_at=at - 3600.0,
+                 expected_cold_start_s=60.0)  # fmt: skip
+    return Candidate(d, at, 0, "m", "engine_init")
+
+
+def test_a_workload_waits_for_its_word_and_an_old_word_answers_nothing() -> None:
+    tier = FirstTier(load_policy(OLD_ENOUGH), partitions=1, index=0)
+    [first] = tier.take(_candidate("ns/Deployment/a", "a1", 1.0)) + tier.take(Watermark(0, 1.0))
+    assert isinstance(first.onward, Admitted) and first.result is None
+    # the workload's next, and everything after it, wait for the second tier's word
+    assert tier.take(_candidate("ns/Deployment/a", "a2", 2.0)) == []
+    assert tier.take(_candidate("ns/Deployment/b", "b1", 3.0)) == []
+    assert tier.take(Watermark(0, 3.0)) == [] and tier.settles_to == 2.0
+    word = Settled("ns/Deployment/a", "a1", 1.0, True)
+    onward = [r.onward for r in tier.take(word)]
+    assert [a.candidate.decision.incident for a in onward if isinstance(a, Admitted)] == [
+        "a2", "b1"]  # fmt: skip
+    assert tier.take(word) == []  # read again after a restart: answers nothing
+    assert set(tier.admitted) == {"ns/Deployment/a", "ns/Deployment/b"}
