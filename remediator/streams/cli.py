@@ -32,6 +32,16 @@ def kafka_options(fn: Any) -> Any:
                      help="The unit of scale-out: at most this many workers share the work."),
         click.option("--candidates-topic", envvar="REMEDIATOR_CANDIDATES_TOPIC",
                      default="remediator-candidates", show_default=True),
+        click.option("--guard-partitions", envvar="REMEDIATOR_GUARD_PARTITIONS", default=1,
+                     show_default=True, type=click.IntRange(1, 1_000),
+                     help="Partitions of the candidates topic. 1: one guard for the cluster. "
+                     "More: the guard split by workload, its workload tier over them and "
+                     "the cluster-wide caps over the admitted topic (docs/kafka.md, \"The "
+                     "guard split by workload\"); the same verdicts, one more hop."),
+        click.option("--admitted-topic", envvar="REMEDIATOR_ADMITTED_TOPIC",
+                     default="remediator-admitted", show_default=True,
+                     help="The guard's second tier's topic (one partition), with "
+                     "--guard-partitions above 1."),
         click.option("--commands-topic", envvar="REMEDIATOR_COMMANDS_TOPIC",
                      default="remediator-commands", show_default=True),
         click.option("--commands-partitions", envvar="REMEDIATOR_COMMANDS_PARTITIONS", default=4,
@@ -49,7 +59,8 @@ def _config(kw: dict[str, Any], **more: Any) -> StreamsConfig:
         broker=kw["broker"],
         group=kw["group"],
         inputs=_topic(kw["inputs_topic"], kw["inputs_partitions"]),
-        candidates=_topic(kw["candidates_topic"], 1),
+        candidates=_topic(kw["candidates_topic"], kw["guard_partitions"]),
+        admitted=_topic(kw["admitted_topic"], 1),
         commands=_topic(kw["commands_topic"], kw["commands_partitions"]),
         replication=kw["replication"],
         **more,

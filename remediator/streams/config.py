@@ -16,7 +16,10 @@ class StreamsConfig:
     broker: str = "kafka://127.0.0.1:9092"  # comma-separated for several brokers
     group: str = "remediator"  # the consumer group, also Faust's app id (prefix of internal topics)
     inputs: Topic = Topic("remediator-inputs", 8)  # raw inputs, keyed by pod
-    candidates: Topic = Topic("remediator-candidates", 1)  # one partition: the cluster's guard
+    # One partition: one guard for the cluster. More: the guard split by workload, a first
+    # tier per partition and the second over `admitted` (streams/tiers.py).
+    candidates: Topic = Topic("remediator-candidates", 1)
+    admitted: Topic = Topic("remediator-admitted", 1)  # the second tier's: exactly one
     commands: Topic = Topic("remediator-commands", 4)  # decisions let through, keyed by incident
     replication: int = 1
     store: str = "memory://"  # or rocksdb:// (needs rocksdict); the changelog is the truth
@@ -55,7 +58,7 @@ class StreamsConfig:
     kill_switch_file: str | None = None
 
     def __post_init__(self) -> None:
-        for topic in (self.inputs, self.candidates, self.commands):
+        for topic in (self.inputs, self.candidates, self.commands, self.admitted):
             if topic.partitions < 1:
                 raise ValueError(f"topic {topic.name}: partitions must be at least 1")
         if self.batch < 1:
@@ -72,11 +75,16 @@ class StreamsConfig:
             raise ValueError("fold_after must be at least 1")
         if self.standby_replicas < 0:
             raise ValueError("standby_replicas must be at least 0")
-        if self.candidates.partitions != 1:
+        if self.admitted.partitions != 1:
             raise ValueError(
-                "the candidates topic must have exactly 1 partition: the cluster-wide"
+                "the admitted topic must have exactly 1 partition: the cluster-wide"
                 " guardrails (rate limit, blast radius) decide in one place"
             )
+
+    @property
+    def tiers(self) -> bool:
+        """The guard split by workload: a first tier per candidates partition, one second."""
+        return self.candidates.partitions > 1
 
     @property
     def bootstrap(self) -> str:
@@ -85,14 +93,17 @@ class StreamsConfig:
 
     @property
     def topics(self) -> tuple[Topic, ...]:
-        return (self.inputs, self.candidates, self.commands)
+        second = (self.admitted,) if self.tiers else ()
+        return (self.inputs, self.candidates, self.commands, *second)
 
     @property
     def changelogs(self) -> tuple[Topic, ...]:
         """The tables' changelog topics, named as Faust names them, co-partitioned with
         the topic each table is written from."""
+        second = (Topic(f"{self.group}-settle-changelog", 1),) if self.tiers else ()
         return (
             Topic(f"{self.group}-pods-changelog", self.inputs.partitions),
-            Topic(f"{self.group}-guard-changelog", 1),
+            Topic(f"{self.group}-guard-changelog", self.candidates.partitions),
             Topic(f"{self.group}-acting-changelog", self.commands.partitions),
+            *second,
         )

@@ -68,6 +68,7 @@ __all__ = [
     "MARKS",
     "Candidate",
     "GuardCore",
+    "AdmittedRecord",
     "GuardRecord",
     "Learned",
     "PartitionCore",
@@ -247,31 +248,32 @@ def judged_key(key: str) -> bool:
     return not (key == BROADCAST or key.startswith(("\x00", "node/", "alert/")))
 
 
-GuardRecord = Candidate | Learned | Watermark
+# A candidates-topic record; `Settled` only where the guard is split (streams/tiers.py).
+GuardRecord = Candidate | Learned | Watermark | Settled
+# An admitted-topic record: the guard's second tier's (streams/tiers.py).
+AdmittedRecord = Admitted | Learned | Watermark
+_KINDS = {"candidates": (Candidate, Learned, Watermark, Settled),
+          "admitted": (Admitted, Learned, Watermark)}  # fmt: skip
 
 
-def parse_guard_record(raw: bytes) -> GuardRecord:
-    record = decode_wire(raw)
-    if not isinstance(record, Candidate | Learned | Watermark):
-        raise ValueError(f"not a record of the candidates topic: {type(record).__name__}")
-    return record
+def parse_guard_record(raw: bytes, topic: str = "candidates") -> Any:
+    return parse_guard_records(raw, topic)[0]
 
 
-def guard_batch(records: Sequence[GuardRecord]) -> bytes:
+def guard_batch(records: Sequence[GuardRecord | AdmittedRecord]) -> bytes:
     """What a partition's batch of inputs sends the guard, as one candidates-topic record
-    (a JSON array, in order): one record per batch, not one per candidate."""
+    (a JSON array, in order): one record per batch, not one per candidate. (And what a
+    first tier sends the second, on the admitted topic.)"""
     return encode(list(records))
 
 
-def parse_guard_records(raw: bytes) -> list[GuardRecord]:
-    """A candidates-topic record: a batch (`guard_batch`) or a single record."""
-    if not raw.startswith(b"["):
-        return [parse_guard_record(raw)]
-    records = decode(raw, list[Wire])
+def parse_guard_records(raw: bytes, topic: str = "candidates") -> list[Any]:
+    """A candidates-topic (or `topic`'s) record: a batch (`guard_batch`) or a single one."""
+    records = decode(raw, list[Wire]) if raw.startswith(b"[") else [decode_wire(raw)]
     for record in records:
-        if not isinstance(record, Candidate | Learned | Watermark):
-            raise ValueError(f"not a record of the candidates topic: {type(record).__name__}")
-    return records  # type: ignore[return-value]
+        if not isinstance(record, _KINDS[topic]):
+            raise ValueError(f"not a record of the {topic} topic: {type(record).__name__}")
+    return records
 
 
 class _Collect:
@@ -559,11 +561,13 @@ class GuardCore:
         never read (a new group, an older worker's rows) starts where it is started."""
         return self.read if self.taken >= 0 and offset > self.read else None
 
-    def take(self, record: GuardRecord | Admitted, offset: int = -1) -> list[Released]:
+    def take(self, record: GuardRecord | AdmittedRecord, offset: int = -1) -> list[Released]:
         """A record from the candidates topic (at `offset`; -1: none to read again
         from); what the guardrails said, oldest first."""
         self._mark_read(offset)
-        if isinstance(record, Watermark):
+        if isinstance(record, Settled):
+            self._settled(record)
+        elif isinstance(record, Watermark):
             if record.at > self.watermarks.get(record.partition, -math.inf):
                 self.watermarks[record.partition] = record.at
                 self._dirty.add(MARKS)
@@ -587,7 +591,7 @@ class GuardCore:
             self.read = offset + 1
             self.taken = max(self.taken, offset)
 
-    def _released_before(self, record: GuardRecord | Admitted, offset: int) -> bool:
+    def _released_before(self, record: Candidate | AdmittedRecord, offset: int) -> bool:
         """Taken before the restore and released then: judged once. Everything up to the
         frontier it had reached was released, but what waited behind a first tier's
         workload (`replay_held`: that record's place, and all after it)."""
@@ -616,6 +620,10 @@ class GuardCore:
                 continue
             out.extend(self._judge(record, at))
         return out
+
+    def _settled(self, settled: Settled) -> None:
+        """The second tier's word: for a first tier alone (streams/tiers.py)."""
+        raise ValueError("a settled record, but this guard is not split by workload")
 
     def _waits(self) -> bool:
         """Whether the oldest waiting record must wait for more than the watermark (the

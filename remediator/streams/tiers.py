@@ -22,6 +22,7 @@ see decisions in the order one guard would.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,9 +31,14 @@ import msgspec
 from remediator.contract.codec import Wire, decode, encode
 from remediator.contract.records import Admitted, Candidate, Learned, Settled
 from remediator.core.guard import workload_key
-from remediator.streams.core import GuardCore, GuardRecord, Released
+from remediator.streams.core import GuardCore, Released
 
-__all__ = ["FirstTier", "SecondTier"]
+__all__ = ["FirstTier", "SecondTier", "tier_of"]
+
+
+def tier_of(workload: str, partitions: int) -> int:
+    """The candidates partition of a workload's first tier: its decisions, its word back."""
+    return zlib.crc32(workload.encode()) % partitions
 
 
 @dataclass
@@ -58,13 +64,6 @@ class FirstTier(GuardCore):
         if self.pending and self._waits():
             return min(frontier, self.pending[0][0])
         return frontier
-
-    def take(self, record: GuardRecord | Settled | Admitted, offset: int = -1) -> list[Released]:
-        if not isinstance(record, Settled):
-            return super().take(record, offset)
-        self._mark_read(offset)
-        self._settled(record)
-        return self._release()
 
     def _waits(self) -> bool:
         _, kind, seq, raw = self.pending[0]

@@ -369,7 +369,7 @@ def through_cores(
         tick_record,
     )
     from remediator.streams.keys import BROADCAST, arrived, split
-    from remediator.streams.tiers import FirstTier, SecondTier
+    from remediator.streams.tiers import FirstTier, SecondTier, tier_of
 
     registry, config, seen = CollectorRegistry(), stream.config, Observed()
     metrics = timeline_metrics(registry)
@@ -380,15 +380,12 @@ def through_cores(
     told = [-math.inf] * tiers  # the watermark each first tier last sent the second
     partitioner, everyone, topics = DefaultPartitioner(), list(range(partitions)), Topics(seed)
 
-    def tier_of(workload: str) -> int:
-        return int(partitioner(workload.encode(), list(range(tiers)), list(range(tiers))))
-
     def to_guard(record: object) -> None:
         raw = encode(record)
         if not tiers:
             topics.send(("candidates", 0), raw)
         elif isinstance(record, Candidate):
-            topics.send(("candidates", tier_of(workload_key(record.decision))), raw)
+            topics.send(("candidates", tier_of(workload_key(record.decision), tiers)), raw)
         else:  # learned, watermarks: every first tier's
             for m in range(tiers):
                 topics.send(("candidates", m), raw)
@@ -402,7 +399,7 @@ def through_cores(
             for q in feedback_targets(r.feedback, r.origin, partitions):
                 topics.send(("inputs", q), feedback_record(r.feedback))  # type: ignore[arg-type]
             if isinstance(r.onward, Settled):
-                topics.send(("candidates", tier_of(r.onward.workload)), encode(r.onward))
+                topics.send(("candidates", tier_of(r.onward.workload, tiers)), encode(r.onward))
             elif r.onward is not None:
                 topics.send(("admitted", 0), encode(r.onward))
 

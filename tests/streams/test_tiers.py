@@ -26,7 +26,7 @@ from remediator.core.guard import Verdicts, workload_key
 from remediator.guard.config import GuardConfig
 from remediator.policy_file import PolicyFile, load_policy
 from remediator.streams.core import GuardCore, Released
-from remediator.streams.tiers import FirstTier, SecondTier
+from remediator.streams.tiers import FirstTier, SecondTier, tier_of
 from tests.guard.test_properties import configs
 from tests.guard.test_tiers import Event, streams
 from tests.kafka.differential import Topics
@@ -81,12 +81,9 @@ class Tiers:
         self.every, self.taken = every, 0  # a tier restarted every that many records,
         self.restarts = 6  # at most this often (each reads again: never a livelock)
 
-    def tier_of(self, workload: str) -> int:
-        return sum(workload.encode()) % TIERS
-
     def send(self, record: Candidate | Watermark) -> None:
         if isinstance(record, Candidate):
-            self.topics.send(("candidates", self.tier_of(workload_key(record.decision))),
+            self.topics.send(("candidates", tier_of(workload_key(record.decision), TIERS)),
                              encode(record))  # fmt: skip
         else:
             for m in range(TIERS):
@@ -137,7 +134,7 @@ class Tiers:
                 assert (d.incident, d.at) not in self.out, "said twice"
                 self.out[d.incident, d.at] = verdict(r)
             if isinstance(r.onward, Settled):
-                self.topics.send(("candidates", self.tier_of(r.onward.workload)),
+                self.topics.send(("candidates", tier_of(r.onward.workload, TIERS)),
                                  encode(r.onward))  # fmt: skip
             elif r.onward is not None:
                 self.topics.send(("admitted", 0), encode(r.onward))
