@@ -68,6 +68,7 @@ PROBE_EVERY = 250  # one latency probe per this many inputs (full speed)
 PROBE_EVERY_PACED = 40  # ... and at half speed, where latency is measured
 TAIL_S = 600.0  # stream time ticked past the last input: the last timers and retries
 PASSES = 3  # each figure: the median of this many passes (odd)
+SPLIT = 3  # the guard split by workload: candidates partitions of the one run that shows it
 # BROKER_IN_MEMORY: the broker's logs go to memory where there is room. Its passes write
 # ~110 MB each (~2 GB in all), and this machine's disk is rate-limited: once a GB or so is
 # written the broker's CPU per input tripled and the ingest's acks slowed (from about a run's
@@ -164,9 +165,11 @@ async def bench_kafka(
     cpus: list[str],
     tag: str,
     pace: float | None = None,
+    guards: int = 1,
 ) -> dict[str, object]:
-    """One Kafka run; `pace`: offer the stream at this many inputs/s (None: at once)."""
-    cfg = config(b.bootstrap, f"bench-{tag}")
+    """One Kafka run; `pace`: offer the stream at this many inputs/s (None: at once);
+    `guards`: the candidates topic's partitions (above 1: the guard split by workload)."""
+    cfg = config(b.bootstrap, f"bench-{tag}", guards=guards)
     await ensure_topics(cfg)
     workers = [Worker(cfg, workdir, f"{tag}{i}", cpus=c) for i, c in enumerate(cpus)]
     for w in workers:
@@ -381,6 +384,11 @@ async def main() -> None:
               f" of {PASSES} (goal >= {GOAL_VS_EMBEDDED}x: {met})")  # fmt: skip
         print(f"{'':<24} {per_input(one, n)}")
         print(f"{'':<24} {records(one)}")
+        split = await bench_kafka(b, lines, workdir, cpus[:1], "split", guards=SPLIT)
+        print(f"{'kafka, 1 worker, split':<24} {float(split['rate']):>7.0f} inputs/s = "  # type: ignore[arg-type]
+              f"{float(split['rate']) / rate:.2f}x one guard (--guard-partitions {SPLIT}: its "  # type: ignore[arg-type]
+              f"tiers, one run; no goal); {per_input(split, n)}; "
+              f"CPU / one guard's {worker_cpu(split) / worker_cpu(one):.2f}x")  # fmt: skip
         halves = []
         for k in range(PASSES):
             half = await bench_kafka(b, lines, workdir, cpus[:1], f"half{k}", pace=rate / 2)

@@ -12,6 +12,10 @@ Three agents, one per topic (see `streams.core` for what each decides):
                                                             Argo (or the dry-run recorder),
                                                             Slack (streams/executor.py)
 
+With --guard-partitions M above 1 the guard is split by workload (streams/tiers.py): the
+guard agent holds a first tier per candidates partition (M, by workload), and a fourth
+agent, settle, the second tier over the admitted topic (1 partition).
+
 State lives in Faust Tables with changelog topics, so a worker that takes over a
 partition takes its history with it:
 
@@ -41,6 +45,7 @@ submits nothing new); the acting component's rows live in a table of their own.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,7 +60,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, gen
 
 from remediator.contract.codec import encode
 from remediator.contract.decision import Decision
-from remediator.contract.records import Feedback, GotThrough
+from remediator.contract.records import Feedback, GotThrough, Settled
 from remediator.core.decider import timeline_metrics, tracker_gauges
 from remediator.core.guard import FOREIGN_RECORDS, Verdicts
 from remediator.inputs.records import InputError
@@ -68,6 +73,7 @@ from remediator.streams.core import (
     FEEDBACK_KEY,
     INTERNAL,
     MARKS,
+    AdmittedRecord,
     Candidate,
     GuardCore,
     GuardRecord,
@@ -93,6 +99,7 @@ from remediator.streams.metrics import WorkerMetrics
 from remediator.streams.pods import TICK, PartitionRows
 from remediator.streams.progress import QUIET_S, Progress
 from remediator.streams.recovery_watch import RecoveryWatch
+from remediator.streams.tiers import FirstTier, SecondTier, route, tier_of
 from remediator.streams.transport import ShortWaitTransport
 
 log = logging.getLogger("remediator.worker")
@@ -203,11 +210,12 @@ def build_app(
     raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes}
     raw |= {"key_serializer": "raw", "value_serializer": "raw"}
     inputs = app.topic(streams.inputs.name, partitions=streams.inputs.partitions, **raw)
-    candidates = app.topic(streams.candidates.name, partitions=1, **raw)
+    guards = streams.candidates.partitions  # 1: one guard; more: split by workload
+    candidates = app.topic(streams.candidates.name, partitions=guards, **raw)
     commands = app.topic(streams.commands.name, partitions=streams.commands.partitions, **raw)
     as_json: faust.Schema[Any, Any] = faust.Schema(key_serializer="json", value_serializer="json")
     pods = app.Table("pods", partitions=streams.inputs.partitions, schema=as_json)
-    guard_table = app.Table("guard", partitions=1, schema=as_json)
+    guard_table = app.Table("guard", partitions=guards, schema=as_json)
     metrics = WorkerMetrics(registry)
     observed = timeline_metrics(registry)  # every partition this worker holds observes here
     verdicts = Verdicts(registry)  # and its guard counts here
@@ -225,7 +233,7 @@ def build_app(
     # Ticks move partition clocks on the cluster's time as the inputs show it, carried on
     # by the monotonic clock, never by the local wall clock (see runtime.clock.ClusterTime).
     cluster = ClusterTime(SystemClock())
-    guard_box: dict[str, GuardCore] = {}
+    guard_box: dict[int, GuardCore] = {}  # candidates partition -> its guard (first tier)
     # The last offset each partition delivered to an agent: what Faust fetched and
     # dropped is sought back (`rewind_stuck`, streams/progress.py).
     progress: Progress[TP] = Progress(time.monotonic)
@@ -243,8 +251,11 @@ def build_app(
     async def on_revoked(sender: Any, revoked: set[TP], **_: Any) -> None:
         progress.forget(revoked)
         held.drop({tp.partition for tp in revoked if tp.topic == streams.inputs.name})
-        if any(tp.topic == streams.candidates.name for tp in revoked):
-            guard_box.clear()
+        for tp in revoked:
+            if tp.topic == streams.candidates.name:
+                guard_box.pop(tp.partition, None)
+            elif tp.topic == streams.admitted.name:
+                second_box.clear()
 
     # ---- partitions: inputs -> candidates ----------------------------------------------
     def rebuild(p: int, first: int) -> tuple[PartitionCore, list[Candidate | Learned]]:
@@ -347,22 +358,51 @@ def build_app(
             held.events.update(last)
             write_rows(last)
             metrics.stage("partition", time.perf_counter() - started)
-            for at in range(0, len(out), GUARD_BATCH):  # a rebuild may resend many
-                await candidates.send(key=CLUSTER, value=guard_batch(out[at : at + GUARD_BATCH]))
+            await to_guard(out)
             yield None
+
+    async def to_guard(out: list[GuardRecord]) -> None:
+        """To the guard: to its workload's first tier where the guard is split."""
+        for m, records in route(out, guards).items():
+            for at in range(0, len(records), GUARD_BATCH):  # a rebuild may resend many
+                value = guard_batch(records[at : at + GUARD_BATCH])
+                await candidates.send(key=CLUSTER, value=value, partition=m)
 
     # ---- guard: candidates -> commands ------------------------------------------------
     switch = SwitchPoll(streams.kill_switch_file, registry) if streams.kill_switch_file else None
 
-    def guard_core() -> GuardCore:
-        core = guard_box.get("cluster")
+    def guard_core(m: int) -> GuardCore:
+        core = guard_box.get(m)
         if core is None:
-            rows = dict(guard_table.items())
-            core = GuardCore.from_rows(policy, streams.inputs.partitions, rows, verdicts)
+            rows = table_rows(guard_table, m)
+            n = streams.inputs.partitions
+            if streams.tiers:
+                core = FirstTier.restore(policy, n, m, rows, verdicts=verdicts)
+            else:
+                core = GuardCore.from_rows(policy, n, rows, verdicts)
             if foreign := core.guard.state.foreign:
                 log.warning(FOREIGN_RECORDS, extra={"records": list(foreign)})
-            guard_box["cluster"] = core
+            guard_box[m] = core
         return core
+
+    def table_rows(table: Any, m: int) -> dict[str, Any]:
+        """A guard's rows: the table's (one guard), or those under its partition's prefix."""
+        if guards == 1:
+            return dict(table.items())
+        prefix = f"{m}|"
+        return {k[len(prefix) :]: v for k, v in table.items() if k.startswith(prefix)}
+
+    def write_guard_rows(core: GuardCore, table: Any, prefix: str, event: EventT[bytes]) -> None:
+        """Only the rows that changed: the guard state when it did, the learned histories,
+        the marks (clock, watermarks, how far it read) last: the changelog partition is
+        the event's, so marks on the broker means the rest is."""
+        with written_under(event):
+            changed = core.changed()
+            for row in sorted(changed, key=lambda r: r == MARKS):
+                if (value := changed[row]) is not None:
+                    table[prefix + row] = value
+                elif prefix + row in table:
+                    del table[prefix + row]  # a tombstone: the changelog forgets it
 
     async def read_again(tp: TP, start: int, stop: int) -> list[tuple[int, bytes]]:
         """The candidates-topic records [start, stop), read apart from Faust's consumer
@@ -402,43 +442,97 @@ def build_app(
             return []
         records = await read_again(msg.tp, start, msg.offset)
         metrics.rewinds.inc()
-        log.info("candidates read again: the guard restored, or records not given it",
-                 extra={"from": start, "to": msg.offset - 1, "records": len(records)})  # fmt: skip
+        log.info("guard records read again: the guard restored, or records not given it",
+                 extra={"topic": msg.tp.topic, "from": start, "to": msg.offset - 1,
+                        "records": len(records)})  # fmt: skip
         released: list[Released] = []
         for offset, value in records:
-            for record in parse_guard_records(value):
+            for record in parse_guard_records(value, topic_kind(msg.tp.topic)):
                 released.extend(core.take(record, offset))
         return released
+
+    def topic_kind(name: str) -> str:
+        return "admitted" if name == streams.admitted.name else "candidates"
 
     @app.agent(candidates)
     async def guard(stream: StreamT[bytes]) -> AsyncIterator[None]:
         batch: Sequence[EventT[bytes]]
         async for batch in waiting(stream, streams.batch, progress, streams.batch_linger_s):
-            core = guard_core()
             started = time.perf_counter()
-            if switch is not None:  # (a guard just taken over: the file's, not the rows')
-                core.set_kill_switch(*switch.now())
             released: list[Released] = []
+            last: dict[int, tuple[GuardCore, EventT[bytes]]] = {}
             for event in batch:
-                released.extend(await read_up_to(core, event))
-                offset = event.message.offset
-                if offset < core.read:
-                    continue  # taken already, or released before the restore
-                for record in parse_guard_records(event.message.value or b"[]"):
-                    released.extend(core.take(record, offset))
-            # Once per batch, only the rows that changed: the guard state when it did,
-            # the learned histories, the marks (clock, watermarks, how far it read) last:
-            # the changelog is one partition, so marks on the broker means the rest is.
-            with written_under(batch[-1]):
-                changed = core.changed()
-                for row in sorted(changed, key=lambda r: r == MARKS):
-                    if (value := changed[row]) is not None:
-                        guard_table[row] = value
-                    elif row in guard_table:
-                        del guard_table[row]  # a tombstone: the changelog forgets it
+                m = event.message.partition
+                core = guard_core(m)
+                if m not in last and switch is not None:  # (the file's, not the rows')
+                    core.set_kill_switch(*switch.now())
+                last[m] = (core, event)
+                released.extend(await take_guard_event(core, event, "candidates"))
+            for m, (core, event) in last.items():
+                write_guard_rows(core, guard_table, f"{m}|" if guards > 1 else "", event)
             metrics.stage("guard", time.perf_counter() - started)
             await _settled(released)
+            await onward(released, {m: core for m, (core, _) in last.items()})
             yield None
+
+    async def take_guard_event(core: GuardCore, event: EventT[bytes], kind: str) -> list[Released]:
+        released = await read_up_to(core, event)
+        offset = event.message.offset
+        if offset < core.read:
+            return released  # taken already, or released before the restore
+        for record in parse_guard_records(event.message.value or b"[]", kind):
+            released.extend(core.take(record, offset))
+        return released
+
+    # ---- the guard split by workload: the first tiers' word to the second, and back ----
+    second_box: dict[str, SecondTier] = {}
+    told: dict[int, float] = {}  # the watermark each first tier here sent last
+
+    async def onward(released: list[Released], tiers: Mapping[int, GuardCore]) -> None:
+        """What a tier passes the other: the first's admitted candidates, the hedge
+        budget's news and its watermark (how far it let everything on) to the admitted
+        topic, in that order; the second's word to each workload's first tier."""
+        if not streams.tiers:
+            return
+        up: list[AdmittedRecord] = []
+        for one in released:
+            if isinstance(one.onward, Settled):
+                m = tier_of(one.onward.workload, guards)
+                await candidates.send(key=CLUSTER, value=encode(one.onward), partition=m)
+            elif one.onward is not None:
+                up.append(one.onward)
+        for m, core in tiers.items():
+            if isinstance(core, FirstTier) and core.settles_to > told.get(m, -math.inf):
+                told[m] = core.settles_to
+                up.append(Watermark(m, core.settles_to))
+        if up:
+            await admitted.send(key=CLUSTER, value=guard_batch(up), partition=0)
+
+    if streams.tiers:
+        admitted = app.topic(streams.admitted.name, partitions=1, **raw)
+        settle_table = app.Table("settle", partitions=1, schema=as_json)
+
+        def second_core() -> SecondTier:
+            core = second_box.get("cluster")
+            if core is None:
+                rows = dict(settle_table.items())
+                core = cast(SecondTier, SecondTier.from_rows(policy, guards, rows, verdicts))
+                second_box["cluster"] = core
+            return core
+
+        @app.agent(admitted)
+        async def settle(stream: StreamT[bytes]) -> AsyncIterator[None]:
+            batch: Sequence[EventT[bytes]]
+            async for batch in waiting(stream, streams.batch, progress, streams.batch_linger_s):
+                started, core = time.perf_counter(), second_core()
+                released: list[Released] = []
+                for event in batch:
+                    released.extend(await take_guard_event(core, event, "admitted"))
+                write_guard_rows(core, settle_table, "", batch[-1])
+                metrics.stage("settle", time.perf_counter() - started)
+                await _settled(released)
+                await onward(released, {})
+                yield None
 
     async def _settled(released: list[Released]) -> None:
         # Feedback per partition, in order, one input-topic record each: what got through
@@ -485,7 +579,7 @@ def build_app(
             await inputs.send(key=FEEDBACK, value=feedback_value(runs), partition=p)
         if fed:
             metrics.candidates.inc(len(fed))
-            await candidates.send(key=CLUSTER, value=guard_batch(fed))
+            await to_guard(fed)
 
     def feed_here(p: int, runs: list[tuple[str, bytes]]) -> list[Candidate | Learned]:
         """A partition this worker holds takes its feedback at once, in this process, as

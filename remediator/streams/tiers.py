@@ -23,6 +23,7 @@ see decisions in the order one guard would.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,14 +32,30 @@ import msgspec
 from remediator.contract.codec import Wire, decode, encode
 from remediator.contract.records import Admitted, Candidate, Learned, Settled
 from remediator.core.guard import workload_key
-from remediator.streams.core import GuardCore, Released
+from remediator.streams.core import GuardCore, GuardRecord, Released
 
-__all__ = ["FirstTier", "SecondTier", "tier_of"]
+__all__ = ["FirstTier", "SecondTier", "route", "tier_of"]
 
 
 def tier_of(workload: str, partitions: int) -> int:
     """The candidates partition of a workload's first tier: its decisions, its word back."""
     return zlib.crc32(workload.encode()) % partitions
+
+
+def route(records: Sequence[GuardRecord], partitions: int) -> dict[int, list[GuardRecord]]:
+    """What a decider sends the guard, by candidates partition: a candidate to its
+    workload's first tier; what it learned and its watermarks to every one (each weighs
+    cold starts by the cluster's history, and releases in time order)."""
+    out: dict[int, list[GuardRecord]] = {}
+    if partitions == 1:
+        return {0: list(records)} if records else {}
+    for record in records:
+        if isinstance(record, Candidate):
+            out.setdefault(tier_of(workload_key(record.decision), partitions), []).append(record)
+        else:
+            for m in range(partitions):
+                out.setdefault(m, []).append(record)
+    return out
 
 
 @dataclass

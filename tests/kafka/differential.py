@@ -359,7 +359,6 @@ def through_cores(
     from remediator.contract.codec import decode_wire, encode
     from remediator.contract.records import Admitted, Settled
     from remediator.core.decider import timeline_metrics
-    from remediator.core.guard import workload_key
     from remediator.streams.core import (
         GuardCore,
         PartitionCore,
@@ -369,7 +368,7 @@ def through_cores(
         tick_record,
     )
     from remediator.streams.keys import BROADCAST, arrived, split
-    from remediator.streams.tiers import FirstTier, SecondTier, tier_of
+    from remediator.streams.tiers import FirstTier, SecondTier, route, tier_of
 
     registry, config, seen = CollectorRegistry(), stream.config, Observed()
     metrics = timeline_metrics(registry)
@@ -380,15 +379,9 @@ def through_cores(
     told = [-math.inf] * tiers  # the watermark each first tier last sent the second
     partitioner, everyone, topics = DefaultPartitioner(), list(range(partitions)), Topics(seed)
 
-    def to_guard(record: object) -> None:
-        raw = encode(record)
-        if not tiers:
-            topics.send(("candidates", 0), raw)
-        elif isinstance(record, Candidate):
-            topics.send(("candidates", tier_of(workload_key(record.decision), tiers)), raw)
-        else:  # learned, watermarks: every first tier's
-            for m in range(tiers):
-                topics.send(("candidates", m), raw)
+    def to_guard(record: Candidate | Learned | Watermark) -> None:
+        for m, records in route([record], max(tiers, 1)).items():
+            topics.send(("candidates", m), encode(records[0]))
 
     def released(out: list[Released]) -> None:
         for r in out:

@@ -127,7 +127,9 @@ def _kafka_flags(c: StreamsConfig) -> list[str]:
     return ["--broker", c.broker, "--group", c.group, "--inputs-topic", c.inputs.name,
             "--inputs-partitions", str(c.inputs.partitions),
             "--candidates-topic", c.candidates.name, "--commands-topic", c.commands.name,
-            "--commands-partitions", str(c.commands.partitions)]  # fmt: skip
+            "--commands-partitions", str(c.commands.partitions),
+            "--guard-partitions", str(c.candidates.partitions),
+            "--admitted-topic", c.admitted.name]  # fmt: skip
 
 
 @dataclass
@@ -297,14 +299,16 @@ async def until(
 # ---- Kafka views --------------------------------------------------------------------------
 
 
-def config(bootstrap: str, name: str, partitions: int = 8) -> StreamsConfig:
-    """Fresh topic names and group per test, so tests sharing one broker never meet."""
+def config(bootstrap: str, name: str, partitions: int = 8, guards: int = 1) -> StreamsConfig:
+    """Fresh topic names and group per test, so tests sharing one broker never meet.
+    `guards`: the candidates topic's partitions (more than 1: the guard split by workload)."""
     return StreamsConfig(
         broker=f"kafka://{bootstrap}",
         group=f"g-{name}",
         inputs=Topic(f"{name}-inputs", partitions),
-        candidates=Topic(f"{name}-candidates", 1),
+        candidates=Topic(f"{name}-candidates", guards),
         commands=Topic(f"{name}-commands", 2),
+        admitted=Topic(f"{name}-admitted", 1),
     )
 
 

@@ -24,6 +24,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from remediator.streams.ingest import Publisher
 from remediator.streams.topics import ensure_topics
@@ -56,6 +57,7 @@ class Run:
     def __init__(self, pub: Publisher, lag: Lag, workers: list[Worker]) -> None:
         self.pub, self.lag, self.workers = pub, lag, workers
         self.scraped: list[str] = []  # /metrics of the workers killed
+        self.pages: list[str] = []  # /metrics of every worker, at the end (or its death)
         self.observed = Observed()
 
     async def publish(self, stream: Stream, kill_after: int | None = None) -> None:
@@ -80,9 +82,9 @@ class Run:
 
 @asynccontextmanager
 async def running(
-    bootstrap: str, name: str, tmp: Path, stream: Stream, n: int
+    bootstrap: str, name: str, tmp: Path, stream: Stream, n: int, guards: int = 1
 ) -> AsyncIterator[Run]:
-    cfg = config(bootstrap, name, PARTITIONS)
+    cfg = config(bootstrap, name, PARTITIONS, guards)
     await ensure_topics(cfg)
     tmp.mkdir()
     policy = tmp / "policy.yaml"
@@ -106,9 +108,8 @@ async def running(
             alive = [w for w in workers if w.proc is not None and w.proc.poll() is None]
             run.observed.decisions = [said(d) for d in await commands(cfg)]
             restarted = [m for w in workers for m in w.restarts]  # by the liveness probe
-            run.observed.histograms = histograms(
-                run.scraped + restarted + [w.get("/metrics")[1].decode() for w in alive]
-            )
+            run.pages = run.scraped + restarted + [w.get("/metrics")[1].decode() for w in alive]
+            run.observed.histograms = histograms(run.pages)
     finally:
         await pub.stop()
         for w in workers:
@@ -135,9 +136,13 @@ def assert_same(reference: Observed, got: Observed, what: str) -> None:
     assert got.histograms == reference.histograms, f"{what}: cold-start histograms"
 
 
-async def through_workers(bootstrap: str, tmp: Path, stream: Stream, tag: str, n: int) -> Run:
-    """`n` workers on the stream; with two, one is SIGKILLed halfway through its lines."""
-    async with running(bootstrap, f"{tag}-{n}", tmp / f"workers-{n}", stream, n) as run:
+async def through_workers(
+    bootstrap: str, tmp: Path, stream: Stream, tag: str, n: int, guards: int = 1
+) -> Run:
+    """`n` workers on the stream; with two, one is SIGKILLed halfway through its lines.
+    `guards` > 1: the guard split by workload over that many candidates partitions."""
+    name = f"{tag}-{n}" + (f"-t{guards}" if guards > 1 else "")
+    async with running(bootstrap, name, tmp / f"workers-{name}", stream, n, guards) as run:
         await run.publish(stream, kill_after=stream.inputs // 2 if n > 1 else None)
     return run
 
@@ -159,3 +164,39 @@ async def test_one_worker_and_two_with_one_killed_do_what_one_session_does(
     assert len(two.scraped) == 1, "a worker was killed mid-stream"
     # Redelivered after the kill, a verdict may be said twice: each is compared once.
     assert_same(reference.once(), two.observed.once(), "two workers, one killed")
+
+
+def settled_batches(pages: list[str]) -> float:
+    """Batches the guard's second tier took, by the workers' /metrics."""
+    return sum(
+        s.value
+        for page in pages
+        for family in text_string_to_metric_families(page)
+        for s in family.samples
+        if s.name == "remediator_kafka_stage_seconds_count" and s.labels.get("agent") == "settle"
+    )
+
+
+TIERED = ["fleet untuned, seed rule (kill loops)", "fleet tuned, hedged, GPUs short"]
+
+
+@pytest.mark.parametrize("name", TIERED)
+async def test_the_guard_split_by_workload_does_what_one_session_does(
+    bootstrap: str, tmp_path: Path, name: str
+) -> None:
+    """The guard split by workload (--guard-partitions 3: a first tier per candidates
+    partition, the second over the admitted topic): one worker, and two with one SIGKILLed
+    mid-stream, give what one `Session` gives, on the streams whose guardrails are busiest
+    (kill-loop holds; hedges through, held by the budget and for GPUs short)."""
+    stream = stream_named(name)
+    reference = through_session(stream).sorted()
+    tag = "".join(c if c.isalnum() else "-" for c in name)[:40]
+    one, two = await asyncio.gather(
+        through_workers(bootstrap, tmp_path, stream, tag, 1, guards=3),
+        through_workers(bootstrap, tmp_path, stream, tag, 2, guards=3),
+    )
+    assert_same(reference, one.observed.sorted(), "one worker, the guard split")
+    for run in (one, two):  # the second tier settled: the split guard, not one
+        assert settled_batches(run.pages) > 0, [p for p in run.pages if "stage" in p]
+    assert len(two.scraped) == 1, "a worker was killed mid-stream"
+    assert_same(reference.once(), two.observed.once(), "two workers, one killed, the guard split")

@@ -107,6 +107,8 @@ REMEDIATOR_DRY_RUN: {{ .Values.dryRun | toString | quote }}
   value: {{ .Values.kafka.inputsPartitions | quote }}
 - name: REMEDIATOR_COMMANDS_PARTITIONS
   value: {{ .Values.kafka.commandsPartitions | quote }}
+- name: REMEDIATOR_GUARD_PARTITIONS
+  value: {{ .Values.kafka.guardPartitions | quote }}
 - name: REMEDIATOR_KAFKA_REPLICATION
   value: {{ .Values.kafka.replication | quote }}
 {{- end }}
