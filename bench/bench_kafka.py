@@ -260,7 +260,7 @@ async def census(cfg: StreamsConfig) -> dict[str, int]:
     await consumer.start()
     try:
         out: dict[str, int] = {}
-        named = zip(("inputs", "candidates", "commands"), cfg.topics, strict=True)
+        named = zip(("inputs", "candidates", "commands", "admitted"), cfg.topics, strict=False)
         labelled = [*named, *((t.name.removeprefix(cfg.group + "-"), t) for t in cfg.changelogs)]
         for label, t in labelled:
             tps = [TopicPartition(t.name, p) for p in range(t.partitions)]
@@ -389,6 +389,7 @@ async def main() -> None:
               f"{float(split['rate']) / rate:.2f}x one guard (--guard-partitions {SPLIT}: its "  # type: ignore[arg-type]
               f"tiers, one run; no goal); {per_input(split, n)}; "
               f"CPU / one guard's {worker_cpu(split) / worker_cpu(one):.2f}x")  # fmt: skip
+        print(f"{'':<24} {records(split)}")
         halves = []
         for k in range(PASSES):
             half = await bench_kafka(b, lines, workdir, cpus[:1], f"half{k}", pace=rate / 2)

@@ -525,7 +525,6 @@ class GuardCore:
         # was later than `replay_frontier` was still waiting (everything else released).
         self.replayed_to = -1
         self.replay_frontier = -math.inf
-        self.replay_held: tuple[float, int, int] | None = None
         self._behind: str | None = None  # the hold last set (None: not yet this run)
         self._switch: tuple[bool, str] | None = None  # the kill switch last set, this run
 
@@ -565,8 +564,9 @@ class GuardCore:
         """A record from the candidates topic (at `offset`; -1: none to read again
         from); what the guardrails said, oldest first."""
         self._mark_read(offset)
+        out: list[Released] = []
         if isinstance(record, Settled):
-            self._settled(record)
+            out = self._settled(record)
         elif isinstance(record, Watermark):
             if record.at > self.watermarks.get(record.partition, -math.inf):
                 self.watermarks[record.partition] = record.at
@@ -583,7 +583,7 @@ class GuardCore:
                 self._origin[self._seq] = offset  # the topic keeps it: no row
             else:
                 self._dirty.add(f"pending|{self._seq}")
-        return self._release()
+        return out + self._release()
 
     def _mark_read(self, offset: int) -> None:
         if offset >= 0:
@@ -592,21 +592,14 @@ class GuardCore:
             self.taken = max(self.taken, offset)
 
     def _released_before(self, record: Candidate | AdmittedRecord, offset: int) -> bool:
-        """Taken before the restore and released then: judged once. Everything up to the
-        frontier it had reached was released, but what waited behind a first tier's
-        workload (`replay_held`: that record's place, and all after it)."""
-        if not 0 <= offset <= self.replayed_to or record.at > self.replay_frontier:
-            return False
-        place = (record.at, 0 if isinstance(record, Learned) else 1, offset)
-        return self.replay_held is None or place < self.replay_held
+        """Taken before the restore and released then (everything up to the frontier it
+        had reached was): judged once."""
+        return 0 <= offset <= self.replayed_to and record.at <= self.replay_frontier
 
     def _release(self) -> list[Released]:
         frontier = self.frontier
         out: list[Released] = []
         while self.pending and self.pending[0][0] <= frontier:
-            if self._waits():
-                self._dirty.add(MARKS)  # what waits is part of where to read again from
-                break
             at, _, seq, raw = heapq.heappop(self.pending)
             del self._waiting[seq]
             if self._origin.pop(seq, None) is None:
@@ -621,14 +614,9 @@ class GuardCore:
             out.extend(self._judge(record, at))
         return out
 
-    def _settled(self, settled: Settled) -> None:
+    def _settled(self, settled: Settled) -> list[Released]:
         """The second tier's word: for a first tier alone (streams/tiers.py)."""
         raise ValueError("a settled record, but this guard is not split by workload")
-
-    def _waits(self) -> bool:
-        """Whether the oldest waiting record must wait for more than the watermark (the
-        first tier's, for its workload's last admitted candidate to be settled)."""
-        return False
 
     def _learn(self, record: Learned, at: float) -> list[Released]:
         """A partition's finished cold starts, in time order: the cluster's history, the
@@ -645,34 +633,21 @@ class GuardCore:
             self._dirty.add(_learned_row(key))
 
     def _judge(self, record: Wire, at: float) -> list[Released]:
-        """A candidate, at the guard's clock."""
+        """A candidate, at the guard's clock: both tiers of the guardrails, its cold start
+        weighed by the cluster's history."""
         assert isinstance(record, Candidate)
-        weighed = self._weighed(record, at)
-        if weighed is None:
-            return []
-        before = self.guard.state
-        out = self._decide(record, weighed)
-        self._touched(before)
-        return out
-
-    def _decide(self, record: Candidate, weighed: Candidate) -> list[Released]:
-        """Both tiers of the guardrails (`Guard.judge`)."""
-        result, feedback = self.guard.judge(weighed, self.clock)
-        if record.once and isinstance(feedback, GotThrough):
-            self._tell(record.decision.incident)
-        return [Released(result, record.partition, feedback)]
-
-    def _weighed(self, record: Candidate, at: float) -> Candidate | None:
-        """The candidate to judge at the guard's clock, its cold start weighed by the
-        cluster's history (None: a notice told already, by another partition: as if never
-        said), its partition's word on its watch set."""
         if record.once and record.decision.incident in self.told:
-            return None
+            return []  # told already, by another partition: as if never said
         self._advance(at)
         if record.behind != self._behind:  # the partition's word as it decided
             self.guard.set_behind(record.behind or None)
             self._behind = record.behind
-        return self.history.weigh(record)
+        before = self.guard.state
+        result, feedback = self.guard.judge(self.history.weigh(record), self.clock)
+        self._touched(before)
+        if record.once and isinstance(feedback, GotThrough):
+            self._tell(record.decision.incident)
+        return [Released(result, record.partition, feedback)]
 
     def _advance(self, at: float) -> None:
         """A late candidate (a retry back after its partition ran ahead) is judged now, not
@@ -732,9 +707,6 @@ class GuardCore:
                 marks = {str(p): at for p, at in sorted(self.watermarks.items())}
                 rows[key] = {"clock": clock, "watermarks": marks, "taken": self.taken,
                              "from": self.replay_from}  # fmt: skip
-                held = self._held()
-                if held is not None:
-                    rows[key]["held"] = held
                 if self.heard:
                     rows[key]["heard"] = {str(p): list(s) for p, s in sorted(self.heard.items())}
             elif key.startswith("learned|"):
@@ -747,14 +719,6 @@ class GuardCore:
         for uid, aging in self.guard.take_aging_changed().items():
             rows[f"aging|{uid}"] = None if aging is None else encode(aging).decode()
         return rows
-
-    def _held(self) -> list[float] | None:
-        """The place of the oldest record waiting behind a workload's (`_waits`), from
-        which a restored guard takes again what it reads again (`_released_before`)."""
-        if not self.pending or not self._waits():
-            return None
-        at, kind, seq, _ = self.pending[0]
-        return [at, kind, self._origin.get(seq, -1)]
 
     def _learned_of(self, model: str) -> dict[str, list[float]] | None:
         """A model's row: its phases' learned samples (None: an older per-phase row, now
@@ -811,9 +775,6 @@ class GuardCore:
         core.taken = core.replayed_to = int(marks.get("taken", -1))
         core.read = int(marks.get("from", core.taken + 1))
         core.replay_frontier = core.frontier
-        held = marks.get("held")
-        if held is not None:
-            core.replay_held = (float(held[0]), int(held[1]), int(held[2]))
         core._dirty = older
         if "pending" in rows:  # written again per candidate, the old row deleted
             core._dirty |= {"pending"} | {f"pending|{s}" for s in core._waiting}

@@ -22,8 +22,10 @@ see decisions in the order one guard would.
 
 from __future__ import annotations
 
+import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,37 +60,43 @@ def route(records: Sequence[GuardRecord], partitions: int) -> dict[int, list[Gua
     return out
 
 
+# A first tier's own rows: a workload's admitted candidate, its candidates waiting behind
+# it, its guard state; the kill switch as last set.
+_ROWS = ("admitted|", "blocked|", "state|", "switch|")
+
+
 @dataclass
 class FirstTier(GuardCore):
     """One candidates partition's workloads (`index`): the workload tier of the
-    guardrails, the cluster's history (every partition's `Learned`), the pods it holds
-    until old enough. Partition 0 relays what was learned to the deciders and forwards the
-    hedge budget's news to the second tier, once."""
+    guardrails, a guard state per workload, the cluster's history (every partition's
+    `Learned`), the pods it holds until old enough. Partition 0 relays what was learned to
+    the deciders and forwards the hedge budget's news to the second tier, once."""
 
     index: int = 0
     # workload -> its candidate let on to the second tier, not yet answered (a row each)
     admitted: dict[str, Admitted] = field(default_factory=dict)
+    # workload -> its next candidates while one waits: (the time to judge at, the record)
+    blocked: dict[str, list[tuple[float, bytes]]] = field(default_factory=dict)
+    # workload -> its guard state (what its decisions let through; a row each)
+    states: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self._head: tuple[int, str | None] = (-1, None)  # seq -> its workload, decoded once
+        self._fresh = self.guard.state  # a workload's before its first decision
+        self._dirty.discard("state")  # a state per workload instead
 
     @property
     def settles_to(self) -> float:
-        """It will let on nothing made before this time: the second tier's watermark
-        for it. (What waits behind a workload is let on later, at its own time.)"""
-        frontier = self.frontier
-        if self.pending and self._waits():
-            return min(frontier, self.pending[0][0])
-        return frontier
+        """It will let on nothing to be judged before this time: the second tier's
+        watermark for it (a workload's next candidates wait for its word, at their time)."""
+        waiting = (queue[0][0] for queue in self.blocked.values() if queue)
+        return min(self.frontier, min(waiting, default=math.inf))
 
-    def _waits(self) -> bool:
-        _, kind, seq, raw = self.pending[0]
-        if kind == 0:
-            return False  # a learned record: no workload's
-        if self._head[0] != seq:
-            self._head = (seq, workload_key(decode(raw, Candidate).decision))
-        return self._head[1] in self.admitted
+    def set_kill_switch(self, engaged: bool, note: str) -> None:
+        """Set in each workload's state as it is judged; a row of its own."""
+        if (engaged, note) != self._switch:
+            self._switch = (engaged, note)
+            self._dirty.add("switch|")
 
     def _learn(self, record: Learned, at: float) -> list[Released]:
         self._history(record)
@@ -102,45 +110,104 @@ class FirstTier(GuardCore):
             out.append(Released(None, record.partition, None, onward=news))
         return out
 
-    def _decide(self, record: Candidate, weighed: Candidate) -> list[Released]:
-        """The workload tier (`Guard.admit`): held here, or on to the second tier."""
-        held = self.guard.admit(weighed, self.clock)
+    def _judge(self, record: Wire, at: float) -> list[Released]:
+        """A candidate in time order, at the guard's clock (as one guard judges it); it
+        waits, at that time, while its workload's last one waits for the second tier."""
+        assert isinstance(record, Candidate)
+        workload = workload_key(record.decision)
+        if workload not in self.admitted:
+            if record.once and record.decision.incident in self.told:
+                return []  # told already, by another partition: as if never said
+            self._advance(at)
+            return self._admit(record, self.clock, workload)
+        self._advance(at)
+        self.blocked.setdefault(workload, []).append((self.clock, encode(record)))
+        self._dirty.add(f"blocked|{workload}")
+        return []
+
+    def _admit(self, record: Candidate, now: float, workload: str) -> list[Released]:
+        """The workload tier (`Guard.admit`) at `now`: held here, or on to the second."""
+        if record.once and record.decision.incident in self.told:
+            return []
+        weighed = self.history.weigh(record)
+        with self._state_of(workload):
+            self.guard.set_behind(record.behind or None)
+            held = self.guard.admit(weighed, now)
         if held is not None:
             return [Released(held[0], record.partition, held[1])]
-        workload = workload_key(record.decision)
-        self.admitted[workload] = admitted = Admitted(weighed, self.clock, self.index)
+        self.admitted[workload] = admitted = Admitted(weighed, now, self.index)
         self._dirty.add(f"admitted|{workload}")
         return [Released(None, record.partition, None, onward=admitted)]
 
-    def _settled(self, settled: Settled) -> None:
-        admitted = self.admitted.get(settled.workload)
-        if admitted is None or (admitted.candidate.decision.incident, admitted.at) != (
-            settled.incident,
-            settled.at,
-        ):
-            return  # read again after a restart: answered already
-        del self.admitted[settled.workload]
-        self._dirty.add(f"admitted|{settled.workload}")
-        if not settled.through:
-            return
-        before = self.guard.state
-        self.guard.commit(admitted.candidate, admitted.at)
-        self._touched(before)
-        if admitted.candidate.once:
-            self._tell(admitted.candidate.decision.incident)
+    def _settled(self, settled: Settled) -> list[Released]:
+        """The second tier's word on a workload's admitted candidate: recorded where it
+        got through (`Guard.commit`), then the workload's next candidates go on."""
+        workload, admitted = settled.workload, self.admitted.get(settled.workload)
+        answers = admitted is not None and (
+            admitted.candidate.decision.incident,
+            admitted.at,
+        ) == (settled.incident, settled.at)
+        if admitted is None or not answers:
+            return []  # read again after a restart: answered already
+        del self.admitted[workload]
+        self._dirty.add(f"admitted|{workload}")
+        if settled.through:
+            with self._state_of(workload):
+                self.guard.commit(admitted.candidate, admitted.at)
+            if admitted.candidate.once:
+                self._tell(admitted.candidate.decision.incident)
+        return self._unblock(workload)
 
-    # ---- the table: the guard core's rows, and a row per admitted candidate ------------
+    def _unblock(self, workload: str) -> list[Released]:
+        queue, out = self.blocked.get(workload), []
+        while queue and workload not in self.admitted:
+            now, raw = queue.pop(0)
+            out.extend(self._admit(decode(raw, Candidate), now, workload))
+        if queue is not None:
+            self._dirty.add(f"blocked|{workload}")
+            if not queue:
+                del self.blocked[workload]
+        return out
+
+    @contextmanager
+    def _state_of(self, workload: str) -> Iterator[None]:
+        """The guard judges on `workload`'s state (the kill switch as last set); a row
+        when it changed."""
+        was = self.guard.state = self.states.get(workload, self._fresh)
+        if self._switch is not None:
+            self.guard.set_kill_switch(*self._switch)
+        yield
+        if self.guard.state is not was:
+            self.states[workload] = self.guard.state
+            self._dirty.add(f"state|{workload}")
+        self.guard.state = self._fresh
+
+    # ---- the table: the guard core's rows, and a row per workload ----------------------
     def changed(self) -> dict[str, Any]:
-        prefix = "admitted|"
-        mine = [k for k in self._dirty if k.startswith(prefix)]
+        mine = [k for k in self._dirty if k.startswith(_ROWS)]
+        self._dirty.discard("state")
         rows = super().changed()
         for key in mine:
-            admitted = self.admitted.get(key[len(prefix) :])
-            rows[key] = None if admitted is None else encode(admitted).decode()
+            kind, workload = key.split("|", 1)
+            rows[key] = self._row(kind, workload)
         return rows
+
+    def _row(self, kind: str, workload: str) -> Any:
+        if kind == "admitted":
+            admitted = self.admitted.get(workload)
+            return None if admitted is None else encode(admitted).decode()
+        if kind == "switch":
+            return None if self._switch is None else list(self._switch)
+        if kind == "blocked":
+            queue = self.blocked.get(workload)
+            return [[at, raw.decode()] for at, raw in queue] if queue else None
+        state = self.states.get(workload)
+        return None if state is None else state.to_json()
 
     def to_json(self) -> str:
         self._dirty |= {f"admitted|{w}" for w in self.admitted}
+        self._dirty |= {f"blocked|{w}" for w in self.blocked}
+        self._dirty |= {f"state|{w}" for w in self.states} | {"switch|"}
         return super().to_json()
 
     @classmethod
@@ -151,8 +218,17 @@ class FirstTier(GuardCore):
         assert isinstance(core, FirstTier)
         core.index = index
         for key, value in rows.items():
-            if key.startswith("admitted|") and value is not None:
-                core.admitted[key.split("|", 1)[1]] = decode(value, Admitted)
+            kind, _, workload = key.partition("|")
+            if kind == "switch" and value is not None:
+                core._switch = (bool(value[0]), str(value[1]))
+            if value is None or not workload:
+                continue
+            if kind == "admitted":
+                core.admitted[workload] = decode(value, Admitted)
+            elif kind == "blocked":
+                core.blocked[workload] = [(float(at), str(raw).encode()) for at, raw in value]
+            elif kind == "state":
+                core.states[workload] = core.guard.pipeline.load_state(value)
         return core
 
 

@@ -216,13 +216,49 @@ def test_a_workload_waits_for_its_word_and_an_old_word_answers_nothing() -> None
     tier = FirstTier(load_policy(OLD_ENOUGH), partitions=1, index=0)
     [first] = tier.take(_candidate("ns/Deployment/a", "a1", 1.0)) + tier.take(Watermark(0, 1.0))
     assert isinstance(first.onward, Admitted) and first.result is None
-    # the workload's next, and everything after it, wait for the second tier's word
+    # the workload's next waits for the second tier's word; another workload's does not
     assert tier.take(_candidate("ns/Deployment/a", "a2", 2.0)) == []
     assert tier.take(_candidate("ns/Deployment/b", "b1", 3.0)) == []
-    assert tier.take(Watermark(0, 3.0)) == [] and tier.settles_to == 2.0
+    [other] = tier.take(Watermark(0, 3.0))
+    assert isinstance(other.onward, Admitted)
+    assert other.onward.candidate.decision.incident == "b1"
+    assert tier.settles_to == 2.0  # a2 is still to be let on, at its time
     word = Settled("ns/Deployment/a", "a1", 1.0, True)
-    onward = [r.onward for r in tier.take(word)]
-    assert [a.candidate.decision.incident for a in onward if isinstance(a, Admitted)] == [
-        "a2", "b1"]  # fmt: skip
+    [then] = tier.take(word)
+    assert isinstance(then.onward, Admitted) and then.onward.at == 2.0
     assert tier.take(word) == []  # read again after a restart: answers nothing
     assert set(tier.admitted) == {"ns/Deployment/a", "ns/Deployment/b"}
+    assert tier.settles_to == 3.0
+
+
+WINDOW = """
+guardrails:
+  min_age: {factor: 0}
+  dedup: {window_s: 30}
+  blast_radius: {max_pods: 100, max_percent: 100, max_pods_cluster: 100}
+  rate_limit: {per_minute: 600, burst: 100}
+"""
+
+
+def test_a_waiting_workload_is_judged_on_its_own_state() -> None:
+    """Another workload's decision recorded meanwhile, at a later time, prunes what it
+    records (dedup's window) by that time: a workload judged later at its own, earlier
+    time must still see its own records, as one guard judged it then."""
+    tier = FirstTier(load_policy(WINDOW), partitions=1, index=0)
+    a, b = "ns/Deployment/a", "ns/Deployment/b"
+
+    def admit(c: Candidate) -> Admitted:
+        [r] = tier.take(c) + tier.take(Watermark(0, c.at))
+        assert isinstance(r.onward, Admitted), r
+        return r.onward
+
+    first = admit(_candidate(a, "p1", 0.0))
+    assert tier.take(Settled(a, "p1", first.at, True)) == []
+    second = admit(_candidate(a, "p2", 10.0))  # in flight
+    c = _candidate(a, "p1", 15.0)  # the first pod again, 15 s on: a duplicate
+    again = Candidate(replace(c.decision, incident="p1-again"), 15.0, 0, "m", "engine_init")
+    assert tier.take(again) == [] and tier.take(Watermark(0, 15.0)) == []
+    other = admit(_candidate(b, "q1", 40.0))
+    assert tier.take(Settled(b, "q1", other.at, True)) == []  # recorded at 40
+    [judged] = tier.take(Settled(a, "p2", second.at, False))
+    assert isinstance(judged.result, Suppressed) and judged.result.guardrail == "dedup"
