@@ -11,13 +11,16 @@ limit, dry run) and is one, over the `admitted` topic:
           └──────────── Settled (by workload): Guard.commit ◀── SecondTier (Guard.settle)
 
 Both are `GuardCore`s: records released in time order up to a watermark, rows per key,
-read again from the topic after a restart. A first tier judges its records in time order
-and, while a workload's admitted candidate waits for the second tier's word, lets nothing
-after it through: the same order one guard judges in (tests/guard/test_tiers.py proves
-the split equal to one pipeline under that order; tests/streams/test_tiers.py the cores).
-What it tells the second tier (`settles_to`) is how far it has admitted everything: the
-second tier settles in time order up to the smallest of them, so the cluster-wide caps
-see decisions in the order one guard would.
+read again from the topic after a restart. A first tier takes its records in time order,
+each at the guard's clock as one guard would judge it; while a workload's admitted
+candidate waits for the second tier's word, that workload's next candidates wait (a row),
+each to be judged at its own time, on the workload's own guard state (another workload's
+decisions recorded meanwhile, at later times, prune nothing of it). Other workloads go on.
+What it tells the second tier (`settles_to`) is how far it has let everything on: the
+smaller of its deciders' frontier and its oldest waiting candidate's time. The second
+tier settles in time order up to the smallest of them, so the cluster-wide caps see
+decisions in the order one guard would (tests/guard/test_tiers.py proves the split equal
+to one pipeline under that order; tests/streams/test_tiers.py these cores, restarts too).
 """
 
 from __future__ import annotations
