@@ -377,7 +377,7 @@ def build_app(
             rows = table_rows(guard_table, m)
             n = streams.inputs.partitions
             if streams.tiers:
-                core = FirstTier.restore(policy, n, m, rows, verdicts=verdicts)
+                core = FirstTier.from_rows(policy, n, rows, verdicts, index=m)
             else:
                 core = GuardCore.from_rows(policy, n, rows, verdicts)
             if foreign := core.guard.state.foreign:
@@ -516,7 +516,7 @@ def build_app(
             core = second_box.get("cluster")
             if core is None:
                 rows = dict(settle_table.items())
-                core = cast(SecondTier, SecondTier.from_rows(policy, guards, rows, verdicts))
+                core = SecondTier.from_rows(policy, guards, rows, verdicts)
                 second_box["cluster"] = core
             return core
 

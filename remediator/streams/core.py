@@ -30,7 +30,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import msgspec
 import orjson
@@ -736,7 +736,7 @@ class GuardCore:
         partitions: int,
         rows: dict[str, Any],
         verdicts: Verdicts | None = None,
-    ) -> GuardCore:
+    ) -> Self:
         learned: dict[str, list[float]] = {}
         older: set[str] = set()  # an older worker's rows, written again in today's shape
         for k, v in rows.items():
@@ -791,5 +791,5 @@ class GuardCore:
         return json.dumps(rows, sort_keys=True)
 
     @classmethod
-    def from_json(cls, config: PolicyFile, partitions: int, text: str) -> GuardCore:
+    def from_json(cls, config: PolicyFile, partitions: int, text: str) -> Self:
         return cls.from_rows(config, partitions, json.loads(text))

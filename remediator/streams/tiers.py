@@ -30,13 +30,14 @@ import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import msgspec
 
 from remediator.contract.codec import Wire, decode, encode
 from remediator.contract.records import Admitted, Candidate, Learned, Settled
-from remediator.core.guard import workload_key
+from remediator.core.guard import Verdicts, workload_key
+from remediator.policy_file import PolicyFile
 from remediator.streams.core import GuardCore, GuardRecord, Released
 
 __all__ = ["FirstTier", "SecondTier", "route", "tier_of"]
@@ -80,7 +81,8 @@ class FirstTier(GuardCore):
     admitted: dict[str, Admitted] = field(default_factory=dict)
     # workload -> its next candidates while one waits: (the time to judge at, the record)
     blocked: dict[str, list[tuple[float, bytes]]] = field(default_factory=dict)
-    # workload -> its guard state (what its decisions let through; a row each)
+    # workload -> its guard state (what its decisions let through; a row each). (A
+    # `GuardState`: the guard's own module is not the Kafka runtime's to import.)
     states: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -214,11 +216,15 @@ class FirstTier(GuardCore):
         return super().to_json()
 
     @classmethod
-    def restore(
-        cls, config: Any, partitions: int, index: int, rows: dict[str, Any], **kw: Any
-    ) -> FirstTier:
-        core = cls.from_rows(config, partitions, rows, **kw)
-        assert isinstance(core, FirstTier)
+    def from_rows(
+        cls,
+        config: PolicyFile,
+        partitions: int,
+        rows: dict[str, Any],
+        verdicts: Verdicts | None = None,
+        index: int = 0,
+    ) -> Self:
+        core = super().from_rows(config, partitions, rows, verdicts)
         core.index = index
         for key, value in rows.items():
             kind, _, workload = key.partition("|")
@@ -242,9 +248,10 @@ class SecondTier(GuardCore):
     topic, the feedback for the deciders, and the `Settled` word back to the first tier."""
 
     def _learn(self, record: Learned, at: float) -> list[Released]:
-        assert record.gpus is not None, "the second tier hears only the hedge budget's news"
-        self.guard.hear(record.gpus, at)
-        self._dirty.add("state")
+        """The hedge budget's news, forwarded by the first tier: all it learns."""
+        if record.gpus is not None:
+            self.guard.hear(record.gpus, at)
+            self._dirty.add("state")
         return []
 
     def _judge(self, record: Wire, at: float) -> list[Released]:

@@ -118,12 +118,11 @@ class Tiers:
         if m == TIERS:
             rows = json.loads(self.second.to_json())
             second = SecondTier.from_rows(self.policy, TIERS, rows, self.verdicts)
-            assert isinstance(second, SecondTier)
             self.second = second
             self.topics.rewind(("admitted", 0), second.replay_from)
             return
         rows = json.loads(self.first[m].to_json())
-        first = FirstTier.restore(self.policy, PARTITIONS, m, rows, verdicts=self.verdicts)
+        first = FirstTier.from_rows(self.policy, PARTITIONS, rows, self.verdicts, index=m)
         self.first[m] = first
         self.topics.rewind(("candidates", m), first.replay_from)
 
