@@ -495,12 +495,14 @@ def build_app(
         if not streams.tiers:
             return
         up: list[AdmittedRecord] = []
+        down: dict[int, list[GuardRecord]] = {}  # a record per first tier told
         for one in released:
             if isinstance(one.onward, Settled):
-                m = tier_of(one.onward.workload, guards)
-                await candidates.send(key=CLUSTER, value=encode(one.onward), partition=m)
+                down.setdefault(tier_of(one.onward.workload, guards), []).append(one.onward)
             elif one.onward is not None:
                 up.append(one.onward)
+        for m, words in down.items():
+            await candidates.send(key=CLUSTER, value=guard_batch(words), partition=m)
         for m, core in tiers.items():
             if isinstance(core, FirstTier) and core.settles_to > told.get(m, -math.inf):
                 told[m] = core.settles_to
