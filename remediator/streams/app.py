@@ -380,10 +380,13 @@ def build_app(
                 core = FirstTier.from_rows(policy, n, rows, verdicts, index=m)
             else:
                 core = GuardCore.from_rows(policy, n, rows, verdicts)
-            if foreign := core.guard.state.foreign:
-                log.warning(FOREIGN_RECORDS, extra={"records": list(foreign)})
+            warn_foreign(core)
             guard_box[m] = core
         return core
+
+    def warn_foreign(core: GuardCore) -> None:
+        if foreign := core.foreign:
+            log.warning(FOREIGN_RECORDS, extra={"records": list(foreign)})
 
     def table_rows(table: Any, m: int) -> dict[str, Any]:
         """A guard's rows: the table's (one guard), or those under its partition's prefix."""
@@ -519,6 +522,7 @@ def build_app(
             if core is None:
                 rows = dict(settle_table.items())
                 core = SecondTier.from_rows(policy, guards, rows, verdicts)
+                warn_foreign(core)
                 second_box["cluster"] = core
             return core
 

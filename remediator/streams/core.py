@@ -533,6 +533,12 @@ class GuardCore:
         return self.guard.state
 
     @property
+    def foreign(self) -> tuple[str, ...]:
+        """Records of guardrails this release does not have, in the guard state it was
+        restored with (`FOREIGN_RECORDS`)."""
+        return tuple(self.guard.state.foreign)
+
+    @property
     def frontier(self) -> float:
         """Every partition has emitted all its candidates up to this time."""
         if len(self.watermarks) < self.partitions:

@@ -97,6 +97,10 @@ class FirstTier(GuardCore):
         waiting = (queue[0][0] for queue in self.blocked.values() if queue)
         return min(self.frontier, min(waiting, default=math.inf))
 
+    @property
+    def foreign(self) -> tuple[str, ...]:
+        return tuple(sorted({name for state in self.states.values() for name in state.foreign}))
+
     def set_kill_switch(self, engaged: bool, note: str) -> None:
         """Set in each workload's state as it is judged; a row of its own."""
         if (engaged, note) != self._switch:

@@ -261,3 +261,18 @@ def test_a_waiting_workload_is_judged_on_its_own_state() -> None:
     assert tier.take(Settled(b, "q1", other.at, True)) == []  # recorded at 40
     [judged] = tier.take(Settled(a, "p2", second.at, False))
     assert isinstance(judged.result, Suppressed) and judged.result.guardrail == "dedup"
+
+
+def test_a_newer_releases_records_in_a_workloads_state_are_kept_and_named() -> None:
+    """After a rollback: a workload's state row holds a record of a guardrail this release
+    does not have. It is named (the worker logs FOREIGN_RECORDS), and written back
+    unchanged once the workload's next decision changes the state."""
+    newer = {"nodes": [["gpu-node-3", 1.0]]}
+    a = "ns/Deployment/a"
+    rows = {f"state|{a}": json.dumps({"version": 1, "node_quiet": newer})}
+    tier = FirstTier.from_rows(load_policy(OLD_ENOUGH), 1, rows, index=0)
+    assert tier.foreign == ("node_quiet",)
+    [r] = tier.take(_candidate(a, "a1", 1.0)) + tier.take(Watermark(0, 1.0))
+    assert isinstance(r.onward, Admitted)
+    state = json.loads(str(tier.changed()[f"state|{a}"]))
+    assert state["node_quiet"] == newer
