@@ -128,23 +128,27 @@ class Watermark(msgspec.Struct, frozen=True, tag="watermark"):
 class Admitted(msgspec.Struct, frozen=True, tag="admitted"):
     """A candidate the guard's first tier (candidates partition `tier`) let on at `at`, for
     the second tier to settle (`Guard.admit`, then `Guard.settle`): the guard split by
-    workload (streams/tiers.py)."""
+    workload (streams/tiers.py). `seq` numbers the first tier's admissions: the second
+    tier's word names it back (0: a worker before it)."""
 
     candidate: Candidate
     at: float
     tier: int
+    seq: int = 0
 
 
 class Settled(msgspec.Struct, frozen=True, tag="settled"):
     """The second tier's word on an admitted candidate, back to its workload's first-tier
     partition: `through` (let through, or a dry run's "would have"): `Guard.commit` there.
-    `incident` and `at` name the admitted candidate it answers (a record read again after
-    a restart answers nothing)."""
+    `incident`, `at` and `seq` name the admitted candidate it answers: a word read again
+    (after a restart, or once passed in process and once from the topic) answers nothing,
+    even where the workload's next candidate has the same incident and time."""
 
     workload: str
     incident: str
     at: float
     through: bool
+    seq: int = 0
 
 
 class Packed(msgspec.Struct, frozen=True, array_like=True):

@@ -65,8 +65,8 @@ def route(records: Sequence[GuardRecord], partitions: int) -> dict[int, list[Gua
 
 
 # A first tier's own rows: a workload's admitted candidate, its candidates waiting behind
-# it, its guard state; the kill switch as last set.
-_ROWS = ("admitted|", "blocked|", "state|", "switch|")
+# it, its guard state; the kill switch as last set, how many it admitted.
+_ROWS = ("admitted|", "blocked|", "state|", "switch|", "admissions|")
 
 
 @dataclass
@@ -84,6 +84,7 @@ class FirstTier(GuardCore):
     # workload -> its guard state (what its decisions let through; a row each). (A
     # `GuardState`: the guard's own module is not the Kafka runtime's to import.)
     states: dict[str, Any] = field(default_factory=dict)
+    admissions: int = 0  # candidates let on so far: the last one's `seq`
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -144,20 +145,18 @@ class FirstTier(GuardCore):
             held = self.guard.admit(weighed, now)
         if held is not None:
             return [Released(held[0], record.partition, held[1])]
-        self.admitted[workload] = admitted = Admitted(weighed, now, self.index)
-        self._dirty.add(f"admitted|{workload}")
+        self.admissions += 1
+        admitted = Admitted(weighed, now, self.index, self.admissions)
+        self.admitted[workload] = admitted
+        self._dirty |= {f"admitted|{workload}", "admissions|"}
         return [Released(None, record.partition, None, onward=admitted)]
 
     def _settled(self, settled: Settled) -> list[Released]:
         """The second tier's word on a workload's admitted candidate: recorded where it
         got through (`Guard.commit`), then the workload's next candidates go on."""
         workload, admitted = settled.workload, self.admitted.get(settled.workload)
-        answers = admitted is not None and (
-            admitted.candidate.decision.incident,
-            admitted.at,
-        ) == (settled.incident, settled.at)
-        if admitted is None or not answers:
-            return []  # read again after a restart: answered already
+        if admitted is None or not _answers(settled, admitted):
+            return []  # read again (a restart, or passed in process): answered already
         del self.admitted[workload]
         self._dirty.add(f"admitted|{workload}")
         if settled.through:
@@ -207,6 +206,8 @@ class FirstTier(GuardCore):
             return None if admitted is None else encode(admitted).decode()
         if kind == "switch":
             return None if self._switch is None else list(self._switch)
+        if kind == "admissions":
+            return self.admissions
         if kind == "blocked":
             queue = self.blocked.get(workload)
             return [[at, raw.decode()] for at, raw in queue] if queue else None
@@ -216,7 +217,7 @@ class FirstTier(GuardCore):
     def to_json(self) -> str:
         self._dirty |= {f"admitted|{w}" for w in self.admitted}
         self._dirty |= {f"blocked|{w}" for w in self.blocked}
-        self._dirty |= {f"state|{w}" for w in self.states} | {"switch|"}
+        self._dirty |= {f"state|{w}" for w in self.states} | {"switch|", "admissions|"}
         return super().to_json()
 
     @classmethod
@@ -234,6 +235,8 @@ class FirstTier(GuardCore):
             kind, _, workload = key.partition("|")
             if kind == "switch" and value is not None:
                 core._switch = (bool(value[0]), str(value[1]))
+            elif kind == "admissions" and value is not None:
+                core.admissions = int(value)
             if value is None or not workload:
                 continue
             if kind == "admitted":
@@ -243,6 +246,12 @@ class FirstTier(GuardCore):
             elif kind == "state":
                 core.states[workload] = core.guard.pipeline.load_state(value)
         return core
+
+
+def _answers(settled: Settled, admitted: Admitted) -> bool:
+    """Whether the second tier's word is on this admitted candidate."""
+    incident = admitted.candidate.decision.incident
+    return (settled.incident, settled.at, settled.seq) == (incident, admitted.at, admitted.seq)
 
 
 @dataclass
@@ -265,5 +274,5 @@ class SecondTier(GuardCore):
         (result, feedback), through = self.guard.settle(candidate, self.clock)
         self._touched(before)
         d = candidate.decision
-        settled = Settled(workload_key(d), d.incident, record.at, through)
+        settled = Settled(workload_key(d), d.incident, record.at, through, record.seq)
         return [Released(result, candidate.partition, feedback, onward=settled)]

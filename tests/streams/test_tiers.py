@@ -211,6 +211,12 @@ def _candidate(workload: str, incident: str, at: float) -> Candidate:
     return Candidate(d, at, 0, "m", "engine_init")
 
 
+def _word(admitted: Admitted, through: bool) -> Settled:
+    """The second tier's word on `admitted`."""
+    d = admitted.candidate.decision
+    return Settled(workload_key(d), d.incident, admitted.at, through, admitted.seq)
+
+
 def test_a_workload_waits_for_its_word_and_an_old_word_answers_nothing() -> None:
     tier = FirstTier(load_policy(OLD_ENOUGH), partitions=1, index=0)
     [first] = tier.take(_candidate("ns/Deployment/a", "a1", 1.0)) + tier.take(Watermark(0, 1.0))
@@ -222,7 +228,7 @@ def test_a_workload_waits_for_its_word_and_an_old_word_answers_nothing() -> None
     assert isinstance(other.onward, Admitted)
     assert other.onward.candidate.decision.incident == "b1"
     assert tier.settles_to == 2.0  # a2 is still to be let on, at its time
-    word = Settled("ns/Deployment/a", "a1", 1.0, True)
+    word = _word(first.onward, True)
     [then] = tier.take(word)
     assert isinstance(then.onward, Admitted) and then.onward.at == 2.0
     assert tier.take(word) == []  # read again after a restart: answers nothing
@@ -252,14 +258,14 @@ def test_a_waiting_workload_is_judged_on_its_own_state() -> None:
         return r.onward
 
     first = admit(_candidate(a, "p1", 0.0))
-    assert tier.take(Settled(a, "p1", first.at, True)) == []
+    assert tier.take(_word(first, True)) == []
     second = admit(_candidate(a, "p2", 10.0))  # in flight
     c = _candidate(a, "p1", 15.0)  # the first pod again, 15 s on: a duplicate
     again = Candidate(replace(c.decision, incident="p1-again"), 15.0, 0, "m", "engine_init")
     assert tier.take(again) == [] and tier.take(Watermark(0, 15.0)) == []
     other = admit(_candidate(b, "q1", 40.0))
-    assert tier.take(Settled(b, "q1", other.at, True)) == []  # recorded at 40
-    [judged] = tier.take(Settled(a, "p2", second.at, False))
+    assert tier.take(_word(other, True)) == []  # recorded at 40
+    [judged] = tier.take(_word(second, False))
     assert isinstance(judged.result, Suppressed) and judged.result.guardrail == "dedup"
 
 
@@ -276,3 +282,24 @@ def test_a_newer_releases_records_in_a_workloads_state_are_kept_and_named() -> N
     assert isinstance(r.onward, Admitted)
     state = json.loads(str(tier.changed()[f"state|{a}"]))
     assert state["node_quiet"] == newer
+
+
+def test_an_old_word_does_not_answer_the_next_candidate_of_its_incident_and_time() -> None:
+    """A workload's candidate held by the second tier, and the next one of the same
+    incident at the same time let on: the first's word, read again (after a restart, or
+    from the topic once passed in process), must not answer the second's."""
+    tier = FirstTier(load_policy(OLD_ENOUGH), partitions=1, index=0)
+    a = "ns/Deployment/a"
+    tier.take(_candidate(a, "a1", 1.0))
+    again = _candidate(a, "a1", 1.0)
+    again = Candidate(replace(again.decision, reason="again"), 1.0, 0, "m", "engine_init")
+    [first] = tier.take(again) + tier.take(Watermark(0, 1.0))
+    assert isinstance(first.onward, Admitted)
+    [then] = tier.take(_word(first.onward, False))  # held by the second tier: the next
+    assert isinstance(then.onward, Admitted) and then.onward.at == first.onward.at
+    assert tier.take(_word(first.onward, False)) == []
+    assert tier.admitted[a] == then.onward  # still waits for its own word
+    rows = json.loads(tier.to_json())
+    restored = FirstTier.from_rows(load_policy(OLD_ENOUGH), 1, rows, index=0)
+    assert restored.take(_word(first.onward, False)) == []
+    assert restored.admitted[a] == then.onward and restored.admissions == 2
