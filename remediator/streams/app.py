@@ -47,7 +47,8 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -109,6 +110,8 @@ GUARD_BATCH = 200  # records in one candidates-topic record, at most
 # A restored guard reads its waiting candidates back within this, or its agent fails
 # (/healthz: a liveness probe restarts the worker, which reads them again).
 REPLAY_TIMEOUT_S = 60.0
+# What a guard tier said, and which first tiers said it (their watermarks go on with it).
+Passed = tuple[list[Released], Mapping[int, GuardCore]]
 FEEDBACK = FEEDBACK_KEY.encode()  # the key of feedback records (the partition is explicit)
 LEARNED = b"\x00learned"  # (an older worker's key of relayed cold starts)
 
@@ -254,8 +257,11 @@ def build_app(
         for tp in revoked:
             if tp.topic == streams.candidates.name:
                 guard_box.pop(tp.partition, None)
+                tier_events.pop(tp.partition, None)
+                told.pop(tp.partition, None)
             elif tp.topic == streams.admitted.name:
                 second_box.clear()
+                tier_events.pop("cluster", None)
 
     # ---- partitions: inputs -> candidates ----------------------------------------------
     def rebuild(p: int, first: int) -> tuple[PartitionCore, list[Candidate | Learned]]:
@@ -390,10 +396,12 @@ def build_app(
 
     def table_rows(table: Any, m: int) -> dict[str, Any]:
         """A guard's rows: the table's (one guard), or those under its partition's prefix."""
-        if guards == 1:
-            return dict(table.items())
-        prefix = f"{m}|"
+        prefix = guard_prefix(m)
         return {k[len(prefix) :]: v for k, v in table.items() if k.startswith(prefix)}
+
+    def guard_prefix(m: int) -> str:
+        """The guard table's rows of candidates partition `m`'s guard are under this."""
+        return f"{m}|" if guards > 1 else ""
 
     def write_guard_rows(core: GuardCore, table: Any, prefix: str, event: EventT[bytes]) -> None:
         """Only the rows that changed: the guard state when it did, the learned histories,
@@ -450,8 +458,8 @@ def build_app(
                         "records": len(records)})  # fmt: skip
         released: list[Released] = []
         for offset, value in records:
-            for record in parse_guard_records(value, topic_kind(msg.tp.topic)):
-                released.extend(core.take(record, offset))
+            records_at = parse_guard_records(value, topic_kind(msg.tp.topic))
+            released.extend(core.take_batch(records_at, offset))
         return released
 
     def topic_kind(name: str) -> str:
@@ -470,48 +478,100 @@ def build_app(
                 if m not in last and switch is not None:  # (the file's, not the rows')
                     core.set_kill_switch(*switch.now())
                 last[m] = (core, event)
-                released.extend(await take_guard_event(core, event, "candidates"))
+                tier_events[m] = event
+                released.extend(await take_guard_event(core, event))
             for m, (core, event) in last.items():
-                write_guard_rows(core, guard_table, f"{m}|" if guards > 1 else "", event)
+                write_guard_rows(core, guard_table, guard_prefix(m), event)
             metrics.stage("guard", time.perf_counter() - started)
             await _settled(released)
             await onward(released, {m: core for m, (core, _) in last.items()})
             yield None
 
-    async def take_guard_event(core: GuardCore, event: EventT[bytes], kind: str) -> list[Released]:
+    async def take_guard_event(core: GuardCore, event: EventT[bytes]) -> list[Released]:
         released = await read_up_to(core, event)
-        offset = event.message.offset
-        if offset < core.read:
-            return released  # taken already, or released before the restore
-        for record in parse_guard_records(event.message.value or b"[]", kind):
-            released.extend(core.take(record, offset))
-        return released
+        msg = event.message
+        if core.has_taken(msg.offset):
+            return released  # passed to it in process, or released before a restore
+        records = parse_guard_records(msg.value or b"[]", topic_kind(msg.tp.topic))
+        return released + core.take_batch(records, msg.offset)
 
     # ---- the guard split by workload: the first tiers' word to the second, and back ----
     second_box: dict[str, SecondTier] = {}
     told: dict[int, float] = {}  # the watermark each first tier here sent last
 
+    # The latest event each tier here took: the changelog partition of rows it writes
+    # outside its agent (a candidates partition's first tier; the second, "cluster").
+    tier_events: dict[int | str, EventT[bytes]] = {}
+
     async def onward(released: list[Released], tiers: Mapping[int, GuardCore]) -> None:
         """What a tier passes the other: the first's admitted candidates, the hedge
         budget's news and its watermark (how far it let everything on) to the admitted
-        topic, in that order; the second's word to each workload's first tier."""
+        topic, in that order; the second's word to each workload's first tier. Each goes
+        to its topic, the record a restart reads; where the other tier is here it takes
+        it at once too, and what that says passes on the same way (a workload's next
+        decision waits for its word: no broker round trip on each)."""
         if not streams.tiers:
             return
-        up: list[AdmittedRecord] = []
-        down: dict[int, list[GuardRecord]] = {}  # a record per first tier told
+        work: deque[Passed] = deque([(released, tiers)])
+        while work:
+            said, by = work.popleft()
+            for m, words in words_down(said).items():
+                await candidates.send(key=CLUSTER, value=guard_batch(words), partition=m)
+                work.extend(await pass_down(m, words))
+            if up := words_up(said, by):
+                sent = await admitted.send(key=CLUSTER, value=guard_batch(up), partition=0)
+                work.extend(await pass_up(up, sent))
+
+    def words_down(released: list[Released]) -> dict[int, list[GuardRecord]]:
+        """The second tier's words, by first tier."""
+        down: dict[int, list[GuardRecord]] = {}
         for one in released:
             if isinstance(one.onward, Settled):
                 down.setdefault(tier_of(one.onward.workload, guards), []).append(one.onward)
-            elif one.onward is not None:
+        return down
+
+    def words_up(released: list[Released], tiers: Mapping[int, GuardCore]) -> list[AdmittedRecord]:
+        """The first tiers' records for the second: what they let on, then how far."""
+        up: list[AdmittedRecord] = []
+        for one in released:
+            if one.onward is not None and not isinstance(one.onward, Settled):
                 up.append(one.onward)
-        for m, words in down.items():
-            await candidates.send(key=CLUSTER, value=guard_batch(words), partition=m)
         for m, core in tiers.items():
             if isinstance(core, FirstTier) and core.settles_to > told.get(m, -math.inf):
                 told[m] = core.settles_to
                 up.append(Watermark(m, core.settles_to))
-        if up:
-            await admitted.send(key=CLUSTER, value=guard_batch(up), partition=0)
+        return up
+
+    async def pass_down(m: int, words: list[GuardRecord]) -> list[Passed]:
+        """The second tier's words, taken by their first tier if it is here. (Its copy
+        from the topic then answers nothing: `Settled` names the admission it answers.)"""
+        core, event = guard_box.get(m), tier_events.get(m)
+        if core is None or event is None:
+            metrics.tier_words.labels("topic").inc()
+            return []
+        metrics.tier_words.labels("process").inc()
+        said = core.take_batch(words)
+        write_guard_rows(core, guard_table, guard_prefix(m), event)
+        await _settled(said)
+        return [(said, {m: core})]
+
+    async def pass_up(up: list[AdmittedRecord], sent: Awaitable[Any]) -> list[Passed]:
+        """A first tier's records, taken by the second if it is here, at their offset
+        once the broker has them, if nothing is before them to take first. (Its copy
+        from the topic is then taken already: `GuardCore.has_taken`.)"""
+        if "cluster" not in second_box:
+            metrics.tier_words.labels("topic").inc()
+            return []
+        offset = (await sent).offset
+        core, event = second_box.get("cluster"), tier_events.get("cluster")
+        if core is None or event is None or offset != core.read:
+            metrics.tier_words.labels("topic").inc()
+            return []
+        metrics.tier_words.labels("process").inc()
+        said = core.take_batch(up, offset)
+        write_guard_rows(core, settle_table, "", event)
+        await _settled(said)
+        return [(said, {})]
 
     if streams.tiers:
         admitted = app.topic(streams.admitted.name, partitions=1, **raw)
@@ -533,7 +593,8 @@ def build_app(
                 started, core = time.perf_counter(), second_core()
                 released: list[Released] = []
                 for event in batch:
-                    released.extend(await take_guard_event(core, event, "admitted"))
+                    released.extend(await take_guard_event(core, event))
+                tier_events["cluster"] = batch[-1]
                 write_guard_rows(core, settle_table, "", batch[-1])
                 metrics.stage("settle", time.perf_counter() - started)
                 await _settled(released)

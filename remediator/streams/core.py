@@ -591,6 +591,20 @@ class GuardCore:
                 self._dirty.add(f"pending|{self._seq}")
         return out + self._release()
 
+    def take_batch(
+        self, records: Sequence[GuardRecord | AdmittedRecord], offset: int = -1
+    ) -> list[Released]:
+        """A topic record's records, all at `offset`: nothing where that offset was taken
+        already (passed to it in process before the topic gave it, or taken before a
+        restore and released then)."""
+        if self.has_taken(offset):
+            return []
+        return [one for record in records for one in self.take(record, offset)]
+
+    def has_taken(self, offset: int) -> bool:
+        """Whether the record at this offset of its topic was taken (-1: none)."""
+        return 0 <= offset < self.read
+
     def _mark_read(self, offset: int) -> None:
         if offset >= 0:
             self._dirty.add(MARKS)

@@ -55,6 +55,17 @@ class WorkerMetrics:
         )
         for via in ("process", "topic"):
             self.feedback.labels(via)  # both shown from the start, at 0
+        self.tier_words = Counter(
+            "remediator_kafka_tier_words_total",
+            "Records between the guard's tiers (--guard-partitions > 1): a first tier's"
+            " admitted candidates and watermark to the second, its word back. All go to"
+            " their topic; by how the other tier took them: process (it is here, taken at"
+            " once) or topic (read from the topic, by this worker or another).",
+            ["via"],
+            registry=registry,
+        )
+        for via in ("process", "topic"):
+            self.tier_words.labels(via)
         self.candidates = Counter(
             "remediator_kafka_candidates_total",
             "Decisions sent to the guard (before the guardrails).",

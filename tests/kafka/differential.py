@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import math
 import random
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
@@ -319,10 +320,12 @@ class Topics:
         self.rng = None if seed is None else random.Random(seed)
         self.sent = 0
 
-    def send(self, place: Place, raw: bytes, at: float | None = None) -> None:
+    def send(self, place: Place, raw: bytes, at: float | None = None) -> int:
+        """The record's offset in its partition."""
         self.sent += 1
         self.log.setdefault(place, []).append((self.sent, raw, at))
         self.read.setdefault(place, 0)
+        return len(self.log[place]) - 1
 
     def take(self) -> tuple[Place, int, bytes, float | None] | None:
         """The next record somewhere: its place, offset, bytes and arrival time."""
@@ -346,13 +349,19 @@ Place = tuple[str, int]  # topic, partition: ("inputs" | "candidates" | "admitte
 
 
 def through_cores(
-    stream: Stream, partitions: int = 8, tiers: int = 0, seed: int | None = None
+    stream: Stream,
+    partitions: int = 8,
+    tiers: int = 0,
+    seed: int | None = None,
+    here: bool = False,
 ) -> Observed:
     """The Kafka runtime's cores without Kafka: partition cores and the guard, each record
     handed over as a broker would (partitioned by aiokafka's own partitioner), the
     partitions' cold starts observed into one registry as one worker's are. `tiers`: the
     guard split by workload over that many candidates partitions (streams/tiers.py), else
-    one `GuardCore`; `seed`: the topics' partitions delivered in a random interleaving."""
+    one `GuardCore`; `seed`: the topics' partitions delivered in a random interleaving;
+    `here`: the tiers in one worker, each record between them also taken by the other at
+    once, as streams/app.py `onward` passes them (tests/streams/test_tiers.py)."""
     from aiokafka.partitioner import DefaultPartitioner
     from prometheus_client import generate_latest
 
@@ -383,20 +392,34 @@ def through_cores(
         for m, records in route([record], max(tiers, 1)).items():
             topics.send(("candidates", m), encode(records[0]))
 
-    def released(out: list[Released]) -> None:
-        for r in out:
-            if isinstance(r.result, Decision):
-                seen.decisions.append(said(r.result))
-            elif r.result is not None:
-                seen.suppressions.append(held(r.result))
-            for q in feedback_targets(r.feedback, r.origin, partitions):
-                topics.send(("inputs", q), feedback_record(r.feedback))  # type: ignore[arg-type]
-            if isinstance(r.onward, Settled):
-                topics.send(("candidates", tier_of(r.onward.workload, tiers)), encode(r.onward))
-            elif r.onward is not None:
-                topics.send(("admitted", 0), encode(r.onward))
+    def released(out: list[Released], by: int | None = None) -> None:
+        work = deque([(out, by)])
+        while work:
+            told_by, m = work.popleft()
+            for r in told_by:
+                if isinstance(r.result, Decision):
+                    seen.decisions.append(said(r.result))
+                elif r.result is not None:
+                    seen.suppressions.append(held(r.result))
+                for q in feedback_targets(r.feedback, r.origin, partitions):
+                    topics.send(("inputs", q), feedback_record(r.feedback))  # type: ignore[arg-type]
+                if isinstance(r.onward, Settled):
+                    to = tier_of(r.onward.workload, tiers)
+                    topics.send(("candidates", to), encode(r.onward))
+                    if here:
+                        work.append((first[to].take_batch([r.onward]), to))
+                elif r.onward is not None:
+                    up(r.onward, work)
+            if m is not None and first[m].settles_to > told[m]:
+                told[m] = first[m].settles_to
+                up(Watermark(m, told[m]), work)
 
-    def handle(place: Place, _: int, raw: bytes, at: float | None) -> None:
+    def up(record: Admitted | Learned | Watermark, work: deque) -> None:
+        offset = topics.send(("admitted", 0), encode(record))
+        if here and offset == second.read:
+            work.append((second.take_batch([record], offset), None))
+
+    def handle(place: Place, offset: int, raw: bytes, at: float | None) -> None:
         topic, n = place
         if topic == "inputs":
             try:
@@ -412,14 +435,11 @@ def through_cores(
         elif topic == "candidates":
             record = decode_wire(raw)
             assert isinstance(record, Candidate | Learned | Watermark | Settled)
-            released(first[n].take(record))
-            if first[n].settles_to > told[n]:
-                told[n] = first[n].settles_to
-                topics.send(("admitted", 0), encode(Watermark(n, told[n])))
+            released(first[n].take_batch([record], offset), n)
         else:
             record = decode_wire(raw)
             assert isinstance(record, Admitted | Learned | Watermark)
-            released(second.take(record))
+            released(second.take_batch([record], offset))
 
     def run(p: int, raw: bytes, at: float | None = None) -> None:
         topics.send(("inputs", p), raw, at)

@@ -166,14 +166,14 @@ async def test_one_worker_and_two_with_one_killed_do_what_one_session_does(
     assert_same(reference.once(), two.observed.once(), "two workers, one killed")
 
 
-def settled_batches(pages: list[str]) -> float:
-    """Batches the guard's second tier took, by the workers' /metrics."""
+def scraped_sum(pages: list[str], name: str, label: str, value: str) -> float:
+    """A sample's values with that label, summed over the workers' /metrics."""
     return sum(
         s.value
         for page in pages
         for family in text_string_to_metric_families(page)
         for s in family.samples
-        if s.name == "remediator_kafka_stage_seconds_count" and s.labels.get("agent") == "settle"
+        if s.name == name and s.labels.get(label) == value
     )
 
 
@@ -197,6 +197,10 @@ async def test_the_guard_split_by_workload_does_what_one_session_does(
     )
     assert_same(reference, one.observed.sorted(), "one worker, the guard split")
     for run in (one, two):  # the second tier settled: the split guard, not one
-        assert settled_batches(run.pages) > 0, [p for p in run.pages if "stage" in p]
+        batches = scraped_sum(run.pages, "remediator_kafka_stage_seconds_count", "agent", "settle")
+        assert batches > 0, [p for p in run.pages if "stage" in p]
+    # One worker holds every tier: it passed records between them in process too.
+    passed = scraped_sum(one.pages, "remediator_kafka_tier_words_total", "via", "process")
+    assert passed > 0, [p for p in one.pages if "tier_words" in p]
     assert len(two.scraped) == 1, "a worker was killed mid-stream"
     assert_same(reference.once(), two.observed.once(), "two workers, one killed, the guard split")

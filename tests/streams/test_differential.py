@@ -40,16 +40,16 @@ def test_the_kafka_cores_do_what_one_session_does(name: str, partitions: int) ->
 
 
 @pytest.mark.parametrize("name", [*RECORDED, *FLEETS])
-@pytest.mark.parametrize("seed", [None, 1, 2])
+@pytest.mark.parametrize(("seed", "here"), [(None, False), (1, False), (2, True), (None, True)])
 def test_the_guard_split_by_workload_does_what_one_session_does(
-    name: str, seed: int | None
+    name: str, seed: int | None, here: bool
 ) -> None:
     """The guard's first tier over three candidates partitions, the second over `admitted`
     (streams/tiers.py), the topics' partitions delivered in arrival order or interleaved at
-    random (`seed`)."""
+    random (`seed`); `here`: the tiers in one worker, passing records in process too."""
     stream = stream_named(name)
     reference = through_session(stream).sorted()
-    got = through_cores(stream, 8, tiers=3, seed=seed).sorted()
+    got = through_cores(stream, 8, tiers=3, seed=seed, here=here).sorted()
     assert got.decisions == reference.decisions
     assert got.holds == reference.holds
     assert got.suppressions == reference.suppressions

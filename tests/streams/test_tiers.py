@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import deque
 from dataclasses import replace
 
 from hypothesis import given, settings
@@ -70,9 +71,13 @@ def verdict(r: Released) -> Verdict:
 
 
 class Tiers:
-    """The first tiers and the second, records between them kept as topics keep them."""
+    """The first tiers and the second, records between them kept as topics keep them;
+    `here`: every tier in one worker, which also passes each record to the other tier at
+    once (streams/app.py `onward`): a word to its first tier, a first tier's record to
+    the second where nothing before it in the topic is still to take. Their copies are
+    read from the topics too, as a worker reads them."""
 
-    def __init__(self, policy: PolicyFile, seed: int, every: int | None) -> None:
+    def __init__(self, policy: PolicyFile, seed: int, every: int | None, here: bool) -> None:
         self.policy, self.verdicts = policy, Verdicts(CollectorRegistry())
         self.first = [FirstTier(policy, PARTITIONS, self.verdicts, index=m) for m in range(TIERS)]
         self.second = SecondTier(policy, TIERS, self.verdicts)
@@ -80,6 +85,7 @@ class Tiers:
         self.topics, self.out = Topics(seed), {}
         self.every, self.taken = every, 0  # a tier restarted every that many records,
         self.restarts = 6  # at most this often (each reads again: never a livelock)
+        self.here, self.passed = here, 0  # records passed in process
 
     def send(self, record: Candidate | Watermark) -> None:
         if isinstance(record, Candidate):
@@ -99,13 +105,10 @@ class Tiers:
             record = decode_wire(raw)
             if topic == "candidates":
                 assert isinstance(record, Candidate | Learned | Watermark | Settled)
-                self.released(self.first[m].take(record, offset))
-                if self.first[m].settles_to > self.told[m]:
-                    self.told[m] = self.first[m].settles_to
-                    self.topics.send(("admitted", 0), encode(Watermark(m, self.told[m])))
+                self.released(self.first[m].take_batch([record], offset), m)
             else:
                 assert isinstance(record, Admitted | Learned | Watermark)
-                self.released(self.second.take(record, offset))
+                self.released(self.second.take_batch([record], offset))
             self.taken += 1
             if self.every and self.taken % self.every == 0 and self.restarts:
                 self.restarts -= 1
@@ -126,17 +129,33 @@ class Tiers:
         self.first[m] = first
         self.topics.rewind(("candidates", m), first.replay_from)
 
-    def released(self, out: list[Released]) -> None:
-        for r in out:
-            if r.result is not None:
-                d = r.result.decision if isinstance(r.result, Suppressed) else r.result
-                assert (d.incident, d.at) not in self.out, "said twice"
-                self.out[d.incident, d.at] = verdict(r)
-            if isinstance(r.onward, Settled):
-                self.topics.send(("candidates", tier_of(r.onward.workload, TIERS)),
-                                 encode(r.onward))  # fmt: skip
-            elif r.onward is not None:
-                self.topics.send(("admitted", 0), encode(r.onward))
+    def released(self, out: list[Released], by: int | None = None) -> None:
+        """What a tier said (`by`: a first tier, which then tells how far it let on)."""
+        work = deque([(out, by)])
+        while work:
+            said, m = work.popleft()
+            for r in said:
+                if r.result is not None:
+                    d = r.result.decision if isinstance(r.result, Suppressed) else r.result
+                    assert (d.incident, d.at) not in self.out, "said twice"
+                    self.out[d.incident, d.at] = verdict(r)
+                if isinstance(r.onward, Settled):
+                    to = tier_of(r.onward.workload, TIERS)
+                    self.topics.send(("candidates", to), encode(r.onward))
+                    if self.here:
+                        self.passed += 1
+                        work.append((self.first[to].take_batch([r.onward]), to))
+                elif r.onward is not None:
+                    self.up(r.onward, work)
+            if m is not None and self.first[m].settles_to > self.told[m]:
+                self.told[m] = self.first[m].settles_to
+                self.up(Watermark(m, self.told[m]), work)
+
+    def up(self, record: Admitted | Learned | Watermark, work: deque) -> None:
+        offset = self.topics.send(("admitted", 0), encode(record))
+        if self.here and offset == self.second.read:
+            self.passed += 1
+            work.append((self.second.take_batch([record], offset), None))
 
 
 def one_guard(policy: PolicyFile, events: list[tuple[float, Candidate | str]]) -> dict:
@@ -163,9 +182,13 @@ def one_guard(policy: PolicyFile, events: list[tuple[float, Candidate | str]]) -
 
 
 def through_tiers(
-    policy: PolicyFile, events: list[tuple[float, Candidate | str]], seed: int, every: int | None
+    policy: PolicyFile,
+    events: list[tuple[float, Candidate | str]],
+    seed: int,
+    every: int | None,
+    here: bool = False,
 ) -> dict:
-    tiers = Tiers(policy, seed, every)
+    tiers = Tiers(policy, seed, every, here)
     for at, item in events:
         if isinstance(item, str):  # set once everything before it is judged, as above
             for p in range(PARTITIONS):
@@ -179,6 +202,7 @@ def through_tiers(
     for p in range(PARTITIONS):
         tiers.send(Watermark(p, END))
     tiers.drain()
+    assert tiers.passed or not here or not tiers.out, "nothing passed in process"
     return tiers.out
 
 
@@ -189,16 +213,17 @@ def through_tiers(
     stream=streams(),
     seed=st.integers(0, 2**16),
     every=st.none() | st.integers(3, 60),
+    here=st.booleans(),
 )
 def test_the_tiers_judge_as_one_guard(
-    config: GuardConfig, dry: bool, stream: list[Event], seed: int, every: int | None
+    config: GuardConfig, dry: bool, stream: list[Event], seed: int, every: int | None, here: bool
 ) -> None:
     policy = PolicyFile(guardrails=config)
     policy = policy.with_dry_run() if dry else policy
     events = candidates(retimed(stream))
     expected = one_guard(policy, events)
     assert len(expected) == sum(isinstance(c, Candidate) for _, c in events)
-    assert through_tiers(policy, events, seed, every) == expected
+    assert through_tiers(policy, events, seed, every, here) == expected
 
 
 OLD_ENOUGH = "guardrails: {min_age: {factor: 0}}"
