@@ -199,7 +199,7 @@ def build_app(
         web_port=streams.web_port,
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
-        broker_commit_interval=0.5,
+        broker_commit_interval=streams.commit_interval_s,
         # A batch's sends leave together: a few produce requests per batch, not one each.
         producer_linger=streams.linger_s,
         # A worker that dies (SIGKILL, node loss) is noticed after this: keep it short.

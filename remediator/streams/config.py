@@ -33,6 +33,10 @@ class StreamsConfig:
     # agents wait this long for more (streams/batches.py): 0 takes a lone record at once.
     batch_linger_s: float = 0.005
     linger_s: float = 0.005  # the producer waits this long to fill a request
+    # Acked offsets are committed this often (the producer flushed first): what a restarted
+    # worker reads again, and what says a burst is done. An OffsetCommit per interval, only
+    # when offsets moved (Kafka Streams commits every 100 ms under exactly-once too).
+    commit_interval_s: float = 0.1
     # The longest a worker's consumer waits at the broker for records (Faust's own is
     # 1.5 s): a partition left out of the fetch in flight waits this long at most
     # (streams/transport.py).
