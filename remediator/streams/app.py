@@ -257,6 +257,7 @@ def build_app(
         for tp in revoked:
             if tp.topic == streams.candidates.name:
                 guard_box.pop(tp.partition, None)
+                unanswered.pop(tp.partition, None)
                 tier_events.pop(tp.partition, None)
                 told.pop(tp.partition, None)
             elif tp.topic == streams.admitted.name:
@@ -377,6 +378,8 @@ def build_app(
     # ---- guard: candidates -> commands ------------------------------------------------
     switch = SwitchPoll(streams.kill_switch_file, registry) if streams.kill_switch_file else None
 
+    unanswered: dict[int, list[Released]] = {}  # a restored first tier's, to send again
+
     def guard_core(m: int) -> GuardCore:
         core = guard_box.get(m)
         if core is None:
@@ -384,6 +387,7 @@ def build_app(
             n = streams.inputs.partitions
             if streams.tiers:
                 core = FirstTier.from_rows(policy, n, rows, verdicts, index=m)
+                unanswered[m] = core.unanswered()  # sent again with its first batch
             else:
                 core = GuardCore.from_rows(policy, n, rows, verdicts)
             warn_foreign(core)
@@ -475,6 +479,7 @@ def build_app(
             for event in batch:
                 m = event.message.partition
                 core = guard_core(m)
+                released.extend(unanswered.pop(m, ()))
                 if m not in last and switch is not None:  # (the file's, not the rows')
                     core.set_kill_switch(*switch.now())
                 last[m] = (core, event)

@@ -108,6 +108,15 @@ class FirstTier(GuardCore):
             self._switch = (engaged, note)
             self._dirty.add("switch|")
 
+    def unanswered(self) -> list[Released]:
+        """Its candidates let on and not answered yet, to send the second tier again: a
+        restored first tier's. Its rows may have reached the broker and a record it sent
+        with them not (a worker killed between the two): unsent, a workload would wait for
+        its word for ever. (Sent twice, the second tier answers again what it answered.)"""
+        return [
+            Released(None, a.candidate.partition, None, onward=a) for a in self.admitted.values()
+        ]
+
     def _learn(self, record: Learned, at: float) -> list[Released]:
         self._history(record)
         out = self._reweigh(record)  # the pods this partition holds
@@ -258,7 +267,11 @@ def _answers(settled: Settled, admitted: Admitted) -> bool:
 class SecondTier(GuardCore):
     """The cluster tier of the guardrails over every first tier's admitted candidates (its
     `partitions`: the candidates topic's), in time order: what goes to the commands
-    topic, the feedback for the deciders, and the `Settled` word back to the first tier."""
+    topic, the feedback for the deciders, and the `Settled` word back to the first tier.
+    It keeps its last word to each workload (a row, `answered|<workload>`): a candidate
+    sent again by a restored first tier is answered with it, not judged twice."""
+
+    answered: dict[str, Settled] = field(default_factory=dict)
 
     def _learn(self, record: Learned, at: float) -> list[Released]:
         """The hedge budget's news, forwarded by the first tier: all it learns."""
@@ -269,10 +282,45 @@ class SecondTier(GuardCore):
 
     def _judge(self, record: Wire, at: float) -> list[Released]:
         assert isinstance(record, Admitted)
+        candidate, workload = record.candidate, workload_key(record.candidate.decision)
+        last = self.answered.get(workload)
+        if last is not None and record.seq and record.seq <= last.seq:
+            # Sent again by a restored first tier: its word again, if it is the last.
+            if not _answers(last, record):
+                return []  # an older one: answered, and its workload went on
+            return [Released(None, candidate.partition, None, onward=last)]
         self._advance(at)
-        candidate, before = record.candidate, self.guard.state
+        before = self.guard.state
         (result, feedback), through = self.guard.settle(candidate, self.clock)
         self._touched(before)
         d = candidate.decision
-        settled = Settled(workload_key(d), d.incident, record.at, through, record.seq)
+        settled = Settled(workload, d.incident, record.at, through, record.seq)
+        self.answered[workload] = settled
+        self._dirty.add(f"answered|{workload}")
         return [Released(result, candidate.partition, feedback, onward=settled)]
+
+    # ---- the table: the guard core's rows, and its last word to each workload ----------
+    def changed(self) -> dict[str, Any]:
+        mine = [k for k in self._dirty if k.startswith("answered|")]
+        rows = super().changed()
+        for key in mine:
+            rows[key] = encode(self.answered[key.split("|", 1)[1]]).decode()
+        return rows
+
+    def to_json(self) -> str:
+        self._dirty |= {f"answered|{w}" for w in self.answered}
+        return super().to_json()
+
+    @classmethod
+    def from_rows(
+        cls,
+        config: PolicyFile,
+        partitions: int,
+        rows: dict[str, Any],
+        verdicts: Verdicts | None = None,
+    ) -> Self:
+        core = super().from_rows(config, partitions, rows, verdicts)
+        for key, value in rows.items():
+            if key.startswith("answered|") and value is not None:
+                core.answered[key.split("|", 1)[1]] = decode(value, Settled)
+        return core

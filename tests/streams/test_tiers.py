@@ -128,6 +128,7 @@ class Tiers:
         first = FirstTier.from_rows(self.policy, PARTITIONS, rows, self.verdicts, index=m)
         self.first[m] = first
         self.topics.rewind(("candidates", m), first.replay_from)
+        self.released(first.unanswered(), m)  # as a worker sends them again
 
     def released(self, out: list[Released], by: int | None = None) -> None:
         """What a tier said (`by`: a first tier, which then tells how far it let on)."""
@@ -328,3 +329,42 @@ def test_an_old_word_does_not_answer_the_next_candidate_of_its_incident_and_time
     restored = FirstTier.from_rows(load_policy(OLD_ENOUGH), 1, rows, index=0)
     assert restored.take(_word(first.onward, False)) == []
     assert restored.admitted[a] == then.onward and restored.admissions == 2
+
+
+def _restarted(tier: FirstTier) -> FirstTier:
+    return FirstTier.from_rows(tier.config, 1, json.loads(tier.to_json()), index=tier.index)
+
+
+def _second_restarted(tier: SecondTier) -> SecondTier:
+    return SecondTier.from_rows(tier.config, 1, json.loads(tier.to_json()))
+
+
+def test_a_candidate_lost_on_its_way_is_sent_again_and_judged_once() -> None:
+    """A worker killed after its first tier's rows reached the broker, and before what it
+    sent with them did: the workload's admitted candidate never reached the second tier,
+    or its word never came back. Restored, the first tier sends it again; the second judges
+    it once and answers again what it answered (its word a row), and the workload goes on."""
+    policy = load_policy(OLD_ENOUGH)
+    first, second = FirstTier(policy, 1, index=0), SecondTier(policy, 1)
+    a = "ns/Deployment/a"
+    [let_on] = first.take(_candidate(a, "a1", 1.0)) + first.take(Watermark(0, 1.0))
+    assert first.take(_candidate(a, "a2", 2.0)) + first.take(Watermark(0, 2.0)) == []
+    first = _restarted(first)  # a1 lost on its way
+    [again] = first.unanswered()
+    assert again.onward == let_on.onward
+    [judged] = second.take(again.onward) + second.take(Watermark(0, 5.0))
+    assert isinstance(judged.result, Decision) and isinstance(judged.onward, Settled)
+    # The word lost on its way back: restored again, sent again, answered again, not judged.
+    first = _restarted(first)
+    [twice] = first.unanswered()
+    second = _second_restarted(second)
+    [answer] = second.take(twice.onward)
+    assert answer.result is None and answer.onward == judged.onward
+    [next_one] = first.take(answer.onward)
+    assert isinstance(next_one.onward, Admitted)
+    assert next_one.onward.candidate.decision.incident == "a2"
+    assert first.take(judged.onward) == []  # the first copy of the word, read at last
+    [a2] = second.take(next_one.onward) + second.take(Watermark(0, 9.0))
+    assert isinstance(a2.result, Decision | Suppressed)
+    # a1 sent again once more, after a2's word: older than the last word, nothing
+    assert second.take(twice.onward) + second.take(Watermark(0, 10.0)) == []
