@@ -44,16 +44,17 @@ submits nothing new); the acting component's rows live in a table of their own.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import faust
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from faust.transport.consumer import Consumer
 from faust.types import TP, EventT, StreamT
@@ -504,6 +505,8 @@ def build_app(
     second_box: dict[str, SecondTier] = {}
     told: dict[int, float] = {}  # the watermark each first tier here sent last
 
+    tier_producer: list[AIOKafkaProducer] = []  # one, made at the first need (send_up)
+    tier_lock = asyncio.Lock()
     # The latest event each tier here took: the changelog partition of rows it writes
     # outside its agent (a candidates partition's first tier; the second, "cluster").
     tier_events: dict[int | str, EventT[bytes]] = {}
@@ -524,8 +527,7 @@ def build_app(
                 await candidates.send(key=CLUSTER, value=guard_batch(words), partition=m)
                 work.extend(await pass_down(m, words))
             if up := words_up(said, by):
-                sent = await admitted.send(key=CLUSTER, value=guard_batch(up), partition=0)
-                work.extend(await pass_up(up, sent))
+                work.extend(await pass_up(up, await send_up(up)))
 
     def words_down(released: list[Released]) -> dict[int, list[GuardRecord]]:
         """The second tier's words, by first tier."""
@@ -560,14 +562,29 @@ def build_app(
         await _settled(said)
         return [(said, {m: core})]
 
-    async def pass_up(up: list[AdmittedRecord], sent: Awaitable[Any]) -> list[Passed]:
+    async def send_up(up: list[AdmittedRecord]) -> int:
+        """A first tier's records to the admitted topic, through a producer of their own
+        that sends at once (the worker's lingers 5 ms to fill a request: a workload's
+        decisions follow each other one acknowledgement apart), acknowledged before this
+        returns (Faust flushes only its own producer before it commits the batch that
+        made them); their offset."""
+        async with tier_lock:
+            if not tier_producer:
+                producer = AIOKafkaProducer(
+                    bootstrap_servers=streams.bootstrap, acks="all", linger_ms=0,
+                    enable_idempotence=True,  # a retried send is written once
+                    client_id=f"{streams.group}-tiers",
+                )  # fmt: skip
+                await producer.start()
+                tier_producer.append(producer)
+        topic, value = streams.admitted.name, guard_batch(up)
+        meta = await tier_producer[0].send_and_wait(topic, value, CLUSTER, partition=0)
+        return int(meta.offset)
+
+    async def pass_up(up: list[AdmittedRecord], offset: int) -> list[Passed]:
         """A first tier's records, taken by the second if it is here, at their offset
-        once the broker has them, if nothing is before them to take first. (Its copy
-        from the topic is then taken already: `GuardCore.has_taken`.)"""
-        if "cluster" not in second_box:
-            metrics.tier_words.labels("topic").inc()
-            return []
-        offset = (await sent).offset
+        (the broker has them), if nothing is before them to take first. (Its copy from
+        the topic is then taken already: `GuardCore.has_taken`.)"""
         core, event = second_box.get("cluster"), tier_events.get("cluster")
         if core is None or event is None or offset != core.read:
             metrics.tier_words.labels("topic").inc()
@@ -734,10 +751,13 @@ def build_app(
     admin: list[AIOKafkaAdminClient] = []  # one, made at the first need
 
     @app.on_before_shutdown.connect  # type: ignore[arg-type]
-    async def close_admin(sender: Any, **_: Any) -> None:
+    async def close_clients(sender: Any, **_: Any) -> None:
         for client in admin:
             await client.close()
         admin.clear()
+        for producer in tier_producer:
+            await producer.stop()  # (what it holds is sent first)
+        tier_producer.clear()
 
     async def committed_offsets(tps: list[TP]) -> dict[TP, int]:
         """The group's committed offsets of `tps` (0: none), from the broker."""
