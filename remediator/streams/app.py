@@ -14,7 +14,9 @@ Three agents, one per topic (see `streams.core` for what each decides):
 
 With --guard-partitions M above 1 the guard is split by workload (streams/tiers.py): the
 guard agent holds a first tier per candidates partition (M, by workload), and a fourth
-agent, settle, the second tier over the admitted topic (1 partition).
+agent, settle, the second tier over the admitted topic (1 partition). Records between the
+tiers go to their topics; where this worker holds the other tier, it takes them at once too
+(`onward`).
 
 State lives in Faust Tables with changelog topics, so a worker that takes over a
 partition takes its history with it:
