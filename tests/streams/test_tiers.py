@@ -4,7 +4,9 @@ Random streams of decisions over three workloads and nodes, under random guard c
 dry run on and off, the kill switch and the watch's lag switched on and off, go through
 one guard core, and through first tiers (a candidates partition each, by workload) and
 the second tier, their records delivered in any order a broker could deliver them in,
-tiers restarted from their rows at random moments. Both say the same of every decision,
+tiers restarted from their rows at random moments (a restored first tier sending again
+what it still waits on), with every tier in one worker passing records in process or not.
+Both say the same of every decision,
 with the same feedback for the deciders. (tests/kafka/differential.py runs the fleet's
 and the recorded streams through the partitions and the tiers; this holds the guardrails'
 every branch to it.)"""
