@@ -115,6 +115,8 @@ GUARD_BATCH = 200  # records in one candidates-topic record, at most
 REPLAY_TIMEOUT_S = 60.0
 # What a guard tier said, and which first tiers said it (their watermarks go on with it).
 Passed = tuple[list[Released], Mapping[int, GuardCore]]
+SECOND = "cluster"  # the second tier, beside the first tiers' candidates partitions
+Tier = int | str  # a first tier (its candidates partition) or SECOND
 FEEDBACK = FEEDBACK_KEY.encode()  # the key of feedback records (the partition is explicit)
 LEARNED = b"\x00learned"  # (an older worker's key of relayed cold starts)
 
@@ -265,7 +267,7 @@ def build_app(
                 told.pop(tp.partition, None)
             elif tp.topic == streams.admitted.name:
                 second_box.clear()
-                tier_events.pop("cluster", None)
+                tier_events.pop(SECOND, None)
 
     # ---- partitions: inputs -> candidates ----------------------------------------------
     def rebuild(p: int, first: int) -> tuple[PartitionCore, list[Candidate | Learned]]:
@@ -488,11 +490,12 @@ def build_app(
                 last[m] = (core, event)
                 tier_events[m] = event
                 released.extend(await take_guard_event(core, event))
-            for m, (core, event) in last.items():
-                write_guard_rows(core, guard_table, guard_prefix(m), event)
-            metrics.stage("guard", time.perf_counter() - started)
+            took = time.perf_counter() - started
             await _settled(released)
-            await onward(released, {m: core for m, (core, _) in last.items()})
+            touched = await onward(released, {m: core for m, (core, _) in last.items()})
+            started = time.perf_counter()
+            write_tier_rows([*last, *touched])
+            metrics.stage("guard", took + time.perf_counter() - started)
             yield None
 
     async def take_guard_event(core: GuardCore, event: EventT[bytes]) -> list[Released]:
@@ -510,26 +513,49 @@ def build_app(
     tier_producer: list[AIOKafkaProducer] = []  # one, made at the first need (send_up)
     tier_lock = asyncio.Lock()
     # The latest event each tier here took: the changelog partition of rows it writes
-    # outside its agent (a candidates partition's first tier; the second, "cluster").
-    tier_events: dict[int | str, EventT[bytes]] = {}
+    # outside its agent (a candidates partition's first tier; the second).
+    tier_events: dict[Tier, EventT[bytes]] = {}
 
-    async def onward(released: list[Released], tiers: Mapping[int, GuardCore]) -> None:
+    async def onward(released: list[Released], tiers: Mapping[int, GuardCore]) -> set[Tier]:
         """What a tier passes the other: the first's admitted candidates, the hedge
         budget's news and its watermark (how far it let everything on) to the admitted
         topic, in that order; the second's word to each workload's first tier. Each goes
         to its topic, the record a restart reads; where the other tier is here it takes
         it at once too, and what that says passes on the same way (a workload's next
-        decision waits for its word: no broker round trip on each)."""
+        decision waits for its word: no broker round trip on each). The tiers here that
+        took something: their rows are the caller's to write, once, after all this."""
+        touched: set[Tier] = set()
         if not streams.tiers:
-            return
+            return touched
         work: deque[Passed] = deque([(released, tiers)])
         while work:
             said, by = work.popleft()
             for m, words in words_down(said).items():
                 await candidates.send(key=CLUSTER, value=guard_batch(words), partition=m)
-                work.extend(await pass_down(m, words))
-            if up := words_up(said, by):
-                work.extend(await pass_up(up, await send_up(up)))
+                if passed := await pass_down(m, words):
+                    touched.add(m)
+                    work.extend(passed)
+            up = words_up(said, by)
+            if up and (passed := await pass_up(up, await send_up(up))):
+                touched.add(SECOND)
+                work.extend(passed)
+        return touched
+
+    def write_tier_rows(tiers: Iterable[Tier]) -> None:
+        """The rows of the tiers here that took something, once per batch and after what
+        they let out went to the producer: rows on the broker (how far a tier read) with
+        its commands not would lose those commands, as the restored tier skips what it
+        read; commands out and rows not only repeat them, which the acting component
+        carries once. A tier revoked meanwhile writes nothing: its next owner reads its
+        records again."""
+        for tier in dict.fromkeys(tiers):
+            event = tier_events.get(tier)
+            if tier == SECOND:
+                second = second_box.get(SECOND)
+                if second is not None and event is not None:
+                    write_guard_rows(second, settle_table, "", event)
+            elif isinstance(tier, int) and event is not None and tier in guard_box:
+                write_guard_rows(guard_box[tier], guard_table, guard_prefix(tier), event)
 
     def words_down(released: list[Released]) -> dict[int, list[GuardRecord]]:
         """The second tier's words, by first tier."""
@@ -560,7 +586,6 @@ def build_app(
             return []
         metrics.tier_words.labels("process").inc()
         said = core.take_batch(words)
-        write_guard_rows(core, guard_table, guard_prefix(m), event)
         await _settled(said)
         return [(said, {m: core})]
 
@@ -587,13 +612,12 @@ def build_app(
         """A first tier's records, taken by the second if it is here, at their offset
         (the broker has them), if nothing is before them to take first. (Its copy from
         the topic is then taken already: `GuardCore.has_taken`.)"""
-        core, event = second_box.get("cluster"), tier_events.get("cluster")
+        core, event = second_box.get(SECOND), tier_events.get(SECOND)
         if core is None or event is None or offset != core.read:
             metrics.tier_words.labels("topic").inc()
             return []
         metrics.tier_words.labels("process").inc()
         said = core.take_batch(up, offset)
-        write_guard_rows(core, settle_table, "", event)
         await _settled(said)
         return [(said, {})]
 
@@ -602,12 +626,12 @@ def build_app(
         settle_table = app.Table("settle", partitions=1, schema=as_json)
 
         def second_core() -> SecondTier:
-            core = second_box.get("cluster")
+            core = second_box.get(SECOND)
             if core is None:
                 rows = dict(settle_table.items())
                 core = SecondTier.from_rows(policy, guards, rows, verdicts)
                 warn_foreign(core)
-                second_box["cluster"] = core
+                second_box[SECOND] = core
             return core
 
         @app.agent(admitted)
@@ -618,11 +642,13 @@ def build_app(
                 released: list[Released] = []
                 for event in batch:
                     released.extend(await take_guard_event(core, event))
-                tier_events["cluster"] = batch[-1]
-                write_guard_rows(core, settle_table, "", batch[-1])
-                metrics.stage("settle", time.perf_counter() - started)
+                tier_events[SECOND] = batch[-1]
+                took = time.perf_counter() - started
                 await _settled(released)
-                await onward(released, {})
+                touched = await onward(released, {})
+                started = time.perf_counter()
+                write_tier_rows([SECOND, *touched])
+                metrics.stage("settle", took + time.perf_counter() - started)
                 yield None
 
     async def _settled(released: list[Released]) -> None:
