@@ -96,6 +96,7 @@ KEYWORDS = (
     "torch.compile",
     "Starting vLLM",
     "Starting to load model",
+    "Loading model from scratch",
     "LLM engine (v",
     "Cache the graph",
     "Application startup complete",
@@ -158,7 +159,10 @@ _FORMS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], StepMark]], ...] 
     ),
     (
         re.compile(
-            r"(?:torch\.compile|graph compilation) (?:takes|took) " + _NUM + r" ?s in total"
+            r"(?:torch\.compile|graph compilation)"
+            r"(?: and initial profiling/warmup run together)? (?:takes|took) "
+            + _NUM
+            + r" ?s in total"
         ),
         _seconds("torch_compile"),
     ),
@@ -168,7 +172,7 @@ _FORMS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], StepMark]], ...] 
     ),
     (re.compile(r"Available KV cache memory: " + _NUM + r" ?GiB"), _kv_memory),
     (re.compile(r"# (?:GPU|cuda|CUDA) blocks: " + _NUM), _blocks),
-    (re.compile(r"GPU KV cache size: " + _NUM + r" tokens"), _tokens),
+    (re.compile(r"\b[A-Z]+(?: \+ host)? KV cache size: " + _NUM + r" tokens"), _tokens),
     (
         re.compile(r"Capturing (?:cudagraphs for decoding|the model for CUDA graphs)\."),
         _mark(GRAPHS_STARTED),
@@ -184,13 +188,18 @@ _FORMS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], StepMark]], ...] 
     (re.compile(r"Starting vLLM (?:API )?server(?: \d+)? on (\S+)"), _server),
     (re.compile(r"Application startup complete"), _mark("api_server")),
     (
-        re.compile(r"Dynamo bytecode transform time|for vLLM's torch\.compile"),
+        re.compile(
+            r"Dynamo bytecode transform time|for vLLM's torch\.compile|Starting torch\.compile"
+        ),
         _mark(COMPILE_STARTED),
     ),
-    (re.compile(r"Starting to load model \S"), _mark(WEIGHTS_STARTED)),
+    (re.compile(r"Starting to load model \S|Loading model from scratch"), _mark(WEIGHTS_STARTED)),
     (re.compile(r"Initializing an? (?:V\d )?LLM engine \(v"), _mark(ENGINE_STARTED)),
     (
-        re.compile(r"Cache the graph .*for later use|Compiling a graph for \w+ shape takes"),
+        re.compile(
+            r"Cache the graph .*for later use"
+            r"|Compiling a graph for (?:\w+ shape|compile range .*) takes"
+        ),
         _mark(COMPILE_MISSED),
     ),
 )

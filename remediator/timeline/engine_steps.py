@@ -40,6 +40,8 @@ _MARKS_OF = {
     step: (step, *(m for m, ends in ENDS_BEFORE.items() if ends == step))
     for step in (*STEPS, *ENDS_BEFORE, COMPILE_STARTED, COMPILE_MISSED, SERVER_STARTED)
 }
+# Lines whose ends depend on each other's (`_counts`): one of them seen forgets every end.
+_ENTANGLED = frozenset({"memory_profiling", "cuda_graphs", KV_CACHE_STARTED})
 _MAX_TIMES = 32  # per step: TP workers × a few restarts; bounded memory on a chatty pod
 _QUARTER_HOUR = 900.0  # time zones are whole quarter hours from UTC
 
@@ -52,6 +54,7 @@ class EngineSteps:
     exported: int = 0  # bitmask over TIMELINE_STEPS already observed in the histogram
     reprinted: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # logged, at
     zones: dict[float, int] = field(default_factory=dict)  # kubelet − vLLM clock → lines
+    sized: list[float] = field(default_factory=list)  # "Available KV cache memory" lines
     # end()'s answers since the last line seen: the policy asks for the same ends many times
     # per line (each step's, the last one's, the current step's), and only see() changes them.
     _ends: dict[tuple[str, float | None, float | None], float | None] = field(
@@ -66,6 +69,8 @@ class EngineSteps:
                 copies.append((item.logged, item.at))
         else:
             _keep(self.seen.setdefault(item.step, []), item.at)
+            if item.step == "memory_profiling" and item.detail:
+                _keep(self.sized, item.at)  # the KV cache's size known: its allocation next
             if item.logged is not None:
                 zone = round((item.at - item.logged) / _QUARTER_HOUR) * _QUARTER_HOUR
                 if zone in self.zones or len(self.zones) < _MAX_TIMES:
@@ -82,7 +87,7 @@ class EngineSteps:
         the pod's zone (a reprint is placed by it) or is itself a reprint."""
         if not self._ends:
             return
-        if item.reprint or (self.reprinted and item.logged is not None):
+        if item.reprint or item.step in _ENTANGLED or (self.reprinted and item.logged is not None):
             self._ends.clear()
             return
         mark = item.step
@@ -104,9 +109,40 @@ class EngineSteps:
         for mark in _MARKS_OF.get(step, (step,)):
             for t in self._times(mark):
                 after, before = started is None or t >= started, until is None or t <= until
-                if after and before and (last is None or t > last):
+                later = last is None or t > last
+                if after and before and later and self._counts(step, mark, t, started):
                     last = t
         return last
+
+    def _counts(self, step: str, mark: str, t: float, started: float | None) -> bool:
+        """Whether a line at `t` ends `step`. Two lines say something else in some releases:
+        - "Graph capturing finished" before the KV cache was sized is memory profiling's
+          estimate of the graphs' memory (V2 model runner, 0.29 to 0.33: it captures them
+          once to measure), not the capture, which needs the cache allocated;
+        - "GPU KV cache size" after the capture is the cache's final size, measured after
+          warm-up (0.34's extensible KV cache), not the end of memory profiling."""
+        if mark == "cuda_graphs":
+            return not self._estimate(t, started)
+        if mark == KV_CACHE_STARTED and step == "memory_profiling":
+            return not any(
+                c <= t and not self._estimate(c, started) for c in self._run("cuda_graphs", started)
+            )
+        return True
+
+    def _estimate(self, t: float, started: float | None) -> bool:
+        """A capture line at `t` is memory profiling's estimate: this run profiles memory
+        and nothing sized the KV cache at or before it."""
+        if not self._run("memory_profiling", started):
+            return False  # (an excerpt, or a release that profiles nothing: a capture)
+        sizing = (*self._run_sized(started), *self._run(KV_CACHE_STARTED, started))
+        return not any(s <= t for s in sizing)
+
+    def _run(self, mark: str, started: float | None) -> list[float]:
+        """The mark's times in this run (since the container started)."""
+        return [t for t in self._times(mark) if started is None or t >= started]
+
+    def _run_sized(self, started: float | None) -> list[float]:
+        return [t for t in self.sized if started is None or t >= started]
 
     def _times(self, mark: str) -> list[float]:
         """When the mark's lines were written: a reprint's own time, in the pod's zone."""

@@ -3,9 +3,11 @@ differently: eager starts, the KV cache's start, Ray's late reprints, a compile 
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime
 
 import orjson
+import pytest
 
 from remediator.inputs.decode import decode
 from remediator.inputs.records import EngineStep
@@ -102,3 +104,86 @@ def test_an_engine_that_only_began_compiling_is_compiling() -> None:
     steps = _steps([vllm_logs.engine_log("llm", "p", line, 1000.0)])
     assert steps.current(None) == "torch_compile"
     assert steps.current(999.0) == "torch_compile"
+
+
+def _lines(*timed: tuple[float, str]) -> list[dict[str, object]]:
+    return [vllm_logs.engine_log("llm", "p", line, at) for at, line in timed]
+
+
+# vLLM 0.29's V2 model runner, compiled, with CUDA graphs (lines from the release's format
+# strings: gpu_worker.py profiles the graphs' memory by capturing them once,
+# cudagraph_utils.py:792 → model_runner.py:961, before it says the KV cache's memory).
+V2_RUNNER_029 = (
+    (100.0, "[model_runner.py:382] Loading model from scratch..."),
+    (112.0, "[model_runner.py:404] Model loading took 17.7 GiB memory and 12.003756 seconds"),
+    (113.0, "[backends.py:1155] Dynamo bytecode transform time: 10.92 s"),
+    (140.0, "[monitor.py:53] torch.compile took 27.00 s in total"),
+    (142.0, "[monitor.py:81] Initial profiling/warmup run took 1.50 s"),
+    (150.0, "[model_runner.py:961] Graph capturing finished in 8 secs, took 0.45 GiB"),
+    (151.0, "[gpu_worker.py:626] Available KV cache memory: 20.0 GiB"),
+    (152.0, "[kv_cache_utils.py:1168] GPU KV cache size: 1,000,000 tokens, Maximum concurrency"),
+    (170.0, "[model_runner.py:961] Graph capturing finished in 17 secs, took 0.45 GiB"),
+    (172.0, "[core.py:290] init engine (profile, create kv cache, warmup model) took 60.00 s"),
+)
+
+
+def test_the_graphs_captured_to_profile_memory_are_not_the_capture() -> None:
+    """Before the KV cache is sized the engine is still profiling memory, whatever the capture
+    line says (it was billed as done, and the engine as starting its API server)."""
+    estimate = _steps(_lines(*V2_RUNNER_029[:6]))
+    assert estimate.current(None) == "kv_cache"
+    assert "cuda_graphs" not in estimate.durations(None, None)
+    steps = _steps(_lines(*V2_RUNNER_029))
+    assert steps.durations(100.0, None) == {
+        "weights": 12.0,
+        "torch_compile": 28.0,
+        "memory_profiling": 12.0,
+        "cuda_graphs": 20.0,
+    }
+    assert steps.current(100.0) == "api_server"
+
+
+# vLLM 0.34 with its extensible KV cache (on by default where it can be): the cache's size is
+# said after graph capture and warm-up (kv_cache_planning.py finalize_extensible_kv_cache →
+# kv_cache_utils.py:1169), and memory profiling captures nothing.
+EXTENSIBLE_034 = (
+    (100.0, "[model_runner.py:412] Loading model from scratch..."),
+    (112.0, "[model_runner.py:434] Model loading took 17.7 GiB memory and 12.003756 seconds"),
+    (113.0, "[monitor.py:40] [backbone] Starting torch.compile"),
+    (140.0, "[monitor.py:61] [backbone] torch.compile took 27.00 s in total"),
+    (142.0, "[monitor.py:92] [backbone] Initial profiling/warmup run took 1.50 s"),
+    (143.0, "[gpu_worker.py:796] Available KV cache memory: 20.0 GiB"),
+    (165.0, "[model_runner.py:1217] Graph capturing finished in 20 secs, took 0.45 GiB"),
+    (166.0, "[extensible_kv_cache.py:694] Memory after warmup: 3.10 GiB free"),
+    (167.0, "[kv_cache_utils.py:1169] GPU KV cache size: 1,000,000 tokens, Maximum concurrency"),
+    (168.0, "[extensible_kv_cache.py:537] Extended KV cache to 12345 blocks (10.00 GiB)."),
+    (170.0, "[core.py:441] init engine (profile, create kv cache, warmup model) took 70.00 s"),
+)
+
+
+def test_a_kv_cache_sized_after_the_capture_does_not_end_memory_profiling() -> None:
+    """0.34 says the cache's size after capturing the graphs: the capture is cuda_graphs',
+    not memory profiling's (it was 27 s of profiling and 3 s of graphs)."""
+    sizing = _steps(_lines(*EXTENSIBLE_034[:6]))
+    assert sizing.current(100.0) == "kv_cache"
+    assert _steps(_lines(*EXTENSIBLE_034[:3])).current(100.0) == "torch_compile"
+    steps = _steps(_lines(*EXTENSIBLE_034))
+    assert steps.durations(100.0, None) == {
+        "weights": 12.0,
+        "torch_compile": 28.0,
+        "memory_profiling": 3.0,
+        "cuda_graphs": 27.0,
+    }
+    assert steps.current(100.0) == "api_server"
+    assert steps.detail["kv_cache"] == "1,000,000 tokens"
+
+
+@pytest.mark.parametrize("lines", [V2_RUNNER_029, EXTENSIBLE_034])
+def test_the_newer_orders_give_the_same_steps_in_any_order(
+    lines: tuple[tuple[float, str], ...],
+) -> None:
+    want = _steps(_lines(*lines)).durations(100.0, None)
+    for seed in range(10):
+        shuffled = list(lines)
+        random.Random(seed).shuffle(shuffled)
+        assert _steps(_lines(*shuffled)).durations(100.0, None) == want

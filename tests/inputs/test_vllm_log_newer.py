@@ -1,0 +1,82 @@
+"""The wordings of vLLM 0.28 to 0.34 that no published log in tests/data/vllm_logs shows yet,
+each built from the release's own format string (the source file and line are named), and
+the two real logs that do show the compile-range wording."""
+
+from __future__ import annotations
+
+import pytest
+
+from remediator.inputs.vllm_log import (
+    COMPILE_MISSED,
+    COMPILE_STARTED,
+    KV_CACHE_STARTED,
+    WEIGHTS_STARTED,
+    StepMark,
+    parse_line,
+)
+from tests.data import vllm_logs
+
+PREFIX = "(EngineCore pid=1) INFO 12-01 10:00:00 "
+
+
+def test_a_compile_that_missed_its_cache_in_the_compile_range_wording() -> None:
+    """From 0.12 a miss says "for compile range (1, 2048)" where it said "for general shape"
+    (compilation/backends.py); the "Cache the graph" line comes only with the compile cache."""
+    for name in (
+        "2026-09-v0.29-windows-v2-runner-compile-range.log",
+        "2026-05-v0.2x-tp2-eagle-compile-range.log",
+    ):
+        line = next(ln for ln in vllm_logs.lines(name) if "compile range" in ln)
+        assert parse_line(line) == StepMark(COMPILE_MISSED), line
+    tagged = "[backends.py:406] [backbone] Cache the graph of compile range (1, 8192) for later use"
+    assert parse_line(PREFIX + tagged) == StepMark(COMPILE_MISSED)
+    assert parse_line(PREFIX + "Directly load the compiled graph(s) for compile range") is None
+
+
+@pytest.mark.parametrize(
+    ("line", "mark"),
+    [
+        # v1/worker/gpu/model_runner.py:412 (0.34; :382 in 0.29): the V2 runner's only line
+        # before the weights load ("Starting to load model" is gone from 0.34)
+        ("[model_runner.py:412] Loading model from scratch...", StepMark(WEIGHTS_STARTED)),
+        # compilation/monitor.py:40 (0.32 on): tagged by the part compiled
+        ("[monitor.py:40] [backbone] Starting torch.compile", StepMark(COMPILE_STARTED)),
+        (
+            "[monitor.py:61] [eagle_head] torch.compile took 9.14 s in total",
+            StepMark("torch_compile", 9.14),
+        ),
+        (
+            "[monitor.py:92] [backbone] Initial profiling/warmup run took 1.23 s",
+            StepMark("memory_profiling", 1.23),
+        ),
+        # compilation/decorators.py:716 (0.19 on, without the ahead-of-time compile)
+        (
+            "[monitor.py:61] [backbone] torch.compile and initial profiling/warmup run "
+            "together took 60.12 s in total",
+            StepMark("torch_compile", 60.12),
+        ),
+        # v1/core/kv_cache_utils.py:1169 (0.30 on): the device's name, not always "GPU"
+        (
+            "[kv_cache_utils.py:1169] XPU KV cache size: 1,234,560 tokens, Maximum concurrency "
+            "for 4,096 tokens per request: 301.41x",
+            StepMark(KV_CACHE_STARTED, None, "1,234,560 tokens"),
+        ),
+        (
+            "[kv_cache_utils.py:1169] GPU + host KV cache size: 98,304 tokens, Maximum "
+            "concurrency for 8,192 tokens per request: 12.00x",
+            StepMark(KV_CACHE_STARTED, None, "98,304 tokens"),
+        ),
+    ],
+)
+def test_the_newer_wordings(line: str, mark: StepMark) -> None:
+    assert parse_line(PREFIX + line) == mark
+
+
+def test_the_extensible_caches_own_lines_mark_nothing() -> None:
+    """v1/worker/extensible_kv_cache.py (0.34): said between capture and the engine's end."""
+    for line in (
+        "[extensible_kv_cache.py:537] Extended KV cache to 12345 blocks (10.00 GiB).",
+        "[extensible_kv_cache.py:694] Memory after warmup: 3.10 GiB free, 0.02 GiB committed "
+        "to the KV cache, 1.20 GiB kept for transient activations",
+    ):
+        assert parse_line(PREFIX + line) is None, line
