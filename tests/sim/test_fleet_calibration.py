@@ -92,6 +92,8 @@ def _logged_step_seconds() -> dict[str, list[float]]:
     table = tomllib.loads((DATA / "expected.toml").read_text(encoding="utf-8"))
     out: dict[str, list[float]] = {}
     for entry in table.values():
+        if not entry.get("calibrated", True):
+            continue  # came after the calibration: taking it in moves every simulated figure
         reported: dict[str, float] = {}
         for mark in entry["marks"]:
             parts = [p.strip() for p in mark.split("|")]
