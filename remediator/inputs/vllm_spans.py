@@ -12,10 +12,14 @@ the engine was when it began, and that the step ended when it ended. Read as the
                      took ..." is logged as it ends)
     Compile graph    CompilerManager.compile, one per graph     torch_compile_   torch_compile
                      piece and shape (the last one ends it)     started
-    Compile/warmup   Worker.compile_or_warm_up_model: the KV    cuda_graphs_     engine_ready
-                     cache is allocated; graphs, warm-up        started
-    Capture model    GPUModelRunner.capture_model               cuda_graphs_     cuda_graphs
-                                                                started
+    Allocate KV cache  Worker.initialize_from_config: the      kv_cache_        cuda_graphs_
+                     cache is sized and allocated (0.27 on)     started          started
+    Warmup (GPU)     Worker.compile_or_warm_up_model: the KV    cuda_graphs_     engine_ready
+    (Compile/warmup  cache is allocated; graphs, warm-up        started
+    before)
+    Capture model    GPUModelRunner.capture_model (the V1       cuda_graphs_     cuda_graphs
+                     runner's; the V2 runner, alone in 0.34,    started
+                     has none: Warmup (GPU) ends its graphs)
     Prepare model    EngineCore._initialize_kv_caches ("init    —                engine_ready
                      engine (profile, create kv cache, warmup
                      model) took ..." is logged as it ends)
@@ -38,6 +42,7 @@ from remediator.inputs.vllm_log import (
     COMPILE_STARTED,
     ENGINE_READY,
     GRAPHS_STARTED,
+    KV_CACHE_STARTED,
     WEIGHTS_STARTED,
 )
 
@@ -52,6 +57,8 @@ SPANS: dict[str, SpanMarks] = {
     "Load model": SpanMarks(WEIGHTS_STARTED, "weights", True),
     "Loading (GPU)": SpanMarks(WEIGHTS_STARTED, "weights", True),
     "Compile graph": SpanMarks(COMPILE_STARTED, "torch_compile", False),
+    "Allocate KV cache": SpanMarks(KV_CACHE_STARTED, GRAPHS_STARTED, False),
+    "Warmup (GPU)": SpanMarks(GRAPHS_STARTED, ENGINE_READY, False),
     "Compile/warmup": SpanMarks(GRAPHS_STARTED, ENGINE_READY, False),
     "Capture model": SpanMarks(GRAPHS_STARTED, "cuda_graphs", True),
     "Prepare model": SpanMarks(None, ENGINE_READY, False),

@@ -13,8 +13,14 @@ from hypothesis import strategies as st
 from remediator.inputs.decode import decode
 from remediator.inputs.otlp import OTLP_JSON, PROTOBUF, TraceBatch, decode_traces
 from remediator.inputs.records import EngineSpan, EngineStep, InputError
-from remediator.inputs.vllm_log import COMPILE_STARTED, ENGINE_READY, GRAPHS_STARTED
+from remediator.inputs.vllm_log import (
+    COMPILE_STARTED,
+    ENGINE_READY,
+    GRAPHS_STARTED,
+    KV_CACHE_STARTED,
+)
 from remediator.inputs.vllm_spans import SPANS, marks
+from remediator.timeline.engine_steps import EngineSteps
 from tests.inputs.otlp_requests import Process, S, SpanSpec, json_doc, pod_attrs, protobuf
 
 T = 1_764_000_000 * S  # 2025-11-24, in ns
@@ -159,6 +165,35 @@ def test_a_span_marks_where_the_engine_was_and_the_step_it_ended() -> None:
     prepare = EngineSpan("llm", "vllm-0", None, "Prepare model", 41.0, 99.5)
     assert [(m.step, m.at) for m in marks(prepare)] == [(ENGINE_READY, 99.5)]
     assert marks(EngineSpan("llm", "vllm-0", None, "Init device", 0.0, 1.0)) == []
+
+
+def test_the_kv_cache_and_warm_up_spans_of_newer_releases_end_their_steps() -> None:
+    """vLLM 0.27 to 0.34 (the worker's `@instrument` spans, gpu_worker.py): `Allocate KV
+    cache` runs from the cache sized to the cache allocated, `Warmup (GPU)` (`Compile/warmup`
+    before) from there to graphs and warm-up done. The V2 model runner, the only GPU runner
+    in 0.34, has no `Capture model`: these spans alone give every step."""
+    kv = EngineSpan("llm", "vllm-0", None, "Allocate KV cache", 50.0, 53.0)
+    assert [(m.step, m.at) for m in marks(kv)] == [(KV_CACHE_STARTED, 50.0), (GRAPHS_STARTED, 53.0)]
+    warm = EngineSpan("llm", "vllm-0", None, "Warmup (GPU)", 53.0, 80.0)
+    assert [(m.step, m.at) for m in marks(warm)] == [(GRAPHS_STARTED, 53.0), (ENGINE_READY, 80.0)]
+    steps = EngineSteps()
+    for name, began, ended in (
+        ("Load model", 5.0, 20.0),
+        ("Compile graph", 21.0, 30.0),
+        ("Compile graph", 31.0, 44.0),
+        ("Allocate KV cache", 50.0, 53.0),
+        ("Warmup (GPU)", 53.0, 80.0),
+        ("Prepare model", 46.0, 81.0),
+    ):
+        for mark in marks(EngineSpan("llm", "vllm-0", None, name, began, ended)):
+            steps.see(mark)
+    assert steps.durations(0.0, None) == {
+        "weights": 20.0,
+        "torch_compile": 24.0,
+        "memory_profiling": 6.0,
+        "kv_cache": 3.0,
+        "cuda_graphs": 28.0,
+    }
 
 
 @pytest.mark.parametrize(
