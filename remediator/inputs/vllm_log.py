@@ -11,6 +11,9 @@ The forms are vLLM's own `logger.info` calls, across releases (see tests/data/vl
     memory_profiling  Memory profiling takes 34.26 seconds                       (V0; "took" too)
                       Initial profiling/warmup run took 107.62 s                 (≥0.19)
                       Available KV cache memory: 33.31 GiB  (negative when it does not fit)
+                      ... reserved 0.73 GiB memory for KV Cache as specified by
+                      kv_cache_memory_bytes config and skipped memory profiling (V1, with
+                      --kv-cache-memory-bytes or 0.34's startup plan: no profiling to time)
     cuda_graphs       Graph capturing finished in 37 secs, took 0.45 GiB        ("secs." ≤0.5)
     api_server        Application startup complete.  (uvicorn, after "Starting vLLM API server")
 
@@ -89,6 +92,7 @@ KEYWORDS = (
     "took",
     "takes",
     "KV cache",
+    "for KV Cache",
     "blocks:",
     "finished in",
     "Capturing",
@@ -171,6 +175,7 @@ _FORMS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], StepMark]], ...] 
         _seconds("memory_profiling"),
     ),
     (re.compile(r"Available KV cache memory: " + _NUM + r" ?GiB"), _kv_memory),
+    (re.compile(r"reserved " + _NUM + r" ?GiB memory for KV Cache as specified"), _kv_memory),
     (re.compile(r"# (?:GPU|cuda|CUDA) blocks: " + _NUM), _blocks),
     (re.compile(r"\b[A-Z]+(?: \+ host)? KV cache size: " + _NUM + r" tokens"), _tokens),
     (

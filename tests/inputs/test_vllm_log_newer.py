@@ -80,3 +80,16 @@ def test_the_extensible_caches_own_lines_mark_nothing() -> None:
         "to the KV cache, 1.20 GiB kept for transient activations",
     ):
         assert parse_line(PREFIX + line) is None, line
+
+
+def test_a_kv_cache_size_given_by_the_user_ends_memory_profiling() -> None:
+    """With --kv-cache-memory-bytes (or 0.34's persisted startup plan) V1 skips memory
+    profiling and says so instead of "Available KV cache memory" (v1/worker/gpu_worker.py).
+    The line as published in github.com/ritikraj7/cpu-centric-agentic-ai,
+    mini-swe-agent/README.md (vLLM on Intel XPU, 2026-09), cut after its first sentence."""
+    line = (
+        "(EngineCore pid=2122) INFO 09-19 12:40:21 [gpu_worker.py:381] Initial free memory "
+        "10.18 GiB, reserved 0.73 GiB memory for KV Cache as specified by kv_cache_memory_bytes "
+        "config and skipped memory profiling."
+    )
+    assert parse_line(line) == StepMark("memory_profiling", None, "0.73 GiB for KV cache")
