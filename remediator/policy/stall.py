@@ -94,6 +94,10 @@ def stall_of(t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory) -> Stal
     began -= t.clock_skew()
     model = t.model or "unknown"
     after = TIMELINE_STEPS.index(last[0]) + 1 if last is not None else 0
+    if last is not None and t.engine.compiling_after(last, started):
+        # a part compiled after a later step (a draft head after the model's profiling run):
+        # judged as a compile, by the siblings' compiles, which took theirs in
+        after = min(after, TIMELINE_STEPS.index("torch_compile"))
     timed_as = next((s for s in TIMELINE_STEPS[after:] if history.count(model, step_key(s))), None)
     first_key = step_key(BEFORE_FIRST_STEP)
     if (

@@ -221,13 +221,28 @@ class EngineSteps:
         serving = self.end(SERVER_STARTED, started, None)
         if last == "api_server" or (serving is not None and serving >= last_at):
             return "api_server"  # logged complete, not Ready yet: the readiness probe
-        compiling = self.end(COMPILE_STARTED, started, None)
-        if compiling is not None and compiling >= last_at and last in (None, "weights"):
+        if self.compiling_after(ended, started):
             return "torch_compile"
         if last is None:
             return BEFORE_FIRST_STEP if self.before_first_step(started) else "weights"
         following = STEPS[STEPS.index(last) + 1 :]
         return next(s for s in following if s != "torch_compile")
+
+    def compiling_after(self, ended: tuple[str, float] | None, started: float | None) -> bool:
+        """A compile began after the last step's line (`ended`, as `last_end` answers): the
+        model's after its weights, or a part compiled after the model's profiling run (a
+        draft head, an encoder: their compiles follow it, and may miss their cache too). On a
+        tie (a log without its clock, lines in one second) a compile follows only the steps
+        it follows in vLLM's order: the weights and the profiling run."""
+        compiling = self.end(COMPILE_STARTED, started, None)
+        if compiling is None:
+            return False
+        if ended is None:
+            return True
+        last, last_at = ended
+        return compiling > last_at or (
+            compiling == last_at and last in ("weights", "memory_profiling")
+        )
 
 
 def _keep(times: list[float], at: float) -> None:

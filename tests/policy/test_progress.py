@@ -254,3 +254,34 @@ def test_a_missed_compile_is_judged_by_siblings_that_missed_theirs_too() -> None
     assert _delete_at(run) == started + 40 + 120 + 20
     reason = run.decisions[0].reason
     assert "stalled in vLLM step torch_compile (timed as torch_compile_missed) for 140s" in reason
+
+
+DRAFT_LOG = "2026-05-v0.2x-tp2-draft-compile-after-profiling.log"
+# A start with a draft head (vLLM 0.2x, EAGLE): after the model's profiling run the draft
+# head compiles, here from scratch, 200 s; then the KV cache, graphs and API server as above.
+DRAFT = [
+    *STEPS[:4],
+    (62.0, _line(DRAFT_LOG, "Initial profiling")),
+    (62.0, _line(DRAFT_LOG, "eagle_head")),
+    (262.0, _line("2026-05-v0.2x-tp2-eagle-compile-range.log", "torch.compile took")),
+    *((at + 202.0, line) for at, line in STEPS[4:]),
+]
+
+
+def test_a_draft_head_compiling_after_the_profiling_run_is_judged_as_a_compile() -> None:
+    """Its siblings took 222 s from their weights to their draft head compiled. Judged as
+    the stretch after profiling (the KV cache and graphs: 37 s, the 120 s floor) the pod
+    was deleted 140 s into a healthy compile."""
+    run = _run()
+    for i in range(5):
+        created = i * 1000.0
+        started = _start(run, i, created, DRAFT)
+        run.feed(pod(_name(i), _uid(i), created=created, scheduled=created + 1,
+                     started=started, ready=started + READY + 202))  # fmt: skip
+    assert run.decisions == []
+    started = _start(run, 9, 5000.0, DRAFT[:6])
+    run.at(T0 + started + 62 + 222)
+    assert run.decisions == []
+    run.at(T0 + started + 1000)
+    reason = run.decisions[0].reason
+    assert "stalled in vLLM step torch_compile for" in reason, reason

@@ -99,9 +99,9 @@ PROFILES = {p.name: p for p in (UNTUNED, TUNED)}
 # on different GPUs, so their spread is not one fleet's: only the medians are used, as each
 # step's share of engine init (`STEP_SHARES`); `tests/sim/test_fleet_calibration.py` derives
 # these figures again from the data and checks them. Logs added since (`calibrated = false`
-# in expected.toml: 0.29's and a 0.2x draft head's compile-range wording, partial excerpts
-# that add one weights and one compile figure) are not in them: taking them in moves every
-# simulated figure and the defaults chosen on them.
+# in expected.toml: partial excerpts of 0.2x releases, which would add a few weights,
+# compile and profiling figures) are not in them: taking them in moves every simulated
+# figure and the defaults chosen on them.
 STEP_SECONDS: dict[str, tuple[float, ...]] = {
     "weights": (0.902026, 2.195456, 15.434767, 23.10753, 27.200487, 114.953146),
     "torch_compile": (0.06, 3.7, 7.51, 14.73, 19.37, 19.69, 28.77, 45.81, 47.72),
