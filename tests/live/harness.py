@@ -500,6 +500,19 @@ class Recorder:
                 with self.lock:
                     self.lines.append(json.dumps(doc, separators=(",", ":")))
 
+    def wait_until(self, check: Callable[[list[Any]], object], timeout: float, what: str) -> None:
+        """Until the watch events recorded so far (`{"type", "object"}`) satisfy `check`. A
+        test that waited on the cluster (a GET) must wait here too before it stops
+        recording: the watch brings the same change a moment later, and kubectl stopped
+        first loses it."""
+
+        def recorded() -> bool:
+            with self.lock:
+                docs = [json.loads(line) for line in self.lines]
+            return bool(check(docs))
+
+        wait_for(recorded, timeout, what)
+
     def __exit__(self, *exc: object) -> None:
         for proc in self.procs:
             proc.terminate()

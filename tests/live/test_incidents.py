@@ -244,6 +244,17 @@ def test_a_crashing_engine_restarts_with_back_off_and_the_timeline_counts_it(
             )
 
         wait_for(restarted_twice, 60, "two restarts")
+        rec.wait_until(
+            lambda docs: any(
+                c.get("restartCount", 0) >= 2
+                for d in docs
+                if d["object"]["kind"] == "Pod"
+                and d["object"]["metadata"]["name"].startswith("vllm-crash")
+                for c in d["object"].get("status", {}).get("containerStatuses", [])
+            ),
+            30,
+            "the recorded watch to show the second restart",
+        )
     pods = [json.loads(line)["object"] for line in rec.path.read_text().splitlines()]
     waiting = {
         c["state"].get("waiting", {}).get("reason")

@@ -35,7 +35,7 @@ def test_a_crash_loop_and_a_terminating_pod_recorded_and_replayed(
     tmp_path: Path,
 ) -> None:
     rec_path = tmp_path / "lifecycle.jsonl"
-    with Recorder(cluster, rec_path):
+    with Recorder(cluster, rec_path) as rec:
         workloads(example_deployment("vllm-crashy", replicas=1, shape=CRASHY))
         workloads(example_deployment("vllm-steady", replicas=1, shape=STEADY))
         crashy = "app.kubernetes.io/name=vllm-crashy"
@@ -50,6 +50,23 @@ def test_a_crash_loop_and_a_terminating_pod_recorded_and_replayed(
             lambda: all(p["metadata"]["uid"] != gone["metadata"]["uid"]
                         for p in cluster.pods(NS, steady)), 60, "the deleted pod gone",
         )  # fmt: skip
+        rec.wait_until(
+            lambda docs: (
+                any(
+                    d["object"]["kind"] == "Pod"
+                    and d["object"]["metadata"]["name"].startswith("vllm-crashy")
+                    and _restarts(d["object"]) >= 2
+                    for d in docs
+                )
+                and any(
+                    d["type"] == "DELETED"
+                    and d["object"]["metadata"]["uid"] == gone["metadata"]["uid"]
+                    for d in docs
+                )
+            ),
+            30,
+            "the recorded watch to show the restarts and the deletion",
+        )
     if os.environ.get("REMEDIATOR_RECORD_DIR"):
         shutil.copy(rec_path, Path(os.environ["REMEDIATOR_RECORD_DIR"]) / rec_path.name)
     lines = replay(rec_path, POLICY, tmp_path)

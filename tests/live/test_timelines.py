@@ -57,6 +57,16 @@ def test_serve_and_replay_see_the_stage_delays_within_a_second_per_phase(
             30,
             "serve closed three engine inits",
         )
+        rec.wait_until(
+            lambda docs: len({
+                d["object"]["metadata"]["uid"] for d in docs
+                if d["object"]["kind"] == "Pod"
+                and d["object"]["metadata"]["name"].startswith("vllm-timeline")
+                and ready(d["object"])
+            }) >= 3,
+            30,
+            "the recorded watch to show three Ready pods",
+        )  # fmt: skip
     for phase, want in EXPECTED.items():
         count = s.sample("remediator_cold_start_phase_seconds_count", phase=phase, model=MODEL)
         total = s.sample("remediator_cold_start_phase_seconds_sum", phase=phase, model=MODEL)
