@@ -640,26 +640,44 @@ class Simulation:
         return f"{what}-{n}"
 
     def _scale_to(self, dep: Deployment, desired: int, dep_index: int) -> None:
+        """Scaled as the Deployment controller does it, mid-rollout too (even one stuck behind
+        a pod that never becomes Ready: the load's replicas are asked for and waited for
+        whatever the rollout does). New replicas come from the current template; a scale-down
+        takes pods not Ready first, newest first, of either ReplicaSet."""
         dep.desired = desired
-        have = list(dep.pods.values())
+        have = [*dep.pods.values(), *dep.old.values()]
         if len(have) < desired:
             wave = self._wave(dep_index, "scale")
             for k in range(desired - len(have)):
                 self._create(dep, self._new_slot(dep_index, wave, k))
-        else:
-            # Scale down: pods not Ready first, newest first (the ReplicaSet's ranking).
-            ranked = sorted(have, key=lambda p: (p.ready is not None, -p.created))
-            for pod in ranked[: len(have) - desired]:
-                self._cancel(pod.slot)
-                self._delete(pod, "scale")
+            return
+        ranked = sorted(have, key=lambda p: (p.ready is not None, -p.created))
+        for pod in ranked[: len(have) - desired]:
+            self._cancel(pod.slot)
+            self._delete(pod, "scale")
+        if dep.rolling and all(p.ready is not None for p in dep.pods.values()):
+            self._resume(dep)  # nothing new left starting, which a rollout moves on from
+
+    def _resume(self, dep: Deployment) -> None:
+        """A rollout whose new pods are all Ready: done if they are enough, else it surges."""
+        if len(dep.pods) < dep.desired:
+            self._surge(dep)
+            return
+        for pod in list(dep.old.values()):
+            self._delete(pod, "rollout")
+        dep.rolling = False
+        self._workload(dep)
+
+    def _surge(self, dep: Deployment) -> None:
+        for _ in range(max(1, math.ceil(dep.desired * 0.25))):  # maxSurge 25%
+            self._roll_new(dep)
 
     def _load(self, dep: Deployment) -> None:
         scale = self.sc.scale
         assert scale is not None
-        if self.now < self.sc.duration_s:
-            self._push(self.now + scale.every_s, _LOAD, dep)
-        if dep.rolling or self.now >= self.sc.duration_s:
+        if self.now >= self.sc.duration_s:
             return
+        self._push(self.now + scale.every_s, _LOAD, dep)
         desired = scale.high if dep.desired != scale.high else scale.low
         self._scale_to(dep, desired, self.deps.index(dep))
         self._workload(dep)
@@ -684,8 +702,7 @@ class Simulation:
         self._workload(dep)
         wave = self._wave(i, "rollout")
         self._rolled[id(dep)] = (wave, 0)
-        for _ in range(max(1, math.ceil(dep.desired * 0.25))):
-            self._roll_new(dep)
+        self._surge(dep)
         if not dep.old and len(dep.pods) >= dep.desired:
             dep.rolling = False  # nothing old was Ready: done at once, as the watch says
             self._workload(dep)
