@@ -54,7 +54,9 @@ class EngineSteps:
     exported: int = 0  # bitmask over TIMELINE_STEPS already observed in the histogram
     reprinted: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # logged, at
     zones: dict[float, int] = field(default_factory=dict)  # kubelet − vLLM clock → lines
-    sized: list[float] = field(default_factory=list)  # "Available KV cache memory" lines
+    # memory profiling's lines that size the KV cache: "Available KV cache memory", or "reserved
+    # ... for KV Cache as specified" (--kv-cache-memory-bytes, no profiling)
+    sized: list[float] = field(default_factory=list)
     # end()'s answers since the last line seen: the policy asks for the same ends many times
     # per line (each step's, the last one's, the current step's), and only see() changes them.
     _ends: dict[tuple[str, float | None, float | None], float | None] = field(
@@ -134,15 +136,12 @@ class EngineSteps:
         and nothing sized the KV cache at or before it."""
         if not self._run("memory_profiling", started):
             return False  # (an excerpt, or a release that profiles nothing: a capture)
-        sizing = (*self._run_sized(started), *self._run(KV_CACHE_STARTED, started))
+        sizing = (*_since(self.sized, started), *self._run(KV_CACHE_STARTED, started))
         return not any(s <= t for s in sizing)
 
     def _run(self, mark: str, started: float | None) -> list[float]:
         """The mark's times in this run (since the container started)."""
-        return [t for t in self._times(mark) if started is None or t >= started]
-
-    def _run_sized(self, started: float | None) -> list[float]:
-        return [t for t in self.sized if started is None or t >= started]
+        return _since(self._times(mark), started)
 
     def _times(self, mark: str) -> list[float]:
         """When the mark's lines were written: a reprint's own time, in the pod's zone."""
@@ -243,6 +242,11 @@ class EngineSteps:
         return compiling > last_at or (
             compiling == last_at and last in ("weights", "memory_profiling")
         )
+
+
+def _since(times: list[float], started: float | None) -> list[float]:
+    """The times of this run: at or after the container's start."""
+    return [t for t in times if started is None or t >= started]
 
 
 def _keep(times: list[float], at: float) -> None:
