@@ -33,7 +33,7 @@ from remediator.policy.hedge import cold_start_gpu_s, decide_hedge, short_of_gpu
 from remediator.policy.history import PhaseHistory, budget, expected_cold_start, step_key
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored, Outcome
-from remediator.policy.stall import Stall, learn_steps, stall_of
+from remediator.policy.stall import Stall, learn_steps, own_pace, stall_of
 from remediator.policy.stuck import (
     Facts,
     decide_stuck,
@@ -389,23 +389,26 @@ class PolicyEngine:
     def _init_deletes(self) -> bool:
         return self.config.stuck_pod.init_action == "delete-pod"
 
-    def _allowance(self, t: PodTimeline, phase: str, unlearned: bool) -> float:
-        cfg = self.config.stuck_pod
-        seconds, _ = budget(cfg, self.history, t.model, phase, unlearned)
-        return seconds + (cfg.checks - 1) * cfg.check_interval_s
-
     def _deadline(self, t: PodTimeline, state: str, since: float, unlearned: bool = False) -> float:
         """When the pod is judged: its phase budget, or in engine init, where its log says
         which step it is in and siblings went through it, when that step has stalled.
         Timers arm on the budget as learned (`unlearned` False: `budget`'s floor for a
         phase with no history left out); when one fires, the floor holds the pod on."""
+        cfg = self.config.stuck_pod
         stall = self._stall(t, state)
         if stall is not None:  # progressing: the phase budget does not apply
-            cfg = self.config.stuck_pod
             if self._may_hedge(t):  # a hedge starts at its share of the stall's limit
                 return stall.hedge_due(cfg.hedge.at)
             return stall.due(cfg.checks, cfg.check_interval_s)
-        return since + self._allowance(t, state, unlearned)
+        seconds, _ = budget(cfg, self.history, t.model, state, unlearned)
+        checks = (cfg.checks - 1) * cfg.check_interval_s
+        pace = own_pace(t, cfg.progress) if state == "engine_init" else None
+        if pace is not None and pace.moved > since:
+            # vLLM ended a step, and no sibling has timed the one it is in now: past the
+            # budget, it is judged by its own pace (a start that keeps ending steps is never
+            # deleted for being slow overall)
+            return max(since + seconds, pace.due(cfg.progress, seconds)) + checks
+        return since + seconds + checks
 
     def _may_hedge(self, t: PodTimeline) -> bool:
         return self._hedging and self.config.stuck_pod.checks > 1 and t.uid not in self._hedged
@@ -496,6 +499,9 @@ class PolicyEngine:
             why = stall.reason(cfg.progress, t.model or "unknown", cfg.checks, now)
         elif phase == "engine_init":
             why += step_note(t.engine, t.started_at(), now)
+            pace = own_pace(t, cfg.progress)
+            if pace is not None and pace.moved > since:
+                why += pace.note(cfg.progress, seconds, now)
         why += skew_note(t)
         facts = self._facts(t)
         key = (facts.workload or "", phase)

@@ -127,6 +127,51 @@ def stall_of(t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory) -> Stal
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """How a pod's own engine has gone so far, where no sibling has timed its stretch."""
+
+    moved: float  # its last step line, on the API server's clock
+    longest: float  # the longest step it has ended in this run
+
+    def limit(self, cfg: ProgressConfig, budget_s: float) -> float:
+        """Seconds its stretch may last: `factor` times its longest step, at least the floor,
+        at most the whole phase budget (no healthy stretch takes longer than that)."""
+        return min(budget_s, max(cfg.floor_s, cfg.factor * self.longest))
+
+    def due(self, cfg: ProgressConfig, budget_s: float) -> float:
+        return self.moved + self.limit(cfg, budget_s)
+
+    def note(self, cfg: ProgressConfig, budget_s: float, now: float) -> str:
+        return (
+            f"; {now - self.moved:.0f}s since its last step line, over its own pace "
+            f"({self.limit(cfg, budget_s):.0f}s: {cfg.factor:g}× its longest step, "
+            f"{self.longest:.0f}s, at least {cfg.floor_s:.0f}s; no sibling has timed this "
+            "stretch yet)"
+        )
+
+
+def own_pace(t: PodTimeline, cfg: ProgressConfig) -> Pace | None:
+    """The pod's pace in engine init: None when progress is off, its log is no longer read,
+    or it has ended no step in this run.
+
+    Where no sibling has timed the stretch it is in (a model's first wave), `stall_of`
+    cannot judge it and the phase budget does; but a start that keeps ending steps is not
+    killed for being slow overall (a slow registry's first pods: one 299 s init was deleted
+    2 s before Ready, 8 s after its last step line, over a 277 s budget set from the one
+    sibling's whole cold start). The budget holds it no longer than its pace allows."""
+    if not cfg.enabled or t.engine is None:
+        return None
+    started = t.started_at()
+    if t.engine.end(LOG_ENDED, started, None) is not None:
+        return None
+    last = t.engine.last_end(started)
+    steps = t.engine.durations(started, None)
+    if last is None or not steps:
+        return None
+    return Pace(last[1] - t.clock_skew(), max(steps.values()))
+
+
 def learn_steps(t: PodTimeline, history: PhaseHistory) -> None:
     """What each vLLM step took a healthy cold start, beside its phases' times (a compile that
     missed its cache once more, as what such compiles take)."""

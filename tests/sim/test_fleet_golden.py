@@ -65,11 +65,14 @@ SCENARIO = Scenario(
 # Deployment, and the replicas the load asked for were never counted;
 # tests/sim/test_fleet_rollouts.py): `core` 93 replicas against 72, 112 cold starts against 84,
 # 19 deletions against 12, none false; P50 47 s against 95 (the wait the cordon was blamed for
-# above was mostly this); the seed rule 91 replicas against 87.
+# above was mostly this); the seed rule 91 replicas against 87. `core` and `core hedged`'s
+# decisions again when a first-wave pod past its budget was judged by its own pace
+# (tests/policy/test_own_pace.py): the same deletions at the same times, five of their
+# reasons now saying how long the pod's log had been silent against its pace.
 EXPECTED: dict[str, dict[str, Any]] = {
     "core": {
         "decisions": 30,
-        "decisions_sha256": "1cf781a26219f08d9f86c32ceea9bd78879e70b6d0eebc0adce9918fb04a2049",
+        "decisions_sha256": "827a9a6b5dadbbcf0b74eb6955ba06fddb861e4c702ded959cb94be82e661ee0",
         "ready_s_sum": 19673.521633,
         "stream_lines": 1405,
         "stream_sha256": "247c16851a768ccb39c1e5b8d5eda3f976d186e85824487907cf34431da111a2",
@@ -113,7 +116,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
     },
     "core hedged": {
         "decisions": 30,
-        "decisions_sha256": "5025d1ba3809eaa9441a4b4ab7ceeb938fd5ae4d766ca9b5665a76a4ea858ef8",
+        "decisions_sha256": "d942f27dd2aceb5011efb7c74ca90a480fa490fc02f58149df8182a17f63cd7c",
         "ready_s_sum": 19673.521633,
         "stream_lines": 1405,
         "stream_sha256": "247c16851a768ccb39c1e5b8d5eda3f976d186e85824487907cf34431da111a2",

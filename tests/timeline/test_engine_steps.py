@@ -134,9 +134,12 @@ def test_the_stuck_decision_names_the_step() -> None:
     lines = [orjson.loads(x) for x in stream.getvalue().splitlines()]
     decisions = [d for d in lines if d["kind"] == "decision"]
     assert len(decisions) == 1 and decisions[0]["action"] == "delete-pod"
+    # Its last step line 65 s into engine init, its longest step 41 s: past the 90 s budget,
+    # its own pace holds it (twice that, 82 s of silence: tests/policy/test_own_pace.py).
     assert (
-        "engine_init for 90s, over its 90s budget (static) for 1 checks in a row; "
-        "stalled in vLLM step kv_cache for 25s" in decisions[0]["reason"]
+        "engine_init for 147s, over its 90s budget (static) for 1 checks in a row; "
+        "stalled in vLLM step kv_cache for 82s; 82s since its last step line, over its own "
+        "pace (82s: 2× its longest step, 41s, at least 30s" in decisions[0]["reason"]
     )
 
 
