@@ -10,6 +10,12 @@ one sibling's whole cold start). It ended a step 8 s before it was deleted, 2 s 
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tests.data import vllm_logs
 from tests.policy.builders import T0, pod
 from tests.policy.conftest import Run, make_run
@@ -80,3 +86,45 @@ def test_without_progress_the_budget_alone_judges() -> None:
     run.at(T0 + STARTED + 3600)
     (d,) = run.decisions
     assert d.at == T0 + STARTED + 620
+
+
+def test_a_node_clock_an_hour_behind_does_not_age_the_stretch() -> None:
+    """The kubelet stamps the container's start and the log lines on the node's clock, an hour
+    behind the API server's here (proven: it started the container before the pod was
+    scheduled). Uncorrected, the last step line would look an hour old, and the pod would go
+    at its budget as before."""
+    behind = 3600.0
+    run = make_run(POLICY)
+    run.feed(pod(NAME, UID, created=CREATED, scheduled=CREATED + 1, started=STARTED - behind))
+    for at, line in LINES:
+        run.feed(vllm_logs.engine_log("llm", NAME, line, T0 + STARTED - behind + at))
+    run.at(T0 + STARTED + CRAWL_READY - 12)
+    assert run.decisions == []
+    run.at(T0 + STARTED + 3600)
+    (d,) = run.decisions  # silent since its last line: its pace, 9 s early (what is proven)
+    assert d.at == pytest.approx(T0 + STARTED + 550 + 1.5 * 115.5 + 20 - 9)
+
+
+def _inputs() -> list[Any]:
+    """The silent first-wave pod's watch event and log lines, fresh each call."""
+    lines = [vllm_logs.engine_log("llm", NAME, line, T0 + STARTED + at) for at, line in LINES]
+    return [pod(NAME, UID, created=CREATED, scheduled=CREATED + 1, started=STARTED), *lines]
+
+
+def _decided(items: list[Any]) -> list[tuple[str, float, str]]:
+    run = make_run(POLICY)
+    for item in items:
+        run.feed(item)
+    run.at(T0 + STARTED + 3600)
+    return [(d.action, d.at, d.reason) for d in run.decisions]
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.permutations(range(len(LINES) + 1)))
+def test_the_decision_does_not_depend_on_input_order(order: list[int]) -> None:
+    """Its lines before its pod is seen, or in any order: the same deletion, at the same
+    time, for the same reason."""
+    want = _decided(_inputs())
+    assert len(want) == 1
+    items = _inputs()
+    assert _decided([items[i] for i in order]) == want
