@@ -391,7 +391,8 @@ class PolicyEngine:
 
     def _deadline(self, t: PodTimeline, state: str, since: float, unlearned: bool = False) -> float:
         """When the pod is judged: its phase budget, or in engine init, where its log says
-        which step it is in and siblings went through it, when that step has stalled.
+        which step it is in and siblings went through it, when that step has stalled (where
+        none did, the later of its budget and its own pace: `own_pace`).
         Timers arm on the budget as learned (`unlearned` False: `budget`'s floor for a
         phase with no history left out); when one fires, the floor holds the pod on."""
         cfg = self.config.stuck_pod
