@@ -25,6 +25,14 @@ the step before it:
                       GPU KV cache size: 1,587,648 tokens    (V1)
         printed once the cache is sized, as it is allocated: memory_profiling has ended and
         kv_cache begins (an out-of-memory crash after it is the cache's, not CUDA graphs').
+    GRAPH_MEMORY      Profiling CUDA graph memory: PIECEWISE=16 (largest=16) / Estimated CUDA
+                      graph memory: 0.36 GiB total (V1, 0.18 on, after the profiling run's line
+                      and before the cache is sized): the engine captures a few graphs to
+                      measure their memory, still profiling memory (it ends no step).
+    KV_CACHE_EXTENDED Extended KV cache to 12345 blocks (10.00 GiB). / Remapping the KV cache
+                      from %d to %d blocks ... (0.34's extensible KV cache, after the capture,
+                      as "GPU KV cache size" is then): the cache is grown to its final size;
+                      the engine is still in the stretch `init engine ... took` ends.
     GRAPHS_STARTED    Capturing cudagraphs for decoding. ...  / Capturing the model for CUDA
                       graphs. ...  (V0): the cache is allocated, graph capture begins.
     ENGINE_READY      init engine (profile, create kv cache, warmup model) took 25.99 seconds
@@ -63,6 +71,8 @@ ENGINE_STARTED = "engine_started"
 WEIGHTS_STARTED = "weights_started"
 COMPILE_STARTED = "torch_compile_started"
 COMPILE_MISSED = "torch_compile_missed"
+GRAPH_MEMORY = "graph_memory_profiling"
+KV_CACHE_EXTENDED = "kv_cache_extended"
 KV_CACHE_STARTED = "kv_cache_started"
 GRAPHS_STARTED = "cuda_graphs_started"
 ENGINE_READY = "engine_ready"
@@ -82,7 +92,9 @@ MARKS = (
     WEIGHTS_STARTED,
     COMPILE_STARTED,
     COMPILE_MISSED,
+    GRAPH_MEMORY,
     KV_CACHE_STARTED,
+    KV_CACHE_EXTENDED,
     GRAPHS_STARTED,
     ENGINE_READY,
     SERVER_STARTED,
@@ -103,6 +115,7 @@ KEYWORDS = (
     "Loading model from scratch",
     "LLM engine (v",
     "Cache the graph",
+    "CUDA graph memory:",
     "Application startup complete",
 )
 _NUM = r"(-?[0-9]+(?:,[0-9]{3})*(?:\.[0-9]+)?)"
@@ -200,6 +213,11 @@ _FORMS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], StepMark]], ...] 
     ),
     (re.compile(r"Starting to load model \S|Loading model from scratch"), _mark(WEIGHTS_STARTED)),
     (re.compile(r"Initializing an? (?:V\d )?LLM engine \(v"), _mark(ENGINE_STARTED)),
+    (re.compile(r"(?:Profiling|Estimated) CUDA graph memory: "), _mark(GRAPH_MEMORY)),
+    (
+        re.compile(r"Extended KV cache to \d+ blocks|Remapping the KV cache from \d+"),
+        _mark(KV_CACHE_EXTENDED),
+    ),
     (
         re.compile(
             r"Cache the graph .*for later use"

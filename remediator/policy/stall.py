@@ -94,10 +94,13 @@ def stall_of(t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory) -> Stal
     began -= t.clock_skew()
     model = t.model or "unknown"
     after = TIMELINE_STEPS.index(last[0]) + 1 if last is not None else 0
-    if last is not None and t.engine.compiling_after(last, started):
-        # a part compiled after a later step (a draft head after the model's profiling run):
-        # judged as a compile, by the siblings' compiles, which took theirs in
-        after = min(after, TIMELINE_STEPS.index("torch_compile"))
+    step = t.engine.current_after(last, started)
+    if step in TIMELINE_STEPS and step != "api_server":  # (after its line: the readiness probe)
+        # back in a step after a later one's line: a part compiled after the model's profiling
+        # run (a draft head), the graphs' memory measured after it, the KV cache extended
+        # after the capture; judged as that step, by the siblings' whole step, which took
+        # theirs in
+        after = min(after, TIMELINE_STEPS.index(step))
     timed_as = next((s for s in TIMELINE_STEPS[after:] if history.count(model, step_key(s))), None)
     first_key = step_key(BEFORE_FIRST_STEP)
     if (
@@ -117,7 +120,7 @@ def stall_of(t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory) -> Stal
     factor = cfg.factor * (FIRST_STRETCH_MARGIN if timed_as == BEFORE_FIRST_STEP else 1.0)
     factor *= history.margin(model, step_key(timed_as))
     return Stall(
-        step=t.engine.current_after(last, started),
+        step=step,
         began=began,
         limit=max(cfg.floor_s, factor * siblings),
         siblings_s=siblings,

@@ -13,13 +13,17 @@ give that zone (vLLM's clock against the kubelet's, to the quarter hour); until 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import inf
 
 from remediator.inputs.records import EngineStep
 from remediator.inputs.vllm_log import (
     COMPILE_MISSED,
     COMPILE_STARTED,
     ENDS_BEFORE,
+    ENGINE_READY,
     ENGINE_STARTED,
+    GRAPH_MEMORY,
+    KV_CACHE_EXTENDED,
     KV_CACHE_STARTED,
     MARKS,
     SERVER_STARTED,
@@ -222,6 +226,10 @@ class EngineSteps:
             return "api_server"  # logged complete, not Ready yet: the readiness probe
         if self.compiling_after(ended, started):
             return "torch_compile"
+        if self.profiling_graphs_after(ended, started):
+            return "memory_profiling"
+        if self.extending_after(ended, started):
+            return "cuda_graphs"
         if last is None:
             return BEFORE_FIRST_STEP if self.before_first_step(started) else "weights"
         following = STEPS[STEPS.index(last) + 1 :]
@@ -242,6 +250,39 @@ class EngineSteps:
         return compiling > last_at or (
             compiling == last_at and last in ("weights", "memory_profiling")
         )
+
+    def profiling_graphs_after(
+        self, ended: tuple[str, float] | None, started: float | None
+    ) -> bool:
+        """Memory profiling measures the CUDA graphs' memory after the last step's line
+        (`ended`): V1 logs its profiling run's end, then captures a few graphs to measure
+        them, and sizes the KV cache only after; until then the engine is still profiling
+        memory, not allocating the cache. A line of it at the profiling run's second counts
+        unless the cache was sized at or after it (its workers' lines interleave)."""
+        graphs = self.end(GRAPH_MEMORY, started, None)
+        if graphs is None:
+            return False
+        if ended is not None:
+            last, last_at = ended
+            if graphs < last_at or STEPS.index(last) > STEPS.index("memory_profiling"):
+                return False
+        sizing = (*_since(self.sized, started), *self._run(KV_CACHE_STARTED, started))
+        return not any(s >= graphs for s in sizing)
+
+    def extending_after(self, ended: tuple[str, float] | None, started: float | None) -> bool:
+        """0.34's extensible KV cache sizes and grows the cache after the graphs' capture
+        line (`ended`), before `init engine ... took`: the engine is still in the stretch
+        that line ends, cuda_graphs' (it read as starting its API server)."""
+        if ended is None or ended[0] != "cuda_graphs":
+            return False
+        capture, ready = ended[1], self.end(ENGINE_READY, started, None)
+        sized = self.end(KV_CACHE_STARTED, started, None)  # (on a tie, V0's: before capture)
+        extended = self.end(KV_CACHE_EXTENDED, started, None)  # only ever after it
+        last = max(
+            (sized if sized is not None and sized > capture else -inf),
+            (extended if extended is not None and extended >= capture else -inf),
+        )
+        return last > -inf and (ready is None or ready < last)  # (init's line follows them)
 
 
 def _since(times: list[float], started: float | None) -> list[float]:

@@ -128,8 +128,6 @@ def test_lines_that_look_alike_mark_nothing() -> None:
     for line in (
         "(EngineCore_0 pid=1) INFO 10-26 21:47:45 [default_loader.py:267] "
         "Loading weights took 1.27 seconds",
-        "(EngineCore_DP0 pid=387) INFO 03-08 16:44:28 [gpu_model_runner.py:5651] "
-        "Estimated CUDA graph memory: 0.26 GiB total",
         "",
         "took takes blocks: finished in",
     ):

@@ -9,6 +9,8 @@ import pytest
 from remediator.inputs.vllm_log import (
     COMPILE_MISSED,
     COMPILE_STARTED,
+    GRAPH_MEMORY,
+    KV_CACHE_EXTENDED,
     KV_CACHE_STARTED,
     WEIGHTS_STARTED,
     StepMark,
@@ -72,14 +74,32 @@ def test_the_newer_wordings(line: str, mark: StepMark) -> None:
     assert parse_line(PREFIX + line) == mark
 
 
-def test_the_extensible_caches_own_lines_mark_nothing() -> None:
-    """v1/worker/extensible_kv_cache.py (0.34): said between capture and the engine's end."""
+def test_the_extensible_cache_says_it_grew_the_cache() -> None:
+    """v1/worker/extensible_kv_cache.py (0.34), between capture and the engine's end: the
+    cache grown (or shrunk) to its final size is a mark; the memory measured is not."""
     for line in (
         "[extensible_kv_cache.py:537] Extended KV cache to 12345 blocks (10.00 GiB).",
-        "[extensible_kv_cache.py:694] Memory after warmup: 3.10 GiB free, 0.02 GiB committed "
-        "to the KV cache, 1.20 GiB kept for transient activations",
+        "[extensible_kv_cache.py] Remapping the KV cache from 12400 to 12345 blocks to fit "
+        "the measured budget.",
     ):
-        assert parse_line(PREFIX + line) is None, line
+        assert parse_line(PREFIX + line) == StepMark(KV_CACHE_EXTENDED), line
+    measured = (
+        "[extensible_kv_cache.py:694] Memory after warmup: 3.10 GiB free, 0.02 GiB committed "
+        "to the KV cache, 1.20 GiB kept for transient activations"
+    )
+    assert parse_line(PREFIX + measured) is None
+
+
+def test_the_graphs_measured_while_profiling_memory_are_a_mark() -> None:
+    """v1/worker/gpu_model_runner.py (0.18 on): before the KV cache is sized."""
+    for line in (
+        "[gpu_model_runner.py:5651] Estimated CUDA graph memory: 0.26 GiB total",
+        "[gpu_model_runner.py:6021] Profiling CUDA graph memory: PIECEWISE=1 (largest=6), "
+        "FULL=1 (largest=6)",
+    ):
+        assert parse_line(PREFIX + line) == StepMark(GRAPH_MEMORY), line
+    enabled = "[gpu_worker.py:578] CUDA graph memory profiling is enabled (default since v0.21.0)."
+    assert parse_line(PREFIX + enabled) is None
 
 
 def test_a_kv_cache_size_given_by_the_user_ends_memory_profiling() -> None:

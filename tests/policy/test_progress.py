@@ -285,3 +285,55 @@ def test_a_draft_head_compiling_after_the_profiling_run_is_judged_as_a_compile()
     run.at(T0 + started + 1000)
     reason = run.decisions[0].reason
     assert "stalled in vLLM step torch_compile for" in reason, reason
+
+
+GRAPH_LOG = "2026-05-v0.2x-tp2-eagle-compile-range.log"
+SIZED_LOG = "2026-03-v0.18-kv-cache.log"
+# A V1 start that measures its CUDA graphs' memory (0.18 on): the profiling run's line at
+# 61 s, then 45 s capturing a few graphs to measure them, the KV cache sized at 106 s, the
+# graphs captured 25 s later.
+GRAPH_MEMORY = [
+    *STEPS[:4],
+    (61.0, _line(GRAPH_LOG, "Initial profiling/warmup run took")),
+    (61.0, _line(GRAPH_LOG, "Profiling CUDA graph memory")),
+    (106.0, _line(SIZED_LOG, "Estimated CUDA graph memory")),
+    (106.0, _line(SIZED_LOG, "Available KV cache memory")),
+    (107.0, _line(SIZED_LOG, "GPU KV cache size")),
+    *((at + 33.0, line) for at, line in STEPS[6:]),
+]
+
+
+def _graph_memory_siblings() -> tuple[Run, float]:
+    run = make_run(POLICY.replace("floor_s: 120", "floor_s: 30") % ("true", 5))
+    for i in range(5):
+        created = i * 1000.0
+        started = _start(run, i, created, GRAPH_MEMORY)
+        run.feed(pod(_name(i), _uid(i), created=created, scheduled=created + 1,
+                     started=started, ready=started + READY + 33))  # fmt: skip
+    assert run.decisions == []
+    return run, 5000.0
+
+
+def test_a_pod_measuring_its_graphs_memory_is_judged_as_profiling_memory() -> None:
+    """Until the KV cache is sized the engine is still profiling memory. Judged as the
+    stretch after it (the graphs' 26 s capture: a 59 s limit) a pod twice as slow as its
+    siblings there (90 s against 45 s, as any step may be) was deleted at 79 s; judged by
+    the siblings' whole memory profiling (47 s: a 109 s limit) it is not."""
+    run, created = _graph_memory_siblings()
+    started = _start(run, 9, created, GRAPH_MEMORY[:6])
+    run.at(T0 + started + 61 + 90)
+    assert run.decisions == []
+    for _, line in GRAPH_MEMORY[6:8]:
+        run.feed(vllm_logs.engine_log("llm", _name(9), line, T0 + started + 61 + 90))
+    run.at(T0 + started + 61 + 150)
+    assert run.decisions == []
+
+
+def test_a_pod_hung_measuring_its_graphs_memory_is_named_by_that_step() -> None:
+    run, created = _graph_memory_siblings()
+    started = _start(run, 9, created, GRAPH_MEMORY[:6])
+    run.at(T0 + started + 600)
+    assert _delete_at(run) == pytest.approx(started + 61 + 109 + 20, abs=0.5)
+    reason = run.decisions[0].reason
+    assert "stalled in vLLM step memory_profiling for 129s, over its 109s limit" in reason
+    assert "5 siblings of meta-llama/Llama-3.1-70B-Instruct took 47s there" in reason

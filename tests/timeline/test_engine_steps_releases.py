@@ -166,6 +166,10 @@ def test_a_kv_cache_sized_after_the_capture_does_not_end_memory_profiling() -> N
     not memory profiling's (it was 27 s of profiling and 3 s of graphs)."""
     sizing = _steps(_lines(*EXTENSIBLE_034[:6]))
     assert sizing.current(100.0) == "kv_cache"
+    for upto in (9, 10):  # sized again and extended: still in the stretch `init engine` ends
+        assert _steps(_lines(*EXTENSIBLE_034[:upto])).current(100.0) == "cuda_graphs"
+    # (between the capture line and those lines it logs nothing that says so)
+    assert _steps(_lines(*EXTENSIBLE_034[:8])).current(100.0) == "api_server"
     assert _steps(_lines(*EXTENSIBLE_034[:3])).current(100.0) == "torch_compile"
     steps = _steps(_lines(*EXTENSIBLE_034))
     assert steps.durations(100.0, None) == {
