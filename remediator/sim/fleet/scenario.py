@@ -36,6 +36,9 @@ from remediator.sim.fleet.calibration import PROFILES
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "sim"
 
 
+NODE_SCORINGS = ("spread", "pack")
+
+
 class ScenarioError(ValueError):
     def __init__(self, path: str, message: str) -> None:
         super().__init__(f"{path}: {message}")
@@ -90,6 +93,11 @@ class Scenario:
     rollout_every_s: float | None = None
     faults: Faults = field(default_factory=Faults)
     executor_delay_s: float = 5.0  # decision → the workflow's step acting on the cluster
+    # How kube-scheduler scores the free GPUs of a node, after the image there: "spread" is
+    # its default (NodeResourcesFit LeastAllocated: the emptiest node), "pack" the
+    # MostAllocated scoring of nvidia.com/gpu that GPU clusters configure to keep whole
+    # nodes free for pods that need one.
+    node_scoring: str = "spread"
 
     def with_faults(self, **changes: Any) -> Scenario:
         from dataclasses import replace
@@ -125,7 +133,14 @@ def parse_scenario(doc: Any, default_name: str = "scenario") -> Scenario:
     if profile not in PROFILES:
         raise ScenarioError("profile", f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
     nodes = _map(top.get("nodes", {}), "nodes")
-    _known(nodes, "nodes", {"count", "gpus"})
+    _known(nodes, "nodes", {"count", "gpus", "scoring"})
+    scoring = _str(nodes.get("scoring", "spread"), "nodes.scoring")
+    if scoring not in NODE_SCORINGS:
+        raise ScenarioError(
+            "nodes.scoring",
+            f"unknown scoring {scoring!r}; known: spread (kube-scheduler's default, the "
+            "emptiest node first), pack (MostAllocated on nvidia.com/gpu, the fullest first)",
+        )
     seeds = top.get("seeds", [1])
     if not isinstance(seeds, list) or not seeds:
         raise ScenarioError("seeds", f"expected a non-empty list of whole numbers, got {seeds!r}")
@@ -150,6 +165,7 @@ def parse_scenario(doc: Any, default_name: str = "scenario") -> Scenario:
         ),
         faults=_faults(top.get("faults")),
         executor_delay_s=_num(top.get("executor_delay_s", 5.0), "executor_delay_s", 0),
+        node_scoring=scoring,
     )
 
 

@@ -80,6 +80,7 @@ class Simulation:
         self._by_uid: dict[str, Pod] = {}
         self._rolled: dict[int, tuple[str, int]] = {}
         self._next_node = 0
+        self._pack = scenario.node_scoring == "pack"
         self._appliers: dict[str, Callable[[Decision], None]] = {
             "delete-pod": self._delete_pod,
             "restart-warmup": self._restart_warmup,
@@ -270,16 +271,20 @@ class Simulation:
     def _pick_node(self, pod: Pod) -> Node | None:
         """As kube-scheduler does on a large cluster: from a rotating start, find a few
         feasible nodes (numFeasibleNodesToFind) and take the best scored: the image already
-        there (ImageLocality), then the most free GPUs (LeastAllocated)."""
+        there (ImageLocality), then the most free GPUs (LeastAllocated), or the fewest where
+        the scenario's nodes pack (MostAllocated)."""
         need, image, nodes = pod.dep.spec.tp, pod.image, self.nodes
         n = len(nodes)
+        pack = self._pack
         best, best_score, found = None, -1.0, 0
         start = self._next_node
         # (every node once, from `start` round to it: a slice each side, no index sums)
         for k, node in enumerate(chain(islice(nodes, start, None), islice(nodes, start))):
             if node.free < need or node.cordoned or node.lost:
                 continue
-            score = node.free + (100.0 if image in node.images else 0.0)
+            score = (node.gpus - node.free if pack else node.free) + (
+                100.0 if image in node.images else 0.0
+            )
             if score > best_score:
                 best, best_score = node, score
             found += 1
