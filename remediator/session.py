@@ -101,19 +101,13 @@ class Session:
         then the input's own times (a kubelet's, an alert's) never move the session's."""
         self._out = out
         self.decider.feed(item, out, self._settle_cb, watched, now)
-        if self.engine.has_gpu_news:
-            self.guard.hear(self.engine.take_gpu_news(), self.decider.now)
-        if self.guard.aging and self.engine.history.changes != self._history_seen:
-            self._reweigh()
+        self._tell_guard()
 
     def advance(self, now: float, out: Sink) -> None:
         """Move the clock forward (never back), firing the policy's timers on the way."""
         self._out = out
         self.decider.advance(now, out, self._settle_cb)
-        if self.engine.has_gpu_news:
-            self.guard.hear(self.engine.take_gpu_news(), self.decider.now)
-        if self.guard.aging and self.engine.history.changes != self._history_seen:
-            self._reweigh()
+        self._tell_guard()
         if self._caught_up:
             self._caught_up = False
             self.decider.caught_up(out, self._settle_cb)
@@ -149,6 +143,16 @@ class Session:
         history again, not learned anew (never handed back by `learned`)."""
         if samples:
             self.decider.learn(Learned(self.decider.now, 0, samples))
+
+    def _tell_guard(self) -> None:
+        """After each step: what the decider learned that the guard weighs by (GPU news,
+        cold starts finished while pods are held until old enough). On every input: the
+        engine is looked up once."""
+        engine = self.decider.engine
+        if engine.has_gpu_news:
+            self.guard.hear(engine.take_gpu_news(), self.decider.now)
+        if self.guard.aging and engine.history.changes != self._history_seen:
+            self._reweigh()
 
     def _reweigh(self) -> None:
         """Cold starts finished while pods are held until as old as their model's expected

@@ -55,6 +55,9 @@ from remediator.timeline.model import UNFINISHED, PodTimeline
 from remediator.timeline.tracker import StateChange, Tracker
 
 _DONE = ("ready", "serving")
+# Kinds tested on every input: tuples (`A | B` builds a union object on each call).
+_POD_KINDS = (PodSeen, PodEvent)
+_STEP_KINDS = (EngineStep, EngineSpan)
 _TOO_TIGHT = "budget-too-tight"
 _SELECTIONS = 4096  # label sets whose selection is remembered (then forgotten, all at once)
 
@@ -106,8 +109,9 @@ class PolicyEngine:
 
     # ---- inputs ---------------------------------------------------------------------
     def on_input(self, item: Input, change: StateChange | None, now: float) -> list[Outcome]:
-        self._now_hint = max(self._now_hint, now)
-        if self._hedging and isinstance(item, PodSeen | PodEvent):
+        if now > self._now_hint:
+            self._now_hint = now
+        if self._hedging and isinstance(item, _POD_KINDS):
             self._note_gpus(item, now)
         if change is not None:
             self._on_change(change.timeline, change.before, change.after)
@@ -592,7 +596,7 @@ class PolicyEngine:
 
     # ---- alerts -----------------------------------------------------------------------
     def _on_stuck(self, item: AlertSeen | EngineStep | EngineSpan, now: float) -> list[Outcome]:
-        if isinstance(item, EngineStep | EngineSpan):
+        if isinstance(item, _STEP_KINDS):
             self._on_step(item)
             return []
         if item.alertname in self.config.alerts.stuck_pod:
