@@ -90,6 +90,7 @@ class WorkloadSeen(msgspec.Struct, frozen=True, gc=False):
     created: float | None = None  # metadata.creationTimestamp: the API server's clock
     pods: int | None = None  # a Deployment's status.replicas: its pods of every ReplicaSet
     paused: bool = False  # a Deployment's spec.paused
+    gpus: int = 0  # nvidia.com/gpu of the template's GPU container: what each pod needs
 
 
 class AlertSeen(msgspec.Struct, frozen=True, gc=False):

@@ -61,4 +61,5 @@ def workload_seen(watch: WatchType, kind: str, obj: JSON) -> WorkloadSeen:
         created=created,
         pods=int(pods) if pods is not None else None,
         paused=spec.get("paused") is True,
+        gpus=info.gpus,
     )

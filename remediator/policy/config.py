@@ -21,6 +21,7 @@ from remediator.policy.selector import Selector, SelectorError, parse_selector
 
 BUDGET_PHASES = ("scheduling", "init", "image_pull", "container_start", "engine_init")
 INIT_ACTIONS = ("notify", "delete-pod")
+MIXED_GPUS = ("skip", "warm")
 DEFAULT_SELECTOR = "app=vllm-inference"
 MAX_HEDGE_S = 3600.0  # the hedge step's --timeout bound (steps/cli.py)
 
@@ -129,6 +130,12 @@ class ImageUpdateConfig:
     warmup_namespace: str = "kube-system"
     warmup_daemonset: str = "gpu-warmup"
     rollout_timeout_s: float = 900.0
+    # Where the selected workloads' pods need different GPU counts (models of TP 1 to 8 on
+    # one pool): "skip" warms nothing and says why, "warm" warms anyway. Warming puts the
+    # image on every node, and kube-scheduler's default scoring (LeastAllocated) then spreads
+    # the small pods over the emptiest nodes: the pods that need a whole node wait. By
+    # simulation (docs/simulation.md): "warm" where nvidia.com/gpu is scored MostAllocated.
+    mixed_gpus: str = "skip"
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,10 +240,16 @@ def _str(raw: Any, path: str) -> str:
     return raw
 
 
-def _init_action(raw: Any, path: str) -> str:
-    if raw not in INIT_ACTIONS:
-        raise ConfigError(path, f"expected one of {', '.join(INIT_ACTIONS)}, got {raw!r}")
-    return str(raw)
+def _choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
+    def parse(raw: Any, path: str) -> str:
+        if raw not in choices:
+            raise ConfigError(path, f"expected one of {', '.join(choices)}, got {raw!r}")
+        return str(raw)
+
+    return parse
+
+
+_init_action = _choice(INIT_ACTIONS)
 
 
 def _strings(raw: Any, path: str) -> tuple[str, ...]:
@@ -378,6 +391,7 @@ _SECTIONS: dict[str, Parser] = {
             "warmup_namespace": _str,
             "warmup_daemonset": _str,
             "rollout_timeout_s": _number(1.0),
+            "mixed_gpus": _choice(MIXED_GPUS),
         },
     ),
     "gpu_memory": _section(

@@ -46,9 +46,9 @@ from remediator.policy.workloads import (
     Workload,
     image_update,
     owner_workload,
-    rolling_out,
     update_incident,
     workload_key,
+    workload_of,
 )
 from remediator.timeline.engine_steps import step_note
 from remediator.timeline.model import UNFINISHED, PodTimeline
@@ -693,17 +693,10 @@ class PolicyEngine:
         if seen.watch == "DELETED":
             self.workloads.pop(key, None)
             return []
-        self.workloads[key] = Workload(
-            seen.uid,
-            seen.generation,
-            seen.replicas,
-            seen.images,
-            seen.main_image,
-            seen.model,
-            rolling_out(seen),
-        )
-        decision = image_update(self.config.image_update, before, seen, now)
-        return [decision] if decision is not None else []
+        cfg = self.config.image_update
+        self.workloads[key] = workload_of(cfg, seen)
+        outcome = image_update(cfg, before, seen, now, self.workloads.values())
+        return [outcome] if outcome is not None else []
 
 
 def _settled(node: str, told: str, incident: str, now: float, cordoned: bool) -> Decision:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from remediator.contract.decision import Decision
 from remediator.inputs.records import WorkloadSeen
 from remediator.policy.config import ImageUpdateConfig
 from remediator.policy.incident import incident_id
+from remediator.policy.outcome import Ignored
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +21,7 @@ class Workload:
     main_image: str | None
     model: str | None
     rolling: str | None = None  # why a surge now would go to the wrong pods (rolling_out)
+    gpus: int = 0  # what each pod needs, for a workload image_update selects (else 0)
 
     @property
     def signature(self) -> tuple[tuple[str, ...], str | None]:
@@ -44,6 +47,26 @@ def owner_workload(
     return workload_key(namespace, kind, name)
 
 
+def workload_of(cfg: ImageUpdateConfig, seen: WorkloadSeen) -> Workload:
+    """What is kept of a workload as last seen."""
+    return Workload(
+        seen.uid,
+        seen.generation,
+        seen.replicas,
+        seen.images,
+        seen.main_image,
+        seen.model,
+        rolling_out(seen),
+        seen.gpus if _selected(cfg, seen) else 0,
+    )
+
+
+def _selected(cfg: ImageUpdateConfig, seen: WorkloadSeen) -> bool:
+    return seen.kind != "DaemonSet" and (
+        cfg.selector.matches(seen.template_labels) or cfg.selector.matches(seen.labels)
+    )
+
+
 def rolling_out(seen: WorkloadSeen) -> str | None:
     """Why surging the Deployment now would not start a pod of its current template, or
     None: as the hedge step judges it (steps/hedge.py), from what the watch last said. Mid-
@@ -61,15 +84,19 @@ def rolling_out(seen: WorkloadSeen) -> str | None:
 
 
 def image_update(
-    cfg: ImageUpdateConfig, before: Workload | None, seen: WorkloadSeen, now: float
-) -> Decision | None:
-    """A changed pod-template image or model on an inference workload → warm the GPU nodes.
+    cfg: ImageUpdateConfig,
+    before: Workload | None,
+    seen: WorkloadSeen,
+    now: float,
+    known: Iterable[Workload] = (),
+) -> Decision | Ignored | None:
+    """A changed pod-template image or model on an inference workload → warm the GPU nodes;
+    not where the `known` workloads' pods need different GPU counts, unless `mixed_gpus`
+    says warm (the update is then let be, with why).
 
     Status-only updates (same template) and first sightings (a restart of remediator
     lists everything as ADDED) are not updates."""
-    if not cfg.enabled or seen.kind == "DaemonSet" or seen.watch != "MODIFIED" or before is None:
-        return None
-    if not (cfg.selector.matches(seen.template_labels) or cfg.selector.matches(seen.labels)):
+    if not cfg.enabled or seen.watch != "MODIFIED" or before is None or not _selected(cfg, seen):
         return None
     after = Workload(
         seen.uid, seen.generation, seen.replicas, seen.images, seen.main_image, seen.model
@@ -82,6 +109,15 @@ def image_update(
         what = f"image {', '.join(before.images) or '-'} → {', '.join(seen.images) or '-'}"
     else:
         what = f"model {before.model or '-'} → {seen.model or '-'}"
+    sizes = sorted({w.gpus for w in known if w.gpus} | ({seen.gpus} if seen.gpus else set()))
+    if cfg.mixed_gpus == "skip" and len(sizes) > 1:
+        return Ignored("image_update", workload_key(seen.namespace, seen.kind, seen.name), (
+            f"{seen.kind} {seen.namespace}/{seen.name}: {what}; not warming the GPU nodes: "
+            f"the inference workloads' pods need {', '.join(map(str, sizes))} GPUs, and an "
+            "image on every node lets kube-scheduler's default scoring spread the small pods "
+            "over whole nodes (image_update.mixed_gpus: warm where nvidia.com/gpu is scored "
+            "MostAllocated)"
+        ), now)  # fmt: skip
     params: list[tuple[str, str]] = [("timeout", str(int(cfg.rollout_timeout_s)))]
     if image:
         params.insert(0, ("image", image))
