@@ -178,9 +178,12 @@ def deployment(
     updated: int | None = None,
     observed: int | None = None,
     paused: bool = False,
+    name: str = "vllm-70b",
+    gpus: int = 2,
 ) -> dict[str, Any]:
     """`pods`: status.replicas (every ReplicaSet's), `updated` (the current template's) and
-    `observed` (observedGeneration) say a rollout's progress; by default there is none."""
+    `observed` (observedGeneration) say a rollout's progress; by default there is none.
+    `gpus`: what each of its pods needs."""
     status: dict[str, Any] = {
         "observedGeneration": generation if observed is None else observed,
         "readyReplicas": ready,
@@ -194,9 +197,9 @@ def deployment(
             "kind": "Deployment",
             "apiVersion": "apps/v1",
             "metadata": {
-                "name": "vllm-70b",
+                "name": name,
                 "namespace": "llm",
-                "uid": "dep-uid-1",
+                "uid": "dep-uid-1" if name == "vllm-70b" else f"dep-uid-{name}",
                 "generation": generation,
                 "creationTimestamp": ts(at),
             },
@@ -211,7 +214,7 @@ def deployment(
                                 "name": "vllm",
                                 "image": image,
                                 "args": ["--model", model],
-                                "resources": {"limits": {"nvidia.com/gpu": "2"}},
+                                "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
                             }
                         ]
                     },

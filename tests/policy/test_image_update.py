@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from remediator.contract.errors import ConfigError
 from tests.policy.builders import T0, deployment
 from tests.policy.conftest import Run, make_run
 
@@ -113,3 +116,47 @@ def test_a_held_warmup_for_an_image_rolled_back_from_is_not_run(run: Run) -> Non
     run.feed(deployment(NEWER, generation=3, at=68), deployment(NEW, generation=4, at=70))
     run.at(T0 + 3600)
     assert [d.action for d in run.decisions] == ["restart-warmup"]
+
+
+def _mixed(run: Run, big_gpus: int) -> Run:
+    """A second inference Deployment on the pool, then the first one's image changes."""
+    run.feed(
+        deployment(OLD, watch="ADDED"),
+        deployment(OLD, watch="ADDED", name="vllm-405b", gpus=big_gpus),
+        deployment(NEW, generation=2, at=60),
+    )
+    return run
+
+
+def test_no_warmup_where_the_pools_pods_need_different_gpu_counts(run: Run) -> None:
+    """Warming puts the image on every node; kube-scheduler's default scoring then spreads
+    the 2-GPU pods over the emptiest nodes, and the 8-GPU pods wait for a whole one."""
+    _mixed(run, 8)
+    assert run.decisions == []
+    (note,) = [n for n in run.notes if n.rule == "image_update"]
+    assert note.subject == "llm/Deployment/vllm-70b"
+    assert "pods need 2, 8 GPUs" in note.reason and NEW in note.reason
+    assert "image_update.mixed_gpus: warm" in note.reason
+
+
+def test_the_same_gpu_counts_are_warmed(run: Run) -> None:
+    _mixed(run, 2)
+    assert [d.action for d in run.decisions] == ["restart-warmup"]
+
+
+def test_mixed_gpus_warm_warms_anyway() -> None:
+    run = _mixed(make_run("image_update: {mixed_gpus: warm}"), 8)
+    assert [d.action for d in run.decisions] == ["restart-warmup"]
+
+
+def test_a_workload_the_rule_does_not_select_does_not_count(run: Run) -> None:
+    """A training job's Deployment (another label) on other nodes mixes nothing."""
+    job = deployment(OLD, watch="ADDED", name="trainer", gpus=8)
+    job["object"]["spec"]["template"]["metadata"]["labels"] = {"app": "trainer"}
+    run.feed(deployment(OLD, watch="ADDED"), job, deployment(NEW, generation=2, at=60))
+    assert [d.action for d in run.decisions] == ["restart-warmup"]
+
+
+def test_mixed_gpus_is_one_of_two_choices() -> None:
+    with pytest.raises(ConfigError, match="image_update.mixed_gpus"):
+        make_run("image_update: {mixed_gpus: spread}")

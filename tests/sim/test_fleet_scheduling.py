@@ -3,62 +3,56 @@ does to the warmup restart on a fleet whose models need 1 to 8 GPUs.
 
 With the default scoring (LeastAllocated: the emptiest node first) only image locality packs
 pods, and only while few nodes hold the new image. The warmup restart puts it on every node,
-so each small pod then takes the emptiest node, and pods that need a whole one wait: the
-default policy's P99 came out at 5× the seed rule's (which warms nothing). Scored the way GPU
-clusters configure it (MostAllocated on nvidia.com/gpu) the same fleet keeps whole nodes free,
-and the warmup restart is what puts the default under the seed rule.
+so each small pod then takes the emptiest node, and pods that need a whole one wait: warming
+anyway (`image_update.mixed_gpus: warm`) put the default policy's P99 at 5× the seed rule's
+(which warms nothing); by default it now warms nothing on such a fleet. Scored the way GPU
+clusters configure it (MostAllocated on nvidia.com/gpu) the same fleet keeps whole nodes
+free, and warming is what puts the default under the seed rule.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from remediator.policy_file import PolicyFile
+from remediator.sim.fleet import warmups
 from remediator.sim.fleet.compare import PolicySpec, compare
-from remediator.sim.fleet.controllers import CorePolicy, SeedRule
+from remediator.sim.fleet.controllers import SeedRule
 from remediator.sim.fleet.results import Summary
-from remediator.sim.fleet.scenario import (
-    DeploymentSpec,
-    ScaleLoad,
-    Scenario,
-    ScenarioError,
-    parse_scenario,
-)
-
-# One of 400 random fleets (seed 213): tuned, no spare GPUs, a scale every 10 min to up to
-# 24 replicas, a rollout every 30 min, no fault.
-MIXED = Scenario(
-    name="mixed TP", profile="tuned", duration_s=3 * 3600, seeds=(213,), node_count=57,
-    gpus_per_node=8,
-    deployments=(
-        DeploymentSpec("vllm-llama-8b", "meta-llama/Llama-3.1-8B-Instruct", 8, tp=1),
-        DeploymentSpec("vllm-llama-70b", "meta-llama/Llama-3.1-70B-Instruct", 6, tp=2),
-        DeploymentSpec("vllm-mixtral", "mistralai/Mixtral-8x22B-Instruct-v0.1", 3, tp=4),
-        DeploymentSpec("vllm-llama-405b", "meta-llama/Llama-3.1-405B-Instruct-FP8", 2, tp=8),
-    ),
-    scale=ScaleLoad(600, 2, 24), rollout_every_s=1800,
-)  # fmt: skip
+from remediator.sim.fleet.scenario import ScenarioError, parse_scenario
 
 
 def _run(scoring: str) -> dict[str, Summary]:
     policies = [
-        PolicySpec("seed-rule", lambda: SeedRule("seed-rule")),
-        PolicySpec("default", lambda: CorePolicy("default", PolicyFile())),
+        PolicySpec("seed rule", lambda: SeedRule("seed rule")),
+        warmups.policy("skip"),
+        warmups.policy("warm"),
     ]
-    summaries, _ = compare(replace(MIXED, node_scoring=scoring), policies)
-    return {s.policy: s for s in summaries}
+    summaries, _ = compare(warmups.fleet("tuned", scoring, (1,), 3.0), policies)
+    return {s.policy.split(" ")[0]: s for s in summaries}
 
 
 def test_packed_nodes_keep_whole_nodes_for_the_largest_models() -> None:
     spread, pack = _run("spread"), _run("pack")
-    # spread: the warmup restart fragments the nodes (the default warms, the seed rule not)
-    assert spread["default"].ready["p99"] > 2 * spread["seed-rule"].ready["p99"]
-    # pack: whole nodes stay free, and the warmup restart pays
-    assert pack["default"].ready["p99"] <= pack["seed-rule"].ready["p99"]
-    assert pack["default"].ready["p99"] < spread["default"].ready["p99"] / 4
-    assert pack["default"].replicas >= spread["default"].replicas
+    # spread: warming fragments the nodes; the default does not warm here
+    assert spread["warm"].ready["p99"] > 2 * spread["seed"].ready["p99"]
+    assert spread["skip"].ready["p99"] <= spread["seed"].ready["p99"]
+    assert spread["skip"].actions.get("restart-warmup", 0) == 0
+    assert spread["warm"].actions.get("restart-warmup", 0) > 0
+    # pack: whole nodes stay free, and warming pays
+    assert pack["warm"].ready["p99"] <= pack["seed"].ready["p99"]
+    assert pack["warm"].ready["p99"] < spread["warm"].ready["p99"] / 4
+    assert pack["warm"].replicas >= spread["warm"].replicas
+    assert PolicyFile().rules.image_update.mixed_gpus == "skip"  # what the section says
+
+
+def test_the_warmup_section_runs_each_policy_on_each_fleet() -> None:
+    text = warmups.section(seeds=(1,), hours=0.5)
+    rows = [line for line in text.splitlines() if line.startswith(("| tuned", "| untuned"))]
+    assert len(rows) == 4
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")][1:]
+        assert len(cells) == 3 and all(c.endswith(" replicas") for c in cells)
 
 
 def test_a_scenario_names_its_scoring_or_gets_the_default() -> None:

@@ -43,7 +43,7 @@ from remediator.policy.config import (
     StuckPodConfig,
 )
 from remediator.policy_file import PolicyFile
-from remediator.sim.fleet import cordons, floors, oracle, windows
+from remediator.sim.fleet import cordons, floors, oracle, warmups, windows
 from remediator.sim.fleet.compare import PolicySpec, run_policy
 from remediator.sim.fleet.controllers import CorePolicy, NoRemediation, SeedRule
 from remediator.sim.fleet.properties import hung_pod_lateness
@@ -586,7 +586,8 @@ def main(argv: list[str] | None = None) -> int:
     best = sweep.search(begin(first), first, rounds=args.rounds)
     final = sweep.evaluate(with_overrides(best.config))
     text = report(sweep, start, best, final) + "\n" + floors.section(seeds, args.hours)
-    text += "\n" + windows.section() + "\n" + cordons.section() + "\n" + oracle.section()
+    text += "\n" + windows.section() + "\n" + cordons.section() + "\n" + warmups.section()
+    text += "\n" + oracle.section()
     if args.write:
         Path(args.write).write_text(text, encoding="utf-8")
     else:

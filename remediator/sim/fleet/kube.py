@@ -150,12 +150,13 @@ def _spec(p: Pod, stage: str) -> JSON:
 
 
 def _container(p: Pod) -> JSON:
-    gpu = {"cpu": "16", "memory": "200Gi", "nvidia.com/gpu": "2"}
+    tp = str(p.dep.spec.tp)
+    gpu = {"cpu": "16", "memory": "200Gi", "nvidia.com/gpu": tp}
     return {
         "name": CONTAINER,
         "image": p.image,
         "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
-        "args": ["--model", p.dep.spec.model, "--tensor-parallel-size", "2",
+        "args": ["--model", p.dep.spec.model, "--tensor-parallel-size", tp,
                  "--gpu-memory-utilization", GPU_UTIL, "--max-model-len", "32768",
                  "--max-num-seqs", "256", "--port", "8000", "--download-dir", "/models"],
         "ports": [{"name": "http", "containerPort": 8000, "protocol": "TCP"}],
@@ -290,14 +291,15 @@ def event_object(p: Pod, reason: str, message: str, at: int, warning: bool) -> J
 def deployment_event(
     name: str, model: str, image: str, *, replicas: int, ready: int, generation: int,
     watch: str, namespace: str, at: int, pods: int | None = None, updated: int | None = None,
+    tp: int = 2,
 ) -> bytes:  # fmt: skip
     """One watch event of a vLLM Deployment; `generation` moves with its `image`. `pods`:
     its pods of every ReplicaSet (status.replicas), `updated`: of the current one (a rollout
     leaves fewer updated than pods); both `replicas` when not given."""
     container = {"name": CONTAINER, "image": image,
-                 "args": ["--model", model, "--tensor-parallel-size", "2",
+                 "args": ["--model", model, "--tensor-parallel-size", str(tp),
                           "--gpu-memory-utilization", GPU_UTIL],
-                 "resources": {"limits": {"nvidia.com/gpu": "2"}}}  # fmt: skip
+                 "resources": {"limits": {"nvidia.com/gpu": str(tp)}}}  # fmt: skip
     labels = {"app": "vllm-inference", "model": model.split("/")[-1].lower()}
     when = rfc3339(at)
     obj = {

@@ -636,6 +636,7 @@ class Simulation:
             dep.spec.name, dep.spec.model, dep.image, replicas=replicas, ready=ready,
             generation=dep.generation, watch=watch, namespace=dep.spec.namespace,
             at=int(wall(self.now)), pods=len(dep.pods) + len(dep.old), updated=len(dep.pods),
+            tp=dep.spec.tp,
         )  # fmt: skip
         self._emit_raw(line)
 

@@ -38,7 +38,7 @@ from remediator.sim.fleet.kube import (
     wall,
 )
 
-_specs: dict[tuple[str, str, str | None], PodSpec] = {}
+_specs: dict[tuple[str, int, str, str | None], PodSpec] = {}
 _labels: dict[tuple[str, str], dict[str, str]] = {}
 _owners: dict[tuple[str, str], str] = {}
 
@@ -66,15 +66,16 @@ def _owner(p: Pod) -> str:
 
 
 def _spec(p: Pod, node: str | None) -> PodSpec:
-    key = (p.dep.spec.model, p.image, node)
+    key = (p.dep.spec.model, p.dep.spec.tp, p.image, node)
     found = _specs.get(key)
     if found is None:
-        gpu = {"cpu": "16", "memory": "200Gi", "nvidia.com/gpu": "2"}
+        tp = str(p.dep.spec.tp)
+        gpu = {"cpu": "16", "memory": "200Gi", "nvidia.com/gpu": tp}
         container = Container(
             name=CONTAINER,
             image=p.image,
             command=["python3", "-m", "vllm.entrypoints.openai.api_server"],
-            args=["--model", p.dep.spec.model, "--tensor-parallel-size", "2",
+            args=["--model", p.dep.spec.model, "--tensor-parallel-size", tp,
                   "--gpu-memory-utilization", GPU_UTIL, "--max-model-len", "32768",
                   "--max-num-seqs", "256", "--port", "8000", "--download-dir", "/models"],
             resources=Resources(limits=gpu, requests=dict(gpu)),
