@@ -71,11 +71,14 @@ def _start(run: Run, i: int, created: float, lines: list[tuple[float, str]]) -> 
     return started
 
 
-def _siblings(run: Run, n: int = 5) -> float:
-    """`n` healthy cold starts, one after the other; returns when the next may be created."""
+def _siblings(
+    run: Run, n: int = 5, lines: list[tuple[float, str]] = STEPS, ready: float = READY
+) -> float:
+    """`n` healthy cold starts of `lines`, each Ready `ready` after its container started,
+    one after the other; returns when the next may be created."""
     for i in range(n):
         created = i * 1000.0
-        started = _start(run, i, created, STEPS)
+        started = _start(run, i, created, lines)
         run.feed(
             pod(
                 _name(i),
@@ -83,7 +86,7 @@ def _siblings(run: Run, n: int = 5) -> float:
                 created=created,
                 scheduled=created + 1,
                 started=started,
-                ready=started + READY,
+                ready=started + ready,
             )
         )
     assert run.decisions == []
@@ -273,13 +276,7 @@ def test_a_draft_head_compiling_after_the_profiling_run_is_judged_as_a_compile()
     the stretch after profiling (the KV cache and graphs: 37 s, the 120 s floor) the pod
     was deleted 140 s into a healthy compile."""
     run = _run()
-    for i in range(5):
-        created = i * 1000.0
-        started = _start(run, i, created, DRAFT)
-        run.feed(pod(_name(i), _uid(i), created=created, scheduled=created + 1,
-                     started=started, ready=started + READY + 202))  # fmt: skip
-    assert run.decisions == []
-    started = _start(run, 9, 5000.0, DRAFT[:6])
+    started = _start(run, 9, _siblings(run, lines=DRAFT, ready=READY + 202), DRAFT[:6])
     run.at(T0 + started + 62 + 222)
     assert run.decisions == []
     run.at(T0 + started + 1000)
@@ -305,13 +302,7 @@ GRAPH_MEMORY = [
 
 def _graph_memory_siblings() -> tuple[Run, float]:
     run = make_run(POLICY.replace("floor_s: 120", "floor_s: 30") % ("true", 5))
-    for i in range(5):
-        created = i * 1000.0
-        started = _start(run, i, created, GRAPH_MEMORY)
-        run.feed(pod(_name(i), _uid(i), created=created, scheduled=created + 1,
-                     started=started, ready=started + READY + 33))  # fmt: skip
-    assert run.decisions == []
-    return run, 5000.0
+    return run, _siblings(run, lines=GRAPH_MEMORY, ready=READY + 33)
 
 
 def test_a_pod_measuring_its_graphs_memory_is_judged_as_profiling_memory() -> None:
