@@ -175,7 +175,7 @@ class PolicyEngine:
             t = self.tracker.get(uid)
             if t is None or t.state() != state or self._armed.get(uid) != (state, seq):
                 continue  # the pod moved on since the timer was set, or a newer one stands
-            current = t.state_since()
+            current = t.since(state)
             if current != since:
                 # Same phase, better evidence of when it began (an event came late): the
                 # budget runs from when it really began, whichever order told us.
@@ -465,7 +465,7 @@ class PolicyEngine:
         t = self.tracker.timeline_of(item)
         if t is None or not self._selected(t) or t.state() != "engine_init":
             return
-        since = t.state_since()
+        since = t.since("engine_init")
         if since is not None:
             self._arm(self._deadline(t, "engine_init", since), t, "engine_init", since)
 

@@ -418,21 +418,25 @@ class PodTimeline:
     def state_since(self) -> float | None:
         """When the current state began (on the API server's clock): what a phase budget
         is measured from. A pod whose engine has run counts from its first start."""
-        state = self.state()
-        skew = self.clock_skew()
+        return self.since(self.state())
+
+    def since(self, state: str) -> float | None:
+        """`state_since` of a pod in `state` (its `state()`, which the caller has just
+        worked out: the policy asks for both on every step line and timer)."""
         if state == "scheduling":
             return self.created
         if state == "init":
             return self.scheduled_at()
         if state == "image_pull":
+            skew = self.clock_skew()
             start = self._n(self.pull_start(), skew)
             return start if start is not None else self.pull_end(skew)
         if state == "container_start":
-            return self.pull_end(skew)
+            return self.pull_end(self.clock_skew())
         if state == "engine_init":
-            return self._n(self.started_first, skew)
+            return self._n(self.started_first, self.clock_skew())
         if state == "ready":
-            return self._n(self.ready, skew)
+            return self._n(self.ready, self.clock_skew())
         if state == "serving":
             return self.first_token
         return self.deleted_at if state == "deleted" else self.last_seen
