@@ -256,12 +256,18 @@ class EngineSteps:
     ) -> bool:
         """Memory profiling measures the CUDA graphs' memory after the last step's line
         (`ended`): V1 logs its profiling run's end, then captures a few graphs to measure
-        them, and sizes the KV cache only after; until then the engine is still profiling
-        memory, not allocating the cache. A line of it at the profiling run's second counts
-        unless the cache was sized at or after it (its workers' lines interleave)."""
-        graphs = self.end(GRAPH_MEMORY, started, None)
-        if graphs is None:
+        them (`Profiling CUDA graph memory`; the V2 runner's capture line before the cache
+        is sized, `_estimate`), and sizes the KV cache only after; until then the engine is
+        still profiling memory, not allocating the cache. A line of it at the profiling
+        run's second counts unless the cache was sized at or after it (its workers' lines
+        interleave)."""
+        times = [t for t in self._run("cuda_graphs", started) if self._estimate(t, started)]
+        measured = self.end(GRAPH_MEMORY, started, None)
+        if measured is not None:
+            times.append(measured)
+        if not times:
             return False
+        graphs = max(times)
         if ended is not None:
             last, last_at = ended
             if graphs < last_at or STEPS.index(last) > STEPS.index("memory_profiling"):

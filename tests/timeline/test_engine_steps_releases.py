@@ -129,9 +129,11 @@ V2_RUNNER_029 = (
 
 def test_the_graphs_captured_to_profile_memory_are_not_the_capture() -> None:
     """Before the KV cache is sized the engine is still profiling memory, whatever the capture
-    line says (it was billed as done, and the engine as starting its API server)."""
+    line says (it was billed as done, and the engine as starting its API server, then as
+    allocating the KV cache)."""
     estimate = _steps(_lines(*V2_RUNNER_029[:6]))
-    assert estimate.current(None) == "kv_cache"
+    assert estimate.current(None) == "memory_profiling"
+    assert _steps(_lines(*V2_RUNNER_029[:7])).current(None) == "kv_cache"  # sized
     assert "cuda_graphs" not in estimate.durations(None, None)
     steps = _steps(_lines(*V2_RUNNER_029))
     assert steps.durations(100.0, None) == {
