@@ -109,7 +109,8 @@ def image_update(
         what = f"image {', '.join(before.images) or '-'} → {', '.join(seen.images) or '-'}"
     else:
         what = f"model {before.model or '-'} → {seen.model or '-'}"
-    sizes = sorted({w.gpus for w in known if w.gpus} | ({seen.gpus} if seen.gpus else set()))
+    # (a workload scaled to zero has no pods to place: it mixes nothing until it scales up)
+    sizes = sorted({w.gpus for w in known if w.gpus and w.replicas} | {seen.gpus} - {0})
     if cfg.mixed_gpus == "skip" and len(sizes) > 1:
         return Ignored("image_update", workload_key(seen.namespace, seen.kind, seen.name), (
             f"{seen.kind} {seen.namespace}/{seen.name}: {what}; not warming the GPU nodes: "

@@ -160,3 +160,10 @@ def test_a_workload_the_rule_does_not_select_does_not_count(run: Run) -> None:
 def test_mixed_gpus_is_one_of_two_choices() -> None:
     with pytest.raises(ConfigError, match="image_update.mixed_gpus"):
         make_run("image_update: {mixed_gpus: spread}")
+
+
+def test_a_workload_scaled_to_zero_mixes_nothing(run: Run) -> None:
+    idle = deployment(OLD, watch="ADDED", name="vllm-405b", gpus=8)
+    idle["object"]["spec"]["replicas"] = 0
+    run.feed(deployment(OLD, watch="ADDED"), idle, deployment(NEW, generation=2, at=60))
+    assert [d.action for d in run.decisions] == ["restart-warmup"]
