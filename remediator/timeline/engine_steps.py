@@ -48,6 +48,7 @@ _MARKS_OF = {
 _ENTANGLED = frozenset({"memory_profiling", "cuda_graphs", KV_CACHE_STARTED})
 _MAX_TIMES = 32  # per step: TP workers × a few restarts; bounded memory on a chatty pod
 _QUARTER_HOUR = 900.0  # time zones are whole quarter hours from UTC
+_PROFILING = STEPS.index("memory_profiling")
 
 
 @dataclass(slots=True)
@@ -261,6 +262,8 @@ class EngineSteps:
         still profiling memory, not allocating the cache. A line of it at the profiling
         run's second counts unless the cache was sized at or after it (its workers' lines
         interleave)."""
+        if ended is not None and STEPS.index(ended[0]) > _PROFILING:
+            return False  # (most lines: asked on every one)
         times = [t for t in self._run("cuda_graphs", started) if self._estimate(t, started)]
         measured = self.end(GRAPH_MEMORY, started, None)
         if measured is not None:
@@ -268,10 +271,8 @@ class EngineSteps:
         if not times:
             return False
         graphs = max(times)
-        if ended is not None:
-            last, last_at = ended
-            if graphs < last_at or STEPS.index(last) > STEPS.index("memory_profiling"):
-                return False
+        if ended is not None and graphs < ended[1]:
+            return False
         sizing = (*_since(self.sized, started), *self._run(KV_CACHE_STARTED, started))
         return not any(s >= graphs for s in sizing)
 
