@@ -72,6 +72,12 @@ def simulate(scenario_file: str, policies: tuple[str, ...], seeds: str | None, o
     pip install 'remediator[sim]').
 
     \b
+    The scenario file says the nodes (count, GPUs each, and how kube-scheduler scores a
+    node's free GPUs: spread, its default, or pack, MostAllocated on nvidia.com/gpu), the
+    Deployments (model, replicas, tp), the load and the faults: examples/sim/*.yaml,
+    docs/simulation.md.
+
+    \b
       remediator simulate examples/sim/tuned.yaml
       remediator simulate examples/sim/untuned.yaml --policy my-policy.yaml --unhedged
     """
