@@ -52,10 +52,6 @@ Hours = tuple[tuple[float, float, float], ...]  # (hour's start, GPU-s paid, GPU
 class HedgeBudgetState:
     hours: Hours = ()  # the window's hours, oldest first; an hour with nothing is left out
     short: Short = ()  # workloads short of GPUs, the last sighting of each
-    # `hours` as `add` leaves them (in order, one entry an hour, none empty), not as a state
-    # file may hold them: then adding to the newest hour is a copy with that entry changed
-    # (the guard hears each healthy cold start). Not part of the value.
-    tidy: bool = field(default=False, compare=False, repr=False)
 
     @property
     def paid(self) -> float:
@@ -76,14 +72,7 @@ class HedgeBudgetState:
         """The hours with `paid` and `spent` added to `at`'s, and those out of the window
         ending at `at` dropped."""
         hour = at - at % HOUR
-        kept = self.hours
-        if self.tidy and kept and kept[-1][0] == hour and kept[0][0] + HOUR > at - window_s:
-            # All in the window (the oldest is), the newest is `hour`'s: the dict's answer.
-            start, was_paid, was_spent = kept[-1]
-            now_paid, now_spent = was_paid + paid, was_spent + spent
-            if now_paid or now_spent:
-                return (*kept[:-1], (start, now_paid, now_spent))
-        hours = {h[0]: (h[1], h[2]) for h in kept if h[0] + HOUR > at - window_s}
+        hours = {h[0]: (h[1], h[2]) for h in self.hours if h[0] + HOUR > at - window_s}
         was_paid, was_spent = hours.get(hour, (0.0, 0.0))
         hours[hour] = (was_paid + paid, was_spent + spent)
         return tuple((h, p, s) for h, (p, s) in sorted(hours.items()) if p or s)
@@ -134,21 +123,15 @@ def hear(state: GuardState, news: GpuNews, at: float, window_s: float = DAY) -> 
     (what pays for hedges, counted in `at`'s hour), and workloads short of GPUs (the latest
     sighting of each is kept; one over by `at` is forgotten)."""
     budget = state.of(HedgeBudget.name, HedgeBudgetState)
-    kept = _still_short(budget.short, news.short, at) if budget.short or news.short else ()
+    short = {w: (seen, until) for w, seen, until in budget.short if until > at}
+    for workload, seen, until in news.short:
+        if until > at and seen >= short.get(workload, (seen, until))[0]:
+            short[workload] = (seen, until)
+    kept = tuple((w, seen, until) for w, (seen, until) in sorted(short.items()))
     hours = budget.add(at, window_s, paid=max(news.gpu_s, 0.0))
     if hours == budget.hours and kept == budget.short:
         return state
-    return state.put(HedgeBudget.name, HedgeBudgetState(hours, kept, tidy=True))
-
-
-def _still_short(known: Short, news: Short, at: float) -> Short:
-    """The latest sighting of each workload short of GPUs, `known` and `news`, by workload;
-    those over by `at` left out."""
-    short = {w: (seen, until) for w, seen, until in known if until > at}
-    for workload, seen, until in news:
-        if until > at and seen >= short.get(workload, (seen, until))[0]:
-            short[workload] = (seen, until)
-    return tuple((w, seen, until) for w, (seen, until) in sorted(short.items()))
+    return state.put(HedgeBudget.name, HedgeBudgetState(hours, kept))
 
 
 def charge_gpu_s(decision: Decision, cold_starts: float) -> float | None:
@@ -217,4 +200,4 @@ class HedgeBudget:
             return state
         budget = state.of(self.name, HedgeBudgetState)
         hours = budget.add(now, self.config.window_s, spent=charge)
-        return state.put(self.name, HedgeBudgetState(hours, budget.short, tidy=True))
+        return state.put(self.name, HedgeBudgetState(hours, budget.short))

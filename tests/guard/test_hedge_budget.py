@@ -108,21 +108,6 @@ def test_hedges_let_through_stay_within_the_share_of_any_window(
         assert len(state.of("hedge_budget", HedgeBudgetState).hours) <= 26
 
 
-@settings(max_examples=150, deadline=None)
-@given(events=EVENTS)
-def test_adding_to_tidy_hours_is_adding_to_any(events: list[tuple[float, float | None]]) -> None:
-    """The shortcut for hours `add` left (tidy) answers what working them out anew does."""
-    state, now = GuardState(), T0
-    for gap, gpu_s in events:
-        now += gap
-        before = state.of("hedge_budget", HedgeBudgetState)
-        state = hear(state, GpuNews(gpu_s=gpu_s or 0.0), now)
-        untidy = HedgeBudgetState(before.hours, before.short)  # (read from a file: not tidy)
-        assert state.of("hedge_budget", HedgeBudgetState).hours == untidy.add(
-            now, 86400, paid=gpu_s or 0.0
-        )
-
-
 def test_the_window_is_a_knob() -> None:
     week = HedgeBudget(HedgeBudgetConfig(max_percent=5, window_s=7 * 86400))
     state = hear(GuardState(), GpuNews(gpu_s=12000.0), T0, window_s=7 * 86400)
