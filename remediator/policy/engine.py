@@ -33,7 +33,7 @@ from remediator.policy.hedge import cold_start_gpu_s, decide_hedge, short_of_gpu
 from remediator.policy.history import PhaseHistory, budget, expected_cold_start, step_key
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored, Outcome
-from remediator.policy.stall import Stall, learn_steps, own_pace, stall_of
+from remediator.policy.stall import Pace, Stall, learn_steps, own_pace, stall_of
 from remediator.policy.stuck import (
     Facts,
     decide_stuck,
@@ -407,13 +407,19 @@ class PolicyEngine:
             return stall.due(cfg.checks, cfg.check_interval_s)
         seconds, _ = budget(cfg, self.history, t.model, state, unlearned)
         checks = (cfg.checks - 1) * cfg.check_interval_s
-        pace = own_pace(t, cfg.progress) if state == "engine_init" else None
-        if pace is not None and pace.moved > since:
+        pace = self._pace(t, since) if state == "engine_init" else None
+        if pace is not None:
             # vLLM ended a step, and no sibling has timed the one it is in now: past the
             # budget, it is judged by its own pace (a start that keeps ending steps is never
             # deleted for being slow overall)
             return max(since + seconds, pace.due(cfg.progress, seconds)) + checks
         return since + seconds + checks
+
+    def _pace(self, t: PodTimeline, since: float) -> Pace | None:
+        """The pod's own pace, where it ended a step since its engine init began: what both
+        the deadline and the decision's reason go by."""
+        pace = own_pace(t, self.config.stuck_pod.progress)
+        return pace if pace is not None and pace.moved > since else None
 
     def _may_hedge(self, t: PodTimeline) -> bool:
         return self._hedging and self.config.stuck_pod.checks > 1 and t.uid not in self._hedged
@@ -504,8 +510,8 @@ class PolicyEngine:
             why = stall.reason(cfg.progress, t.model or "unknown", cfg.checks, now)
         elif phase == "engine_init":
             why += step_note(t.engine, t.started_at(), now)
-            pace = own_pace(t, cfg.progress)
-            if pace is not None and pace.moved > since:
+            pace = self._pace(t, since)
+            if pace is not None:
                 why += pace.note(cfg.progress, seconds, now)
         why += skew_note(t)
         facts = self._facts(t)
