@@ -98,10 +98,12 @@ Feedback = GotThrough | RetryAt | HeldBehind
 class GpuNews(msgspec.Struct, frozen=True):
     """What a decider saw that the guard weighs hedges by (guard.hedge_budget), with
     hedging on: the GPU-seconds healthy cold starts held, scheduled to Ready (what pays
-    for hedges), and the workloads short of GPUs: (workload, seen at, short until)."""
+    for hedges), the workloads short of GPUs: (workload, seen at, short until), and the
+    hedged pods whose stall ended (Ready, deleted, gone): (pod uid, when it was seen)."""
 
     gpu_s: float = 0.0
     short: tuple[tuple[str, float, float], ...] = ()
+    ended: tuple[tuple[str, float], ...] = ()
 
 
 class Learned(msgspec.Struct, frozen=True, tag="learned"):

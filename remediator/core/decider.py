@@ -216,7 +216,7 @@ class Decider:
         for change in changes:
             self.metrics.observe(change)
             out.transition(change)
-        self.engine.relisted(item, changes)
+        self.engine.relisted(item, changes, self.now)
 
     # ---- feedback --------------------------------------------------------------------
     @staticmethod

@@ -13,6 +13,16 @@ starts held of their GPUs, scheduled to Ready. A hedge is let through while the 
 charged, this one included, stay within `max_percent` of that, both counted over the last
 `window_s` (a day, by the hour): a quiet month banks nothing for a burst of stalls.
 
+The charge is settled when the stalled pod's stall ends (it is Ready, deleted, or gone: the
+deciders' `GpuNews.ended`): a hedge is then charged what it can have held, its GPUs from
+when it was let through to that end plus `SETTLE_SLACK_S`, and the rest of its charge is
+given back to the hour it was charged in. A hung pod's hedge is its replacement from the
+moment its stall is found, so what it held beside it is the stall's last stretch, not a
+cold start (the simulated untuned fleet, seed 1, 4 h: a hedge held ~2 GPU-min against ~20
+charged; charged in full, 5 of its 21 hung pods were hedged, settled, 16). The settlement
+only ever lowers a charge to that bound: a hedge whose end is never heard (a decider
+restarted, a record lost) stays charged in full.
+
 The guard hears both from every decider (`hear`: `GpuNews`), so one guard over many Kafka
 partitions holds and pays as one process does, in time order. Both live in the guard
 state, so they outlive a restart as the other caps do (the state file, the replicas'
@@ -23,7 +33,7 @@ GPUs, its model's expected cold start) is held: never guess.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from remediator.contract.decision import Decision
@@ -33,6 +43,12 @@ from remediator.guard.state import GuardState, StateError, read_number, read_obj
 from remediator.inputs.pods import GPU_RESOURCE
 
 Short = tuple[tuple[str, float, float], ...]  # (workload, seen at, short until)
+# Hedges let through and not yet settled: (stalled pod's uid, charged at, GPUs, GPU-s charged).
+Open = tuple[tuple[str, float, float, float], ...]
+# What a settled hedge may hold past its stalled pod's end as the engine saw it: the step's
+# poll (2 s) before it deletes the loser, and the loser's termination, which holds its GPUs
+# for up to its grace period (Kubernetes' default 30 s); rounded up.
+SETTLE_SLACK_S = 45.0
 # The counts are kept by the HOUR: a window is whole hours, plus the one going.
 
 
@@ -52,6 +68,7 @@ Hours = tuple[tuple[float, float, float], ...]  # (hour's start, GPU-s paid, GPU
 class HedgeBudgetState:
     hours: Hours = ()  # the window's hours, oldest first; an hour with nothing is left out
     short: Short = ()  # workloads short of GPUs, the last sighting of each
+    open: Open = ()  # hedges charged and not settled, in the window
 
     @property
     def paid(self) -> float:
@@ -77,31 +94,58 @@ class HedgeBudgetState:
         hours[hour] = (was_paid + paid, was_spent + spent)
         return tuple((h, p, s) for h, (p, s) in sorted(hours.items()) if p or s)
 
+    def settle(self, ended: tuple[tuple[str, float], ...]) -> Hours:
+        """The hours with each ended hedge charged only what it can have held (`SETTLE_SLACK_S`
+        past its stalled pod's end), the rest given back to the hour it was charged in."""
+        ends = dict(ended)
+        hours = {h[0]: [h[1], h[2]] for h in self.hours}
+        for uid, charged, gpus, charge in self.open:
+            end = ends.get(uid)
+            hour = hours.get(charged - charged % HOUR)
+            if end is None or hour is None:
+                continue
+            held = gpus * max(0.0, end - charged + SETTLE_SLACK_S)
+            hour[1] = max(0.0, hour[1] - max(0.0, charge - held))
+        return tuple((h, p, s) for h, (p, s) in sorted(hours.items()) if p or s)
+
+    def still_open(self, ended: tuple[tuple[str, float], ...], window_s: float, at: float) -> Open:
+        """The hedges left to settle: not ended, and charged in an hour still in the window."""
+        gone = {uid for uid, _ in ended}
+        return tuple(
+            o for o in self.open if o[0] not in gone and o[1] - o[1] % HOUR + HOUR > at - window_s
+        )
+
     def to_doc(self) -> Any:
-        return {"hours": [list(h) for h in self.hours], "short": [list(s) for s in self.short]}
+        return {
+            "hours": [list(h) for h in self.hours],
+            "short": [list(s) for s in self.short],
+            "open": [list(o) for o in self.open],
+        }
 
     @classmethod
     def from_doc(cls, value: Any, path: str) -> HedgeBudgetState:
-        obj = read_object(value, path, {"hours", "short", "paid", "spent"})
+        obj = read_object(value, path, {"hours", "short", "open", "paid", "spent"})
         short = _read_short(obj.get("short", []), f"{path}.short")
+        opened = _read_open(obj.get("open", []), f"{path}.open")
         # An older release's counts ("paid", "spent": since its state began, or per deciding
         # engine) say nothing of when: they start from nothing (no hedge until paid again).
-        return cls(_read_hours(obj.get("hours", []), f"{path}.hours"), short)
+        return cls(_read_hours(obj.get("hours", []), f"{path}.hours"), short, opened)
 
 
-def _triples(raw: Any, path: str, shape: str) -> Iterator[tuple[str, list[Any]]]:
-    """Each item of a stored list of 3-item lists, with where it is; anything else refused."""
+def _rows(raw: Any, path: str, shape: str, size: int = 3) -> Iterator[tuple[str, list[Any]]]:
+    """Each item of a stored list of `size`-item lists, with where it is; anything else
+    refused."""
     if not isinstance(raw, list):
         raise StateError(path, "expected a list")
     for i, item in enumerate(raw):
-        if not isinstance(item, list) or len(item) != 3:
+        if not isinstance(item, list) or len(item) != size:
             raise StateError(f"{path}[{i}]", f"expected {shape}")
         yield f"{path}[{i}]", item
 
 
 def _read_hours(raw: Any, path: str) -> Hours:
     out: list[tuple[float, float, float]] = []
-    for where, item in _triples(raw, path, "[hour's start, GPU-s paid, GPU-s spent]"):
+    for where, item in _rows(raw, path, "[hour's start, GPU-s paid, GPU-s spent]"):
         hour, paid, spent = (read_number(v, where) for v in item)
         if paid < 0 or spent < 0:
             raise StateError(where, "GPU-seconds must not be negative")
@@ -109,9 +153,22 @@ def _read_hours(raw: Any, path: str) -> Hours:
     return tuple(sorted(out))
 
 
+def _read_open(raw: Any, path: str) -> Open:
+    out: list[tuple[str, float, float, float]] = []
+    shape = "[pod uid, charged at, GPUs, GPU-s charged]"
+    for where, item in _rows(raw, path, shape, size=4):
+        if not isinstance(item[0], str):
+            raise StateError(where, f"expected {shape}")
+        at, gpus, charge = (read_number(v, where) for v in item[1:])
+        if gpus < 0 or charge < 0:
+            raise StateError(where, "GPUs and GPU-seconds must not be negative")
+        out.append((item[0], at, gpus, charge))
+    return tuple(out)
+
+
 def _read_short(raw: Any, path: str) -> Short:
     out: list[tuple[str, float, float]] = []
-    for where, (workload, seen, until) in _triples(raw, path, "[workload, seen_at, until]"):
+    for where, (workload, seen, until) in _rows(raw, path, "[workload, seen_at, until]"):
         if not isinstance(workload, str):
             raise StateError(where, "expected [workload, seen_at, until]")
         out.append((workload, read_number(seen, where), read_number(until, where)))
@@ -120,18 +177,22 @@ def _read_short(raw: Any, path: str) -> Short:
 
 def hear(state: GuardState, news: GpuNews, at: float, window_s: float = DAY) -> GuardState:
     """What a decider saw by `at`: healthy cold starts that held `news.gpu_s` GPU-seconds
-    (what pays for hedges, counted in `at`'s hour), and workloads short of GPUs (the latest
-    sighting of each is kept; one over by `at` is forgotten)."""
-    budget = state.of(HedgeBudget.name, HedgeBudgetState)
+    (what pays for hedges, counted in `at`'s hour), workloads short of GPUs (the latest
+    sighting of each is kept; one over by `at` is forgotten), and hedged pods whose stall
+    ended (their hedges settled)."""
+    budget = before = state.of(HedgeBudget.name, HedgeBudgetState)
     short = {w: (seen, until) for w, seen, until in budget.short if until > at}
     for workload, seen, until in news.short:
         if until > at and seen >= short.get(workload, (seen, until))[0]:
             short[workload] = (seen, until)
     kept = tuple((w, seen, until) for w, (seen, until) in sorted(short.items()))
+    if news.ended:
+        budget = replace(budget, hours=budget.settle(news.ended))
     hours = budget.add(at, window_s, paid=max(news.gpu_s, 0.0))
-    if hours == budget.hours and kept == budget.short:
+    opened = budget.still_open(news.ended, window_s, at)
+    if (hours, kept, opened) == (before.hours, before.short, before.open):
         return state
-    return state.put(HedgeBudget.name, HedgeBudgetState(hours, kept))
+    return state.put(HedgeBudget.name, HedgeBudgetState(hours, kept, opened))
 
 
 def charge_gpu_s(decision: Decision, cold_starts: float) -> float | None:
@@ -199,5 +260,9 @@ class HedgeBudget:
         if not starts_pods(decision) or charge is None:
             return state
         budget = state.of(self.name, HedgeBudgetState)
-        hours = budget.add(now, self.config.window_s, spent=charge)
-        return state.put(self.name, HedgeBudgetState(hours, budget.short))
+        window = self.config.window_s
+        hours = budget.add(now, window, spent=charge)
+        opened = budget.still_open((), window, now)
+        if decision.uid:  # (settled when its stalled pod's end is heard)
+            opened += ((decision.uid, now, float(decision.gpus or 0), charge),)
+        return state.put(self.name, HedgeBudgetState(hours, budget.short, opened))

@@ -92,10 +92,14 @@ class PolicyEngine:
         self._done_work: dict[str, str] = {}
         # Hedged starts (policy/hedge.py): the pods a hedge was decided for (one each, ever),
         # and what the guard has not yet been told (`take_gpu_news`): the GPU-seconds of
-        # healthy cold starts (what pays for hedges) and when each workload last had a pod
-        # unschedulable for GPUs.
+        # healthy cold starts (what pays for hedges), when each workload last had a pod
+        # unschedulable for GPUs, and the hedged pods whose stall ended (below).
         self._hedging = config.stuck_pod.hedge.enabled and config.stuck_pod.progress.enabled
         self._hedged: set[str] = set()
+        # Those whose stall has not ended yet, and those whose did since the guard was last
+        # told, with when: the guard settles each hedge's charge by it (guard.hedge_budget).
+        self._hedge_open: set[str] = set()
+        self._hedge_ended: dict[str, float] = {}
         # Nodes a verification found with GPU memory unsettled: when, and the incident that
         # told of it; until one finds it settled. A pod stuck there is the node's
         # (Decision.unsettled_node), told in that incident's thread (Decision.told_under).
@@ -132,9 +136,11 @@ class PolicyEngine:
             return rules[0](self, item, now)
         return [outcome for decide in rules for outcome in decide(self, item, now)]
 
-    def relisted(self, item: Relisted, changes: list[StateChange]) -> None:
+    def relisted(self, item: Relisted, changes: list[StateChange], now: float) -> None:
         """A relist found these pods gone (their timers stand down, an in-flight delete is
         forgotten) and drops the workloads of its kind it no longer holds."""
+        if now > self._now_hint:
+            self._now_hint = now
         for change in changes:
             self._on_change(change.timeline, change.before, change.after)
         prefix = workload_key(item.namespace, item.kind, "")
@@ -148,6 +154,7 @@ class PolicyEngine:
         self._armed.pop(uid, None)
         self._deciding.pop(uid, None)
         self._hedged.discard(uid)
+        self._stall_ended(uid)
         for held in self._holding.values():
             held.discard(uid)
         if len(self._timers) > 2 * len(self._armed) + 1024:
@@ -378,6 +385,7 @@ class PolicyEngine:
             self._phase_done(t, before)
         if after not in UNFINISHED:
             self._armed.pop(t.uid, None)
+            self._stall_ended(t.uid)
             if after == "deleted":
                 self._deciding.pop(t.uid, None)
                 self._hedged.discard(t.uid)
@@ -428,23 +436,33 @@ class PolicyEngine:
         """The stall began: hedge (or say why not), and wait for the pod to be hung."""
         cfg = self.config.stuck_pod
         self._hedged.add(t.uid)
+        self._hedge_open.add(t.uid)
         self._arm(stall.due(cfg.checks, cfg.check_interval_s), t, "engine_init", since)
         facts = self._facts(t)
         return decide_hedge(cfg.hedge, t, stall, facts, now)
 
     @property
     def has_gpu_news(self) -> bool:
-        return bool(self.fresh_gpu_s or self._fresh_short)
+        return bool(self.fresh_gpu_s or self._fresh_short or self._hedge_ended)
 
     def take_gpu_news(self) -> GpuNews:
         """What the guard weighs hedges by, seen since the last call (with hedging on): the
-        GPU-seconds of healthy cold starts (what pays), and the workloads short of GPUs, each
-        until `gpu_short_s` after it was seen (guard.hedge_budget.hear)."""
+        GPU-seconds of healthy cold starts (what pays), the workloads short of GPUs, each
+        until `gpu_short_s` after it was seen, and the hedged pods whose stall ended
+        (guard.hedge_budget.hear)."""
         window = self.config.stuck_pod.hedge.gpu_short_s
         short = tuple((w, at, at + window) for w, at in self._fresh_short.items())
-        news = GpuNews(self.fresh_gpu_s, short)
-        self.fresh_gpu_s, self._fresh_short = 0.0, {}
+        news = GpuNews(self.fresh_gpu_s, short, tuple(self._hedge_ended.items()))
+        self.fresh_gpu_s, self._fresh_short, self._hedge_ended = 0.0, {}, {}
         return news
+
+    def _stall_ended(self, uid: str) -> None:
+        """A hedged pod is Ready, deleted or gone: its hedge's charge can be settled. When
+        is the latest time the engine was told, no earlier than the end (a relist's time
+        for a pod deleted in a watch gap): the settlement never charges less than held."""
+        if uid in self._hedge_open:
+            self._hedge_open.discard(uid)
+            self._hedge_ended[uid] = self._now_hint
 
     def _note_gpus(self, item: PodSeen | PodEvent, now: float) -> None:
         """Remember a workload's pod unschedulable for want of GPUs."""

@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 from remediator.contract.decision import Decision
 from remediator.contract.records import GpuNews
 from remediator.guard.blast_radius import BlastRadius, BlastRadiusConfig, BlastRadiusState
-from remediator.guard.hedge_budget import HedgeBudget, HedgeBudgetConfig, HedgeBudgetState, hear
+from remediator.guard.hedge_budget import (
+    SETTLE_SLACK_S,
+    HedgeBudget,
+    HedgeBudgetConfig,
+    HedgeBudgetState,
+    hear,
+)
 from remediator.guard.pipeline import build_pipeline, parse_guardrails
 from remediator.guard.state import GuardState
 
@@ -108,6 +114,98 @@ def test_hedges_let_through_stay_within_the_share_of_any_window(
         assert len(state.of("hedge_budget", HedgeBudgetState).hours) <= 26
 
 
+def ended(uid: str, at: float, state: GuardState) -> GuardState:
+    """The deciders saw the hedged pod `uid`'s stall end at `at`."""
+    return hear(state, GpuNews(ended=((uid, at),)), at)
+
+
+def test_a_settled_hedge_is_charged_what_it_can_have_held() -> None:
+    """The stalled pod deleted as hung 60 s after its hedge went: the hedge held its 2 GPUs
+    for at most those 60 s and the slack; the rest of its 600 GPU-s goes back, and pays for
+    the next hedge, which the full charge held back (5% of 20000 GPU-s: 1000)."""
+    state = STAGE.record(hedge(uid="uid-0"), T0, paid(20000.0))
+    assert not STAGE.check(hedge(uid="uid-1"), T0 + 60, state).passed
+    settled = ended("uid-0", T0 + 60, state)
+    budget = settled.of("hedge_budget", HedgeBudgetState)
+    assert budget.spent == 2 * (60 + SETTLE_SLACK_S)
+    assert budget.open == ()
+    assert STAGE.check(hedge(uid="uid-1"), T0 + 60, settled).passed
+
+
+def test_a_hedge_never_gets_back_more_than_it_was_charged() -> None:
+    state = STAGE.record(hedge(uid="uid-0"), T0, paid())
+    long = ended("uid-0", T0 + 3600, state)  # the stall lasted past a whole cold start
+    assert long.of("hedge_budget", HedgeBudgetState).spent == 600.0
+
+
+def test_an_end_never_heard_keeps_the_whole_charge_and_a_stranger_s_end_gives_nothing() -> None:
+    """A decider restarted (its hedges' ends unknown) or an end heard for a pod whose hedge
+    was never let through (held, or charged elsewhere): nothing is given back."""
+    state = STAGE.record(hedge(uid="uid-0"), T0, paid())
+    other = ended("uid-9", T0 + 60, state)
+    budget = other.of("hedge_budget", HedgeBudgetState)
+    assert (budget.spent, budget.open) == (600.0, ((("uid-0", T0, 2.0, 600.0)),))
+    again = ended("uid-0", T0 + 61, ended("uid-0", T0 + 60, state))  # heard twice: once
+    assert again.of("hedge_budget", HedgeBudgetState).spent == 2 * (60 + SETTLE_SLACK_S)
+
+
+def test_an_open_hedge_is_forgotten_with_the_hour_it_was_charged_in() -> None:
+    state = STAGE.record(hedge(uid="uid-0"), T0, paid())
+    hour = T0 - T0 % 3600
+    later = hear(state, GpuNews(gpu_s=1.0), hour + 3600 + 86400)
+    budget = later.of("hedge_budget", HedgeBudgetState)
+    assert budget.open == () and budget.spent == 0.0
+
+
+HEDGED = st.lists(
+    st.tuples(
+        st.floats(0, 5_000, allow_nan=False),  # seconds since the last event
+        st.sampled_from(["paid", "hedge", "end"]),
+        st.floats(0, 50_000, allow_nan=False),  # GPU-s paid / which hedge ends (by index)
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(events=HEDGED)
+def test_settled_hedges_are_charged_at_least_what_they_held_and_stay_within_the_share(
+    events: list[tuple[float, str, float]],
+) -> None:
+    """Whatever comes in whatever order: the budget spends exactly each hedge's full charge
+    until its end is heard, then the least of that and its GPUs from its start to its end
+    and the slack; and what hedges let through spend stays within 5% of the window's pay."""
+    state, now = GuardState(), T0
+    heard: list[tuple[float, float]] = []
+    hedges: list[list[float | None]] = []  # [charged at, end]
+
+    def window(seen: list[tuple[float, float]]) -> float:
+        return sum(v for at, v in seen if at - at % 3600 + 3600 > now - 86400)
+
+    def costs() -> list[tuple[float, float]]:
+        return [(at, 600.0 if end is None else min(600.0, 2 * (end - at + SETTLE_SLACK_S)))
+                for at, end in hedges]  # type: ignore[operator]  # fmt: skip
+
+    for i, (gap, what, value) in enumerate(events):
+        now += gap
+        if what == "paid":
+            state = hear(state, GpuNews(gpu_s=value), now)
+            heard.append((now, value))
+        elif what == "end" and hedges:
+            j = int(value) % len(hedges)
+            if hedges[j][1] is None and hedges[j][0] + 86400 > now - 3600:  # type: ignore[operator]
+                hedges[j][1] = now
+            state = ended(f"uid-{j}", now, state)
+        elif what == "hedge":
+            decision = hedge(uid=f"uid-{len(hedges)}", target=f"vllm-{i}")
+            if STAGE.check(decision, now, state).passed:
+                state = STAGE.record(decision, now, state)
+                hedges.append([now, None])
+                assert window(costs()) <= window(heard) * 0.05 + 1e-6
+        spent = state.of("hedge_budget", HedgeBudgetState).within(now, 86400)[1]
+        assert spent == pytest.approx(window(costs()), abs=1e-6)
+
+
 def test_the_window_is_a_knob() -> None:
     week = HedgeBudget(HedgeBudgetConfig(max_percent=5, window_s=7 * 86400))
     state = hear(GuardState(), GpuNews(gpu_s=12000.0), T0, window_s=7 * 86400)
@@ -164,7 +262,12 @@ def test_the_charge_is_a_knob() -> None:
 def test_the_state_round_trips_and_bad_state_is_refused() -> None:
     pipeline = build_pipeline(parse_guardrails({"hedge_budget": {"max_percent": 5}}))
     state = STAGE.record(hedge(), T0, hear(paid(), GpuNews(short=((SHORT, T0, T0 + 1),)), T0))
+    assert state.of("hedge_budget", HedgeBudgetState).open  # an open hedge survives a restart
     assert pipeline.load_state(state.to_json()) == state
+    with pytest.raises(ValueError, match=r"hedge_budget\.open\[0\].*negative"):
+        pipeline.load_state('{"version": 1, "hedge_budget": {"open": [["u", 1, 2, -5]]}}')
+    with pytest.raises(ValueError, match=r"hedge_budget\.open\[0\]"):
+        pipeline.load_state('{"version": 1, "hedge_budget": {"open": [[1, 1, 2, 5]]}}')
     with pytest.raises(ValueError, match=r"hedge_budget\.short\[0\]"):
         pipeline.load_state('{"version": 1, "hedge_budget": {"short": [["w", 1]]}}')
     with pytest.raises(ValueError, match=r"hedge_budget\.hours\[0\]"):

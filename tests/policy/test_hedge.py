@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from remediator.contract.errors import ConfigError
-from remediator.guard.hedge_budget import HedgeBudgetState
+from remediator.guard.hedge_budget import SETTLE_SLACK_S, HedgeBudgetState
 from remediator.policy.hedge import hedge_incident
 from remediator.policy_file import load_policy
 from tests.policy.builders import T0, deployment, event, pod
@@ -84,6 +84,26 @@ def test_a_hedge_may_start_before_the_stall_and_the_delete_still_waits_for_it(at
     assert f"for {at * 120:.0f}s, past {at:g} of its 120s stall limit" in hedge.reason
     # A hedge beats nothing that is not beaten; the deletion is the stall's, as without it.
     assert (delete.action, delete.at - T0) == ("delete-pod", started + STALL_AT + 20)
+
+
+def test_a_hedged_pod_s_end_settles_the_hedge_s_charge() -> None:
+    """The stalled pod becomes Ready 30 s after its hedge went (it won): the engine tells the
+    guard its stall ended, and the hedge is charged its 2 GPUs for those 30 s and the slack
+    instead of a whole expected cold start."""
+    run = _run()
+    started = _stalled(run)
+    run.at(T0 + started + STALL_AT + 1)
+    (hedge,) = run.decisions
+    budget = run.session.guard_state.of("hedge_budget", HedgeBudgetState)
+    assert budget.spent == pytest.approx(2 * hedge.expected_cold_start_s)
+    assert [o[0] for o in budget.open] == [_uid(9)]
+    won = T0 + started + STALL_AT + 30
+    run.feed(pod(_name(9), _uid(9), created=started - 10, scheduled=started - 9,
+                 started=started, ready=won - T0))  # fmt: skip
+    run.at(won + 1)
+    budget = run.session.guard_state.of("hedge_budget", HedgeBudgetState)
+    assert budget.spent == pytest.approx(2 * (30 + SETTLE_SLACK_S))
+    assert budget.open == ()
 
 
 def test_off_by_default_the_stall_is_only_deleted() -> None:
