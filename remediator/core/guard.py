@@ -14,6 +14,8 @@ from dataclasses import replace
 
 import msgspec
 from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from remediator.contract.decision import Decision, Suppressed
 from remediator.contract.records import (
@@ -28,13 +30,13 @@ from remediator.contract.records import (
 from remediator.guard import GuardState, build_pipeline, engage, hold
 from remediator.guard.blast_radius import workload_key
 from remediator.guard.config import GuardConfig
-from remediator.guard.hedge_budget import HedgeBudget, HedgeBudgetConfig, hear
+from remediator.guard.hedge_budget import HedgeBudget, HedgeBudgetConfig, Standing, hear, standing
 from remediator.guard.stage import HoldsUntil
 from remediator.guard.watch_current import WatchCurrent
 from remediator.policy.config import PolicyConfig
 from remediator.policy.history import PhaseHistory, expected_cold_start
 
-__all__ = ["ClusterHistory", "Guard", "Judged", "Verdicts", "workload_key"]
+__all__ = ["ClusterHistory", "Guard", "HedgeBudgetGauges", "Judged", "Verdicts", "workload_key"]
 
 # What the guard said, and what goes back to the decider (None: nothing to remember).
 Judged = tuple[Decision | Suppressed, Feedback | None]
@@ -49,6 +51,35 @@ FOREIGN_RECORDS = (
     "guard state holds records of guardrails this release does not have (a newer release "
     "wrote them): kept as they are and written back unchanged; they guard nothing here"
 )
+
+
+class HedgeBudgetGauges(Collector):
+    """The hedge budget of the guard that holds it (serve's; on Kafka, the cluster tier's,
+    in whichever worker holds it: `guards` gives none elsewhere), read at scrape time at
+    that guard's clock: why a hedge was held is plain from a dashboard."""
+
+    def __init__(self, guards: Callable[[], Iterable[tuple[Guard, float]]]) -> None:
+        self._guards = guards  # each guard and its clock now
+
+    def collect(self) -> Iterable[Metric]:
+        gpu_s = GaugeMetricFamily(
+            "remediator_hedge_budget_gpu_seconds",
+            "The hedge budget over its window (guardrails.hedge_budget.window_s): GPU-seconds "
+            "healthy cold starts paid, hedges spent (a hedge charged in full until its stalled "
+            "pod's end is heard, then what it can have held), and max_percent of the pay.",
+            labels=["what"],
+        )
+        unsettled = GaugeMetricFamily(
+            "remediator_hedges_unsettled",
+            "Hedges let through whose stalled pod's end is not heard yet (charged in full).",
+        )
+        for guard, now in self._guards():
+            s = guard.hedge_budget(now)
+            for what, value in (("paid", s.paid), ("spent", s.spent), ("allowed", s.allowed)):
+                gpu_s.add_metric([what], value)
+            unsettled.add_metric([], s.unsettled)
+        yield gpu_s
+        yield unsettled
 
 
 class Verdicts:
@@ -111,8 +142,8 @@ class Guard:
         self._keeps_rows = keeps_rows
         self._aging_changed: set[str] = set()
         self._until = {s.name: s for s in self.pipeline.stages if isinstance(s, HoldsUntil)}
-        budget = (config or GuardConfig()).of(HedgeBudget.name, HedgeBudgetConfig)
-        self._hedge_window_s = budget.window_s  # what `hear` keeps of the cold starts heard
+        self._hedge_budget = (config or GuardConfig()).of(HedgeBudget.name, HedgeBudgetConfig)
+        self._hedge_window_s = self._hedge_budget.window_s  # what `hear` keeps of the pay
 
     def judge(self, candidate: Candidate, now: float | None = None) -> Judged:
         """The guardrails' verdict on `candidate` at `now` (default: when it was made): both
@@ -233,6 +264,10 @@ class Guard:
         """What a decider saw at `at` that hedges are weighed by (its `take_gpu_news`, or a
         partition's `Learned.gpus`): the cold starts that pay, the workloads short of GPUs."""
         self.state = hear(self.state, news, at, self._hedge_window_s)
+
+    def hedge_budget(self, now: float) -> Standing:
+        """Where the hedge budget stands at `now` (HedgeBudgetGauges)."""
+        return standing(self.state, self._hedge_budget, now)
 
     def set_behind(self, why: str | None) -> None:
         """The runtime's picture may lag the cluster's (`why`), or has caught up (None):

@@ -195,6 +195,25 @@ def hear(state: GuardState, news: GpuNews, at: float, window_s: float = DAY) -> 
     return state.put(HedgeBudget.name, HedgeBudgetState(hours, kept, opened))
 
 
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """The budget at a moment, for on-call (the runtime's gauges): GPU-seconds the window's
+    cold starts paid, its hedges spent, what `max_percent` of the pay allows, and how many
+    hedges are let through and not settled yet."""
+
+    paid: float
+    spent: float
+    allowed: float
+    unsettled: int
+
+
+def standing(state: GuardState, config: HedgeBudgetConfig, now: float) -> Standing:
+    budget = state.of(HedgeBudget.name, HedgeBudgetState)
+    paid, spent = budget.within(now, config.window_s)
+    unsettled = len(budget.still_open((), config.window_s, now))
+    return Standing(paid, spent, paid * config.max_percent / 100, unsettled)
+
+
 def charge_gpu_s(decision: Decision, cold_starts: float) -> float | None:
     """What the hedge may cost: its pod's GPUs for `cold_starts` expected cold starts."""
     gpus, cold = decision.gpus, decision.expected_cold_start_s

@@ -18,6 +18,7 @@ from aiohttp import web
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
+from remediator.core.guard import HedgeBudgetGauges
 from remediator.executors.argo import ArgoConfig, ArgoExecutor, Backoff
 from remediator.executors.secrets import read_token
 from remediator.executors.slack import SlackConfig, SlackNotifier
@@ -114,6 +115,7 @@ class Service:
             self.shared.seed(keep, self.session.guard.pipeline.load_state)
         self.registry.register(TrackerCollector(self.session.tracker, lambda: self.session.now))
         self.registry.register(OutboxCollector(self.outbox))
+        self.registry.register(HedgeBudgetGauges(lambda: [(self.session.guard, self.session.now)]))
         self.source_metrics = SourceMetrics.on(self.registry)
         self.watches: list[KubeWatch] = []  # before the runtime: it asks them if behind
         dry = self.session.policy.dry_run

@@ -66,7 +66,7 @@ from remediator.contract.codec import encode
 from remediator.contract.decision import Decision
 from remediator.contract.records import Feedback, GotThrough, Settled
 from remediator.core.decider import timeline_metrics, tracker_gauges
-from remediator.core.guard import FOREIGN_RECORDS, Verdicts
+from remediator.core.guard import FOREIGN_RECORDS, Guard, HedgeBudgetGauges, Verdicts
 from remediator.inputs.records import InputError
 from remediator.policy_file import PolicyFile
 from remediator.runtime.clock import ClusterTime, SystemClock
@@ -245,6 +245,15 @@ def build_app(
     # The last offset each partition delivered to an agent: what Faust fetched and
     # dropped is sought back (`rewind_stuck`, streams/progress.py).
     progress: Progress[TP] = Progress(time.monotonic)
+    second_box: dict[str, SecondTier] = {}  # the cluster tier, where this worker holds it
+
+    def budget_guards() -> list[tuple[Guard, float]]:
+        """The guard holding the hedge budget, if this worker holds it, at its clock: the
+        cluster tier where the guard is split, else the one guard."""
+        cores = list(second_box.values()) if streams.tiers else list(guard_box.values())
+        return [(core.guard, core.clock) for core in cores]
+
+    registry.register(HedgeBudgetGauges(budget_guards))
 
     @app.on_rebalance_complete.connect  # type: ignore[arg-type]
     async def hold_fetched(sender: Any, **_: Any) -> None:
@@ -507,7 +516,6 @@ def build_app(
         return released + core.take_batch(records, msg.offset)
 
     # ---- the guard split by workload: the first tiers' word to the second, and back ----
-    second_box: dict[str, SecondTier] = {}
     told: dict[int, float] = {}  # the watermark each first tier here sent last
 
     tier_producer: list[AIOKafkaProducer] = []  # one, made at the first need (send_up)

@@ -6,8 +6,10 @@ at made-up times, as in test_progress: five healthy siblings teach the steps, th
 from __future__ import annotations
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from remediator.contract.errors import ConfigError
+from remediator.core.guard import HedgeBudgetGauges
 from remediator.guard.hedge_budget import SETTLE_SLACK_S, HedgeBudgetState
 from remediator.policy.hedge import hedge_incident
 from remediator.policy_file import load_policy
@@ -97,6 +99,16 @@ def test_a_hedged_pod_s_end_settles_the_hedge_s_charge() -> None:
     budget = run.session.guard_state.of("hedge_budget", HedgeBudgetState)
     assert budget.spent == pytest.approx(2 * hedge.expected_cold_start_s)
     assert [o[0] for o in budget.open] == [_uid(9)]
+    # What on-call sees of it (serve's /metrics; a Kafka worker's where it holds the guard).
+    registry = CollectorRegistry()
+    registry.register(HedgeBudgetGauges(lambda: [(run.session.guard, run.session.now)]))
+
+    def gauge(what: str) -> float | None:
+        return registry.get_sample_value("remediator_hedge_budget_gpu_seconds", {"what": what})
+
+    assert (gauge("spent"), gauge("paid")) == (budget.spent, budget.paid)
+    assert gauge("allowed") == budget.paid  # (max_percent 100 here)
+    assert registry.get_sample_value("remediator_hedges_unsettled") == 1
     won = T0 + started + STALL_AT + 30
     run.feed(pod(_name(9), _uid(9), created=started - 10, scheduled=started - 9,
                  started=started, ready=won - T0))  # fmt: skip
@@ -104,6 +116,8 @@ def test_a_hedged_pod_s_end_settles_the_hedge_s_charge() -> None:
     budget = run.session.guard_state.of("hedge_budget", HedgeBudgetState)
     assert budget.spent == pytest.approx(2 * (30 + SETTLE_SLACK_S))
     assert budget.open == ()
+    assert gauge("spent") == budget.spent
+    assert registry.get_sample_value("remediator_hedges_unsettled") == 0
 
 
 def test_off_by_default_the_stall_is_only_deleted() -> None:
