@@ -128,12 +128,13 @@ _PAIR = (
 )
 
 # Hedging and how soon it starts, likewise (measured 2026-12-05, once the simulator scaled
-# Deployments mid-rollout): the search takes `hedge.at` 0.75, nearest its start among the
-# values within noise of the best, and at 0.75 hedging is within noise of none.
+# Deployments mid-rollout, and again once the hedge budget settled hedges' charges): the
+# search takes `hedge.at` 0.75, nearest its start among the values within noise of the best,
+# and at 0.75 hedging is within noise of none.
 _HEDGE = (
-    "hedging on and `hedge.at` 0.5 move together: the search takes `hedge.at` 0.75 (1.55: "
-    "within noise of 0.5's 1.51, and nearer where it began, 1), and at 0.75 hedging on is "
-    "within noise of off (1.55 against 1.57), so it stays off; on at 0.5 scores 1.51 "
+    "hedging on and `hedge.at` 0.5 move together: the search takes `hedge.at` 0.75 (1.54: "
+    "within noise of 0.5's 1.50, and nearer where it began, 1), and at 0.75 hedging on is "
+    "within noise of off (1.54 against 1.57), so it stays off; on at 0.5 scores 1.50 "
     "against 1.57, beyond noise, the best the search evaluated, with no false kill"
 )
 
@@ -215,15 +216,16 @@ WHY: dict[str, str] = {
     "only the checks' 20 s ahead of the deletion; at half the stall's limit it starts ~15 s "
     "sooner on the tuned fleet (half its 30 s floor). With the defaults now and hedging on, "
     "the tuned fleet's P99 with 1% hangs is 63 s against 90 s, with 5% 105 s against 112 s "
-    "(the same without spare GPUs), the untuned fleet's 1% the same, 5% 1,075 s against "
-    "1,011 s with spare GPUs and 1,038 s against 1,036 s without; hedges take at most 1.9% of "
+    "(the same without spare GPUs), the untuned fleet's 1% the same, 5% 1,053 s against "
+    "1,011 s with spare GPUs and 1,052 s against 1,036 s without (per seed, its top values "
+    "are the same either way: a replica or two changes place); hedges take at most 1.9% of "
     "cold-start GPU-minutes, and there is no false kill either way.",
     "hedge.at": "Searched with hedging on. A hedge deletes nothing that is not beaten, so "
     "it may start before the stall; the deletion of a hung pod still waits for the stall "
     "and its checks, and the false kills are those without hedging.",
     "hedge_budget.charge_cold_starts": "Searched with hedging on. 1: a hedge is charged "
-    "the most it can cost (its pod's GPUs for a whole cold start); 0.5 lets more through "
-    "and gains nothing over noise.",
+    "the most it can cost (its pod's GPUs for a whole cold start) until its stalled pod's "
+    "end settles it to what it can have held; 0.5 gains nothing over noise.",
 }
 
 
