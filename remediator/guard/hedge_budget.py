@@ -116,11 +116,13 @@ class HedgeBudgetState:
         )
 
     def to_doc(self) -> Any:
-        return {
+        doc: dict[str, Any] = {
             "hours": [list(h) for h in self.hours],
             "short": [list(s) for s in self.short],
-            "open": [list(o) for o in self.open],
         }
+        if self.open:  # (only then: a release from before settling reads the rest back)
+            doc["open"] = [list(o) for o in self.open]
+        return doc
 
     @classmethod
     def from_doc(cls, value: Any, path: str) -> HedgeBudgetState:
