@@ -31,6 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from remediator.contract.decision import Decision, Suppressed
 from remediator.contract.records import Candidate, GotThrough, Learned, Watermark
 from remediator.core.decider import Decider
+from remediator.core.guard import Guard
 from remediator.inputs.decode import InputError, decode
 from remediator.inputs.records import Input
 from remediator.inputs.stamps import api_server_time
@@ -55,6 +56,7 @@ guardrails: {min_age: {factor: 0}}
 """
 SEED_RULE = (ROOT / "remediator" / "sim" / "policies" / "seed-rule.yaml").read_text()
 HEDGED = "stuck_pod:\n  hedge: {enabled: true}\n"  # the defaults, hedging on
+HEDGED_WIDE = HEDGED + "guardrails:\n  hedge_budget: {max_percent: 50}\n"
 # The ingest's and the reference's local clock: it stands still, so the cluster's time is
 # the newest API-server stamp (delivery is instant here), the same in every run.
 FROZEN = VirtualClock(0.0)
@@ -177,6 +179,12 @@ FLEETS = {
     "fleet tuned, hedged, GPUs short": Fleet(
         "tuned", HEDGED, ScaleLoad(300, 1, 7), seed=3, duration_s=3600.0, nodes=2
     ),
+    # Untuned, with a budget wide enough for its hedges: their stalled pods end, and the
+    # guard gives back what each charge held too much, on the deciders' word from every
+    # partition (three hedges: 571 GPU-s spent once settled, of 3,232 charged).
+    "fleet untuned, hedges settled": Fleet(
+        "untuned", HEDGED_WIDE, ScaleLoad(900, 2, 6), seed=2, duration_s=7200.0
+    ),
 }
 
 
@@ -218,6 +226,9 @@ class Observed:
     suppressions: list[Held] = field(default_factory=list)
     because: list[str] = field(default_factory=list)  # the suppressions' reasons, as said
     histograms: dict[tuple[str, tuple[tuple[str, str], ...]], float] = field(default_factory=dict)
+    # The hedge budget at the end, GPU-seconds (paid, spent, rounded to the µs), where the
+    # guard is in hand (a Session, the cores in process; not the workers').
+    budget: tuple[float, float] | None = None
 
     @property
     def holds(self) -> list[Said]:
@@ -225,11 +236,11 @@ class Observed:
 
     def once(self) -> Observed:
         return Observed(sorted(set(self.decisions)), sorted(set(self.suppressions)),
-                        histograms=self.histograms)  # fmt: skip
+                        histograms=self.histograms, budget=self.budget)  # fmt: skip
 
     def sorted(self) -> Observed:
         return Observed(sorted(self.decisions), sorted(self.suppressions),
-                        histograms=self.histograms)  # fmt: skip
+                        histograms=self.histograms, budget=self.budget)  # fmt: skip
 
     def counts(self) -> str:
         return (f"{len(self.decisions)} decisions, {len(self.suppressions)} suppressions, "
@@ -292,7 +303,13 @@ def through_session(stream: Stream) -> Observed:
                 session.feed(item, sink, now=now)
         session.advance(chunk.until, sink)
     seen.histograms = histograms([generate_latest(registry).decode()])
+    seen.budget = budget_of(session.guard, session.now)
     return seen
+
+
+def budget_of(guard: Guard, now: float) -> tuple[float, float]:
+    standing = guard.hedge_budget(now)
+    return round(standing.paid, 6), round(standing.spent, 6)
 
 
 def feedback_targets(feedback: object, origin: int, partitions: int) -> Iterator[int]:
@@ -463,6 +480,8 @@ def through_cores(
         for p in everyone:
             run(p, tick_record(chunk.until))
     seen.histograms = histograms([generate_latest(registry).decode()])
+    holder = second if tiers else guard  # the guard that holds the hedge budget
+    seen.budget = budget_of(holder.guard, holder.clock)
     return seen
 
 

@@ -37,6 +37,7 @@ def test_the_kafka_cores_do_what_one_session_does(name: str, partitions: int) ->
     assert got.holds == reference.holds
     assert got.suppressions == reference.suppressions
     assert got.histograms == reference.histograms
+    assert got.budget == reference.budget  # paid, and spent as settled
 
 
 @pytest.mark.parametrize("name", [*RECORDED, *FLEETS])
@@ -54,6 +55,7 @@ def test_the_guard_split_by_workload_does_what_one_session_does(
     assert got.holds == reference.holds
     assert got.suppressions == reference.suppressions
     assert got.histograms == reference.histograms
+    assert got.budget == reference.budget
 
 
 def test_the_streams_act_hold_and_loop() -> None:
@@ -72,5 +74,6 @@ def test_the_hedged_stream_hedges_and_holds_hedges_both_ways() -> None:
     must hear from every partition to judge as one process does."""
     seen = through_session(stream_named("fleet tuned, hedged, GPUs short"))
     assert any(d[0] == "hedge-pod" for d in seen.decisions)
+    assert seen.budget is not None and seen.budget[0] > 0 and seen.budget[1] > 0
     assert any(r.startswith("hedge budget: ") for r in seen.because)
     assert any(r.startswith("no hedge: ") and "short of GPUs" in r for r in seen.because)
