@@ -137,6 +137,9 @@ def test_a_stalled_pod_is_hedged_the_first_ready_wins_and_a_killed_serve_doubles
     (decided,) = [x for x in serve.log_lines()
                   if x.get("msg") == "decision" and x.get("action") == "hedge-pod"]  # fmt: skip
     assert "stalled in vLLM step weights" in decided["reason"]
+    # The guard charged it, and holds it open until the stalled pod's end is heard.
+    assert serve.sample("remediator_hedges_unsettled") == 1
+    assert serve.sample("remediator_hedge_budget_gpu_seconds", what="spent") > 0
 
     # SIGKILL serve mid-hedge; a new one on the same state file. The workflow runs on.
     serve.kill()
@@ -176,6 +179,9 @@ def test_a_stalled_pod_is_hedged_the_first_ready_wins_and_a_killed_serve_doubles
                if not p["metadata"].get("deletionTimestamp")]  # fmt: skip
     assert left["metadata"]["uid"] == hedge["metadata"]["uid"]
     wait_for(lambda: uid not in {p["metadata"]["uid"] for p in cluster.pods(NS)}, 60, "deleted")
+    # The restarted serve heard the stalled pod's end (its engine decided the same hedge
+    # again, held): the charge the stored guard state kept open is settled.
+    wait_for(lambda: again.sample("remediator_hedges_unsettled") == 0, 60, "the hedge settled")
     # One workflow, to its end; its step's verdict; the exit handler found nothing to end.
     done = wait_for(
         lambda: [w for w in workflows_for(cluster, stalled["metadata"]["name"])
