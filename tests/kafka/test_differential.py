@@ -2,8 +2,9 @@
 simulator's tuned and untuned fleets with 5% engine-init hangs, the untuned one's kill
 loops) through one `Session`, one `remediator worker`, and two workers of which one is
 SIGKILLed mid-stream, gives the same decisions (action, target, reason), the same
-suppressions (guardrail, retry time), the same kill-loop holds and the same cold-start
-histograms (for the workers, the sum of what their /metrics show).
+suppressions (guardrail, retry time), the same kill-loop holds, the same cold-start
+histograms (for the workers, the sum of what their /metrics show) and the same hedge budget
+at the end (paid and spent, on the /metrics of the worker that holds the guard).
 
 Real: Apache Kafka 4.0 (KRaft), faust-streaming, aiokafka, the workers as processes with
 the dry-run recorder as executor. The ingest's `Publisher` stamps each record with the
@@ -108,8 +109,10 @@ async def running(
             alive = [w for w in workers if w.proc is not None and w.proc.poll() is None]
             run.observed.decisions = [said(d) for d in await commands(cfg)]
             restarted = [m for w in workers for m in w.restarts]  # by the liveness probe
-            run.pages = run.scraped + restarted + [w.get("/metrics")[1].decode() for w in alive]
+            last = [w.get("/metrics")[1].decode() for w in alive]
+            run.pages = run.scraped + restarted + last
             run.observed.histograms = histograms(run.pages)
+            run.observed.budget = budget_shown(last)
     finally:
         await pub.stop()
         for w in workers:
@@ -134,6 +137,20 @@ def assert_same(reference: Observed, got: Observed, what: str) -> None:
     assert got.holds == reference.holds, f"{what}: kill-loop holds"
     assert got.suppressions == reference.suppressions, f"{what}: suppressions"
     assert got.histograms == reference.histograms, f"{what}: cold-start histograms"
+    assert got.budget == reference.budget, f"{what}: the hedge budget (paid, spent)"
+
+
+def budget_shown(pages: list[str]) -> tuple[float, float] | None:
+    """The hedge budget (paid, spent) on the /metrics of the one worker that holds the
+    guard (the cluster tier where it is split) at the end: the others show none."""
+    shown = [
+        {s.labels["what"]: s.value for s in family.samples}
+        for page in pages
+        for family in text_string_to_metric_families(page)
+        if family.name == "remediator_hedge_budget_gpu_seconds" and family.samples
+    ]
+    assert len(shown) <= 1, f"the hedge budget shown by {len(shown)} workers"
+    return (round(shown[0]["paid"], 6), round(shown[0]["spent"], 6)) if shown else None
 
 
 async def through_workers(
