@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from remediator.contract.decision import Decision
 from remediator.guard.blast_radius import (
@@ -9,8 +11,9 @@ from remediator.guard.blast_radius import (
     BlastRadiusState,
     percent_cap,
     workload_cap,
+    workload_key,
 )
-from remediator.guard.state import GuardState
+from remediator.guard.state import GuardState, StateError
 
 from .factory import T0, make
 
@@ -128,3 +131,148 @@ def test_a_pod_hung_on_a_node_verified_unsettled_is_neither_capped_nor_counted()
     assert STAGE.check(on_bad_node, T0 + 2, full).reason is None
     assert STAGE.record(on_bad_node, T0 + 2, full) == full  # nothing counted
     assert STAGE.check(make(target="vllm-3"), T0 + 2, full).reason is not None  # others are
+
+
+def _replacement(stage: BlastRadius, workload: str, created: float) -> Decision:
+    """A pod created at `created`, found stalled in a vLLM step its siblings got through."""
+    target = f"vllm-r{created:.0f}"
+    return make(target=target, workload=workload, pod_created_at=created, stalled="weights")
+
+
+def test_a_replacement_s_deletion_goes_on_from_its_pod_s_and_counts_in_its_place() -> None:
+    """A replica whose replacement hangs too is not held for the window behind its own first
+    deletion: the cap is on the workload's replicas being remediated, each counted once."""
+    stage = BlastRadius(BlastRadiusConfig(max_pods=1, window_s=600, max_pods_cluster=5))
+    state = stage.record(make(target="vllm-0"), T0, GuardState())  # counted: the cap is hit
+    assert stage.check(make(target="vllm-1"), T0 + 60, state).reason is not None  # another pod
+    replacement = _replacement(stage, VLLM, T0 + 5)  # created after that deletion
+    assert stage.check(replacement, T0 + 60, state).reason is None
+    state = stage.record(replacement, T0 + 60, state)
+    br = state.of("blast_radius", BlastRadiusState)
+    assert br.deletions == ((VLLM, T0), (VLLM, T0 + 60)) and br.replaced == ((VLLM, T0),)
+    # each deletion is gone on from once: a second pod created after it is held ...
+    second = _replacement(stage, VLLM, T0 + 6)
+    assert stage.check(second, T0 + 61, state).reason == (
+        "blast radius: 1 pod deletion(s) or hedge(s) in ml/Deployment/vllm in the last 600s, "
+        "and 1 of their replacements'; cap 1 (max_pods 1, 50% of 8 replicas)"
+    )
+    # ... and the replacement's own replacement goes on from the replacement's deletion
+    assert stage.check(_replacement(stage, VLLM, T0 + 65), T0 + 120, state).reason is None
+
+
+def test_a_hedge_and_a_pod_of_unknown_age_go_on_from_nothing() -> None:
+    """Nor a pod judged by a phase budget alone: as slow as the pod it replaced, the budget
+    may be too tight (a kill loop), not the pod hung."""
+    stage = BlastRadius(BlastRadiusConfig(max_pods=1, window_s=600, max_pods_cluster=5))
+    state = stage.record(make(target="vllm-0"), T0, GuardState())
+    hedge = make(action="hedge-pod", target="vllm-1", pod_created_at=T0 + 5, stalled="weights")
+    assert stage.check(hedge, T0 + 60, state).reason is not None
+    by_budget = make(target="vllm-1", pod_created_at=T0 + 5)  # not found stalled
+    assert stage.check(by_budget, T0 + 60, state).reason is not None
+    unknown = make(target="vllm-1", pod_created_at=None, stalled="weights")
+    assert stage.check(unknown, T0 + 60, state).reason is not None
+    other = _replacement(stage, "ml/Deployment/other", T0 + 5)  # another workload's deletion
+    full = stage.record(
+        other, T0 + 1, stage.record(make(workload="ml/Deployment/other"), T0, state)
+    )
+    assert full.of("blast_radius", BlastRadiusState).replaced == (("ml/Deployment/other", T0),)
+
+
+def test_the_cluster_wide_cap_counts_a_replacement_s_deletion_too() -> None:
+    stage = BlastRadius(BlastRadiusConfig(max_pods=1, window_s=600, max_pods_cluster=2))
+    state = stage.record(make(target="vllm-0"), T0, GuardState())
+    state = stage.record(_replacement(stage, VLLM, T0 + 5), T0 + 60, state)
+    assert stage.check(_replacement(stage, VLLM, T0 + 65), T0 + 120, state).reason == (
+        "blast radius: 2 pod deletion(s) or hedge(s) cluster-wide in the last 600s; "
+        "cap 2 (max_pods_cluster)"
+    )
+
+
+def test_what_a_replacement_went_on_from_leaves_with_the_window() -> None:
+    stage = BlastRadius(BlastRadiusConfig(max_pods=1, window_s=600, max_pods_cluster=5))
+    state = stage.record(make(target="vllm-0"), T0, GuardState())
+    state = stage.record(_replacement(stage, VLLM, T0 + 5), T0 + 60, state)
+    later = stage.record(make(workload="ml/Deployment/b"), T0 + 600, state)
+    br = later.of("blast_radius", BlastRadiusState)
+    assert br.replaced == () and br.deletions == ((VLLM, T0 + 60), ("ml/Deployment/b", T0 + 600))
+
+
+def test_the_state_round_trips_and_keeps_the_old_shape_while_nothing_went_on() -> None:
+    state = BlastRadiusState(((VLLM, T0), (VLLM, T0 + 60)), {}, ((VLLM, T0),))
+    doc = state.to_doc()
+    assert doc == {"deletions": [[VLLM, T0], [VLLM, T0 + 60]], "replaced": [[VLLM, T0]]}
+    assert BlastRadiusState.from_doc(doc, "blast_radius") == state
+    # the release before reads only these keys: none other is written until one went on
+    assert set(BlastRadiusState(((VLLM, T0),)).to_doc()) == {"deletions"}
+
+
+@pytest.mark.parametrize("bad", [[[VLLM]], [["x", "y"]], "nope", [[VLLM, float("inf")]]])
+def test_bad_replaced_rows_are_refused(bad: object) -> None:
+    with pytest.raises(StateError, match="blast_radius.replaced"):
+        BlastRadiusState.from_doc({"deletions": [], "replaced": bad}, "blast_radius")
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from([0.0, 1.0, 20.0, 90.0, 400.0]),  # seconds since the last
+            st.sampled_from([VLLM, "ml/Deployment/b"]),
+            st.sampled_from([-1000.0, -30.0, -1.0, 0.0]),  # pod created, before now
+            st.sampled_from(["delete-pod", "delete-pod", "hedge-pod"]),
+            st.sampled_from(["weights", "weights", None]),  # found stalled, or by a budget
+        ),
+        max_size=40,
+    ),
+    cap=st.integers(1, 3),
+)
+def test_a_workload_s_deletions_of_pods_no_one_replaced_stay_within_its_cap(
+    steps: list[tuple[float, str, float, str, str | None]], cap: int
+) -> None:
+    """Any stream: in every window, of a workload's let-through pods, those created before
+    all of its earlier ones in the window (nobody's replacement) are within the cap; and a
+    pod created after one of those that nothing went on from yet is never held by the cap."""
+    config = BlastRadiusConfig(max_pods=cap, window_s=600, max_pods_cluster=1000)
+    stage, state, now = BlastRadius(config), GuardState(), T0
+    passed: list[tuple[Decision, float]] = []
+    for n, (gap, workload, created, action, stalled) in enumerate(steps):
+        now += gap
+        d = make(
+            action=action,
+            workload=workload,
+            pod_created_at=now + created,
+            uid=f"u{n}",
+            stalled=stalled,
+        )
+        free = [
+            t for e, t in passed
+            if workload_key(e) == workload and t <= now + created and now - t < 600
+        ]  # fmt: skip
+        verdict = stage.check(d, now, state)
+        gone_on = state.of("blast_radius", BlastRadiusState).replaced
+        if action == "delete-pod" and stalled and any((workload, t) not in gone_on for t in free):
+            assert verdict.reason is None, "a replacement's deletion held by the cap"
+        if verdict.reason is None:
+            state = stage.record(d, now, state)
+            passed.append((d, now))
+
+    def replacement(i: int) -> bool:  # created after one of its workload's let through before
+        d, t = passed[i]
+        return (
+            d.action == "delete-pod"
+            and d.stalled is not None
+            and any(
+                workload_key(e) == workload_key(d)
+                and t2 <= (d.pod_created_at or 0)
+                and t - t2 < 600
+                for e, t2 in passed[:i]
+            )
+        )
+
+    for _, start in passed:
+        for workload in (VLLM, "ml/Deployment/b"):
+            window = [
+                i for i, (d, t) in enumerate(passed)
+                if workload_key(d) == workload and start <= t < start + 600
+            ]  # fmt: skip
+            assert len([i for i in window if not replacement(i)]) <= cap

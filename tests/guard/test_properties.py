@@ -74,6 +74,7 @@ def runs(draw: st.DrawFn) -> tuple[dict[str | None, int | None], list[tuple[Deci
             replicas=replicas[workload],
             # a hedge's cost (hedge_budget; the fleet's cold starts pay plenty: `_let_through`)
             gpus=draw(st.sampled_from([2, 2, None])),
+            stalled=draw(st.sampled_from([None, None, "weights"])),  # found stalled by its step
         )
         out.append((decision, now))
     return replicas, out
@@ -96,15 +97,35 @@ def _let_through(
 def test_pod_deletions_and_hedges_in_any_window_never_exceed_the_blast_radius(
     config: GuardConfig, run: tuple[dict[str | None, int | None], list[tuple[Decision, float]]]
 ) -> None:
+    """Cluster-wide, every one counts; per workload, every one but a replacement's deletion
+    (a pod found stalled, created after one of its workload's in the window: it goes on
+    from that one)."""
     replicas, decisions = run
     blast = config.of("blast_radius", BlastRadiusConfig)
     deleted = [(d, t) for d, t in _let_through(config, decisions) if d.action in COUNTED]
+
+    def replacement(i: int) -> bool:
+        d, at = deleted[i]
+        created = d.pod_created_at
+        return (
+            d.action == "delete-pod"
+            and d.stalled is not None
+            and created is not None
+            and any(
+                workload_key(e) == workload_key(d) and t <= created and at - t < blast.window_s
+                for e, t in deleted[:i]
+            )
+        )
+
     for _, start in deleted:
-        window = [d for d, t in deleted if start <= t < start + blast.window_s]
+        window = [i for i, (_, t) in enumerate(deleted) if start <= t < start + blast.window_s]
         assert len(window) <= blast.max_pods_cluster
-        for key in {workload_key(d) for d in window}:
-            mine = [d for d in window if workload_key(d) == key]
-            assert len(mine) <= workload_cap(blast, replicas[mine[0].workload])
+        for key in {workload_key(deleted[i][0]) for i in window}:
+            mine = [deleted[i][0] for i in window if workload_key(deleted[i][0]) == key]
+            counted = [
+                i for i in window if workload_key(deleted[i][0]) == key and not replacement(i)
+            ]
+            assert len(counted) <= workload_cap(blast, replicas[mine[0].workload])
 
 
 @settings(max_examples=300, deadline=None)
