@@ -21,7 +21,7 @@ deletion it went on from. So the cap is on how many of the workload's replicas a
 remediated in the window, and a replica whose replacement hangs too is not held for the
 window behind its own first deletion. In the simulator's random fleets with 20% of engine
 inits hung, workloads of two or three replicas (cap 1) held such replacements ~600 s, up to
-6x the seed rule's P99 (bench/bench_random_fleets.py: 8 of the 22 fleets of 1-330 above the
+6x the seed rule's P99 (bench/bench_random_fleets.py: 7 of the 22 fleets of 1-330 above the
 seed rule come under it so, with no false kill or kill loop in any). Only a pod found
 stalled goes on: judged by a phase budget alone, a replacement as slow as the pod it
 replaced may be a budget too tight, not a hang, and deleted as soon as it is it would be a
