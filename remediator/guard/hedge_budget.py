@@ -32,14 +32,13 @@ GPUs, its model's expected cold start) is held: never guess.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from remediator.contract.decision import Decision
 from remediator.contract.records import GpuNews
 from remediator.guard.stage import DAY, HOUR, PASS, Verdict, fmt_hours, starts_pods, suppress
-from remediator.guard.state import GuardState, StateError, read_number, read_object
+from remediator.guard.state import GuardState, StateError, read_number, read_object, read_rows
 from remediator.inputs.pods import GPU_RESOURCE
 
 Short = tuple[tuple[str, float, float], ...]  # (workload, seen at, short until)
@@ -134,20 +133,9 @@ class HedgeBudgetState:
         return cls(_read_hours(obj.get("hours", []), f"{path}.hours"), short, opened)
 
 
-def _rows(raw: Any, path: str, shape: str, size: int = 3) -> Iterator[tuple[str, list[Any]]]:
-    """Each item of a stored list of `size`-item lists, with where it is; anything else
-    refused."""
-    if not isinstance(raw, list):
-        raise StateError(path, "expected a list")
-    for i, item in enumerate(raw):
-        if not isinstance(item, list) or len(item) != size:
-            raise StateError(f"{path}[{i}]", f"expected {shape}")
-        yield f"{path}[{i}]", item
-
-
 def _read_hours(raw: Any, path: str) -> Hours:
     out: list[tuple[float, float, float]] = []
-    for where, item in _rows(raw, path, "[hour's start, GPU-s paid, GPU-s spent]"):
+    for where, item in read_rows(raw, path, "[hour's start, GPU-s paid, GPU-s spent]", 3):
         hour, paid, spent = (read_number(v, where) for v in item)
         if paid < 0 or spent < 0:
             raise StateError(where, "GPU-seconds must not be negative")
@@ -158,7 +146,7 @@ def _read_hours(raw: Any, path: str) -> Hours:
 def _read_open(raw: Any, path: str) -> Open:
     out: list[tuple[str, float, float, float]] = []
     shape = "[pod uid, charged at, GPUs, GPU-s charged]"
-    for where, item in _rows(raw, path, shape, size=4):
+    for where, item in read_rows(raw, path, shape, 4):
         if not isinstance(item[0], str):
             raise StateError(where, f"expected {shape}")
         at, gpus, charge = (read_number(v, where) for v in item[1:])
@@ -170,7 +158,7 @@ def _read_open(raw: Any, path: str) -> Open:
 
 def _read_short(raw: Any, path: str) -> Short:
     out: list[tuple[str, float, float]] = []
-    for where, (workload, seen, until) in _rows(raw, path, "[workload, seen_at, until]"):
+    for where, (workload, seen, until) in read_rows(raw, path, "[workload, seen_at, until]", 3):
         if not isinstance(workload, str):
             raise StateError(where, "expected [workload, seen_at, until]")
         out.append((workload, read_number(seen, where), read_number(until, where)))

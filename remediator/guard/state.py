@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol, Self, TypeVar
 
 STATE_VERSION = 1
@@ -157,17 +157,23 @@ def read_number(value: Any, path: str) -> float:
     return float(value)
 
 
-def read_pairs(raw: Any, path: str, shape: str) -> tuple[tuple[str, float], ...]:
-    """A list of [name, number] pairs; `shape` names them for the error ("[workload, at]")."""
+def read_rows(raw: Any, path: str, shape: str, size: int) -> Iterator[tuple[str, list[Any]]]:
+    """Each item of a stored list of `size`-item lists, with where it is; anything else
+    refused (`shape` names the items for the error: "[workload, at]")."""
     if not isinstance(raw, list):
         raise StateError(path, "expected a list")
-    out: list[tuple[str, float]] = []
     for i, item in enumerate(raw):
-        where = f"{path}[{i}]"
-        if not isinstance(item, list) or len(item) != 2:
-            raise StateError(where, f"expected {shape}")
-        out.append((read_str(item[0], where), read_number(item[1], where)))
-    return tuple(out)
+        if not isinstance(item, list) or len(item) != size:
+            raise StateError(f"{path}[{i}]", f"expected {shape}")
+        yield f"{path}[{i}]", item
+
+
+def read_pairs(raw: Any, path: str, shape: str) -> tuple[tuple[str, float], ...]:
+    """A list of [name, number] pairs; `shape` names them for the error ("[workload, at]")."""
+    return tuple(
+        (read_str(item[0], where), read_number(item[1], where))
+        for where, item in read_rows(raw, path, shape, 2)
+    )
 
 
 def read_str(value: Any, path: str) -> str:
