@@ -13,23 +13,24 @@ whichever pod loses), and many pods stalling at once is the same sign as many st
 is counted once: its deletion after its own hedge (it went on to hang) is not counted again.
 
 A replica is counted once, not each time its pod is replaced: the deletion of a pod found
-stalled in a vLLM step its siblings got through (`Decision.stalled`), created after one of its
-workload's deletions in the window, goes on from that deletion (the latest before the pod was
-created, each gone on from once), as its replacement's. It is let through
-past the workload's cap (the replica is counted already) and takes the count over from the
-deletion it went on from. So the cap is on how many of the workload's replicas are being
-remediated in the window, and a replica whose replacement hangs too is not held for the
-window behind its own first deletion. In the simulator's random fleets with 20% of engine
-inits hung, workloads of two or three replicas (cap 1) held such replacements ~600 s, up to
-6x the seed rule's P99 (bench/bench_random_fleets.py: 7 of the 22 fleets of 1-330 above the
-seed rule come under it so, with no false kill or kill loop in any). Only a pod found
-stalled goes on: judged by a phase budget alone, a replacement as slow as the pod it
-replaced may be a budget too tight, not a hang, and deleted as soon as it is it would be a
-kill loop. (With every deletion going on, the seed rule's 60 s budget on the untuned fleet,
+stalled in a vLLM step its siblings got through (`Decision.stalled`), created after one of
+its workload's deletions in the window, goes on from that deletion (the latest before the
+pod was created, each gone on from once), as its replacement's. It is let through past the
+workload's cap (the replica is counted already) and takes the count over from the deletion
+it went on from. So the cap is on how many of the workload's replicas are being remediated
+in the window, and a replica whose replacement hangs too is not held for the window behind
+its own first deletion. In the simulator's random fleets with 20% of engine inits hung,
+workloads of two or three replicas (cap 1) held such replacements ~600 s, up to 6x the seed
+rule's P99 (bench/bench_random_fleets.py: 7 of the 22 fleets of 1-330 above the seed rule
+come under it so, with no false kill or kill loop in any). Only a pod found stalled goes on:
+judged by a phase budget alone, a replacement as slow as the pod it replaced may be a budget
+too tight, not a hang, and deleted as soon as it is it would be a kill loop. (With every
+deletion going on, the seed rule's 60 s budget on the untuned fleet,
 tests/kafka/differential.py's kill-loop stream, deleted 242 pods where the window let 9
 decisions through and held 18, and the policy's kill-loop hold, which weighs a pod against
-the workload's latest deletion, never held one.) The cluster-wide cap counts every
-deletion.
+the workload's latest deletion, never held one.) The cluster-wide cap counts every deletion.
+Both times compared are on the API server's clock (the pod's creationTimestamp, and the
+guard's, which runs on the API server's time): a skewed kubelet clock moves neither.
 
 A pod on a node whose GPU memory a verification found unsettled (`Decision.unsettled_node`)
 is neither capped nor counted: the cause is known, and the pod, hung in engine init there,
