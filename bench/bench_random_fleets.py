@@ -8,9 +8,10 @@ Each fleet is drawn from its number (the same number, the same fleet, on any mac
 profile (tuned or untuned), one to eight Deployments of models of TP 1 to 8, spare GPUs or
 GPUs for the peak and no more, node scoring spread or pack, a scale-up load, rollouts, and
 faults (engine-init hangs 0-20%, a slow or failing registry, driver hangs, unsettled GPU
-nodes where there are eight or more). Prints every fleet where the default's P99 time to
-Ready is above the seed rule's, or it killed a healthy pod (a false kill) or looped, then
-how many of each; never fails.
+nodes where there are eight or more, healthy GPU nodes whose engine inits take 1.5-3 times
+as long). Prints every fleet where the default's P99 time to Ready is above the seed
+rule's, or it killed a healthy pod (a false kill) or looped, then how many of each; never
+fails.
 """
 
 from __future__ import annotations
@@ -72,7 +73,11 @@ def fleet(number: int, hours: float) -> Scenario:
         faults=faults,
         node_scoring=rng.choice(("spread", "pack")),
     )
-    return no_spare(scenario) if rng.random() < 0.5 else scenario
+    scenario = no_spare(scenario) if rng.random() < 0.5 else scenario
+    # Slow GPU nodes, drawn last so that each fleet's other draws are what they were before
+    # they were: healthy pods whose engine init takes 1.5-3 times as long there.
+    slow = rng.choice((0, 0, 1, 2)) if scenario.node_count >= 4 else 0
+    return scenario.with_faults(slow_gpu_nodes=slow, slow_gpu_factor=rng.choice((1.5, 2.0, 3.0)))
 
 
 def describe(sc: Scenario) -> str:
@@ -81,7 +86,7 @@ def describe(sc: Scenario) -> str:
     return (
         f"{sc.profile} {sc.node_count}n {sc.node_scoring} [{models}] hangs {f.engine_init_hang:.0%}"
         f" slow {f.registry_slow:g} fail {f.registry_fail:g} driver {f.driver_hang:g} "
-        f"unsettled {f.unsettled_gpu_nodes}"
+        f"unsettled {f.unsettled_gpu_nodes} slow {f.slow_gpu_nodes}×{f.slow_gpu_factor:g}"
     )
 
 

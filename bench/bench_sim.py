@@ -15,7 +15,8 @@
 2. Fleets the defaults were not chosen on (`unseen`): the two profiles with other shapes (a
    mixed fleet of TP 1, 2, 4 and 8 models, and many small models, each with GPUs for its
    peak and no more) and other faults (a registry 3x slower, driver hangs, GPU nodes whose
-   memory never settles, an hour's GPU shortage), with no hangs and with 5%: the same
+   memory never settles, an hour's GPU shortage, four nodes whose engine inits take three
+   times as long), with no hangs and with 5%: the same
    safety goals (no false kill without hangs, <= 0.5% with, no kill loop) and the default's
    P99 at most the seed rule's. (Found there: healthy first-wave pods deleted behind a slow
    registry, tests/policy/test_first_wave.py.)
@@ -171,6 +172,7 @@ UNSEEN_FAULTS: dict[str, Faults] = {
     "driver hangs": Faults(driver_hang=0.03),
     "unsettled GPUs": Faults(unsettled_gpu_nodes=4),
     "GPU shortage": Faults(gpu_shortage=Shortage(1800, 4, 3600)),
+    "slow GPU nodes": Faults(slow_gpu_nodes=4, slow_gpu_factor=3.0),
 }
 
 

@@ -65,6 +65,12 @@ def test_simulate_prints_the_comparison_and_writes_json_and_plots(tmp_path: Path
         ("deployments: [{name: a, model: m}]\nfaults: {engine_init_hang: 1.5}",
          "faults.engine_init_hang"),
         ("deployments: [{name: a, model: m}]\nnodes: {count: 0}", "nodes.count"),
+        ("deployments: [{name: a, model: m}]\nfaults: {slow_gpu_nodes: 2}",
+         "faults.slow_gpu_nodes"),
+        ("deployments: [{name: a, model: m}]\nfaults: {slow_gpu_nodes: {count: 2, factor: 0.5}}",
+         "faults.slow_gpu_nodes.factor"),
+        ("deployments: [{name: a, model: m}]\nfaults: {slow_gpu_nodes: {nodes: 2}}",
+         "faults.slow_gpu_nodes.nodes"),
     ],
 )  # fmt: skip
 def test_a_bad_scenario_is_refused_with_the_key(tmp_path: Path, text: str, where: str) -> None:

@@ -17,9 +17,10 @@ _SUFFIX = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's rand.String alphabet
 
 
 class Node:
-    __slots__ = ("name", "gpus", "free", "cordoned", "lost", "images", "unsettled", "alerted")
+    __slots__ = ("name", "gpus", "free", "cordoned", "lost", "images", "unsettled", "alerted",
+                 "pace")  # fmt: skip
 
-    def __init__(self, name: str, gpus: int, unsettled: bool) -> None:
+    def __init__(self, name: str, gpus: int, unsettled: bool, pace: float = 1.0) -> None:
         self.name = name
         self.gpus = gpus
         self.free = gpus
@@ -28,6 +29,7 @@ class Node:
         self.images: dict[str, float] = {}  # image -> when it is (or will be) on the node
         self.unsettled = unsettled  # GPU memory never settles: engine init hangs here
         self.alerted = False
+        self.pace = pace  # engine init here takes this many times as long (a slow node)
 
     @property
     def schedulable(self) -> bool:

@@ -17,6 +17,7 @@ with the dotted path of the offending key.
       registry: {slow: 1.0, fail: 0.0}   # pull time factor; share of pulls that fail once
       gpu_shortage: {at: 3600, nodes: 8, for_s: 1800}   # nodes lost for a while
       unsettled_gpu_nodes: 0     # nodes whose GPU memory never settles (engine init hangs)
+      slow_gpu_nodes: {count: 0, factor: 2.5}   # nodes whose engine inits run `factor` × slower
       hang_first: 0              # the first N pods created hang in engine init, whatever the seed
 """
 
@@ -77,6 +78,11 @@ class Faults:
     registry_fail: float = 0.0
     gpu_shortage: Shortage | None = None
     unsettled_gpu_nodes: int = 0
+    # Healthy but slow nodes (a throttled or degraded GPU, a slow local disk, a PCIe link
+    # trained down): every engine init there takes `slow_gpu_factor` times as long, step by
+    # step. The last `slow_gpu_nodes` nodes, so never an unsettled one where both fit.
+    slow_gpu_nodes: int = 0
+    slow_gpu_factor: float = 2.5
     hang_first: int = 0  # the first N pods created hang in engine init (a fault placed exactly)
 
 
@@ -194,7 +200,7 @@ def _scale(raw: Any) -> ScaleLoad:
 def _faults(raw: Any) -> Faults:
     f = _map(raw or {}, "faults")
     _known(f, "faults", {"engine_init_hang", "driver_hang", "registry", "gpu_shortage",
-                         "unsettled_gpu_nodes", "hang_first"})  # fmt: skip
+                         "unsettled_gpu_nodes", "slow_gpu_nodes", "hang_first"})  # fmt: skip
     reg = _map(f.get("registry") or {}, "faults.registry")
     _known(reg, "faults.registry", {"slow", "fail"})
     shortage = None
@@ -206,6 +212,8 @@ def _faults(raw: Any) -> Faults:
             nodes=int(_num(g.get("nodes", 1), "faults.gpu_shortage.nodes", 1, whole=True)),
             for_s=_num(g.get("for_s", 600), "faults.gpu_shortage.for_s", 1),
         )
+    slow = _map(f.get("slow_gpu_nodes") or {}, "faults.slow_gpu_nodes")
+    _known(slow, "faults.slow_gpu_nodes", {"count", "factor"})
     return Faults(
         engine_init_hang=_share(f.get("engine_init_hang", 0.0), "faults.engine_init_hang"),
         driver_hang=_share(f.get("driver_hang", 0.0), "faults.driver_hang"),
@@ -215,6 +223,10 @@ def _faults(raw: Any) -> Faults:
         unsettled_gpu_nodes=int(
             _num(f.get("unsettled_gpu_nodes", 0), "faults.unsettled_gpu_nodes", 0, whole=True)
         ),
+        slow_gpu_nodes=int(
+            _num(slow.get("count", 0), "faults.slow_gpu_nodes.count", 0, whole=True)
+        ),
+        slow_gpu_factor=_num(slow.get("factor", 2.5), "faults.slow_gpu_nodes.factor", 1),
         hang_first=int(_num(f.get("hang_first", 0), "faults.hang_first", 0, whole=True)),
     )
 

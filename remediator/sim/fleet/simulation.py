@@ -64,8 +64,14 @@ class Simulation:
         self.profile = PROFILES[scenario.profile]
         self._params = params(self.profile)
         faults = scenario.faults
+        slow_from = scenario.node_count - faults.slow_gpu_nodes
         self.nodes = [
-            Node(node_name(i), scenario.gpus_per_node, i < faults.unsettled_gpu_nodes)
+            Node(
+                node_name(i),
+                scenario.gpus_per_node,
+                i < faults.unsettled_gpu_nodes,
+                faults.slow_gpu_factor if i >= slow_from else 1.0,
+            )
             for i in range(scenario.node_count)
         ]
         self.deps = [Deployment(spec) for spec in scenario.deployments]
@@ -350,9 +356,9 @@ class Simulation:
         pod.started = self.now
         self._pod(pod, "running")
         self._see("started", pod)
-        init = pod.draws.phase("engine_init", 50)
         node = pod.node
         assert node is not None
+        init = pod.draws.phase("engine_init", 50) * node.pace
         if node.unsettled and not node.alerted:
             node.alerted = True
             self._push(self.now + ALERT_AFTER_S, _INPUT, ("alert", node))
