@@ -54,9 +54,11 @@ class ProgressConfig:
     that step took the model's siblings (never less than `floor_s`), and hung when that
     lasts `checks` checks in a row; then it is deleted, before its phase budget. While the
     step it is in is judged this way, the phase budget does not apply: a start that keeps
-    ending steps is never deleted for being slow overall. A step with fewer than
-    `min_samples` siblings' times, or a pod whose log is not read (or no longer is: the
-    follow hit its byte bound or broke), keeps the phase budget.
+    ending steps is never deleted for being slow overall, and one that has run slow so far
+    (a slow node: its ended steps took 1.5 times or more what they took its siblings) has
+    its limit widened by that pace, up to 4 times (`stall.pace_of`): slow is not stuck. A
+    step with fewer than `min_samples` siblings' times, or a pod whose log is not read (or
+    no longer is: the follow hit its byte bound or broke), keeps the phase budget.
 
     On, at a 30 s floor and twice the siblings' P95, by simulation
     (docs/simulation-defaults.md): hangs in torch.compile and CUDA graph capture are found

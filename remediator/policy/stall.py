@@ -39,6 +39,19 @@ from remediator.timeline.model import PodTimeline
 # with 5% hangs (untuned 886 → 894 s; tuned, whose stretch is under the floor, not at all).
 FIRST_STRETCH_MARGIN = 1.5
 
+# A pod that has run slow so far (a slow node: a throttled GPU, a slow local disk) runs as
+# slow in the stretch it is in: its limit widens by its pace (`pace_of`), up to MAX_PACE
+# times, once that pace reaches PACE_FROM; under it a healthy pod's ordinary spread, and so
+# a hung pod's before its hang, widens nothing, and a hang is found as soon as before.
+# Found by random fleets with slow GPU nodes (bench_random_fleets; engine init 1.5-3× as
+# long there): judged by its siblings' times alone, 19 healthy pods were deleted in 7 of
+# fleets 1-330, all on nodes 3× slow, each after stretches it had ended at 2-3× its
+# siblings' pace. With the pace, none; from 2 (not 1.5), 2; by the least ratio of any one
+# step (not the sum), 2. The example fleets' P99 with hangs moved by nothing.
+MAX_PACE = 4.0
+PACE_QUANTILE = 0.5  # the siblings' median: what a pod of their pace takes
+PACE_FROM = 1.5
+
 
 @dataclass(frozen=True, slots=True)
 class Stall:
@@ -46,19 +59,23 @@ class Stall:
 
     step: str  # where vLLM's log says the engine is
     began: float  # the last step's line, or the container's start
-    limit: float  # seconds the stretch may take: max(floor, factor × the siblings' quantile)
+    limit: float  # seconds the stretch may take: max(floor, factor × pace × siblings' quantile)
     siblings_s: float  # the siblings' quantile for the stretch
     samples: int  # how many siblings' times that is from
     timed_as: str  # the step whose times those are
-    factor: float  # the limit's multiple of the siblings' quantile (above the floor)
+    factor: float  # the limit's multiple of the siblings' quantile (above the floor), pace in
+    pace: float = 1.0  # how far behind its siblings its ended stretches were (`pace_of`)
+    unpaced: float = 0.0  # the limit before the pace widened it: what times a hedge
 
     def due(self, checks: int, interval_s: float) -> float:
         """When the pod is hung: stalled for `checks` checks in a row."""
         return self.began + self.limit + (checks - 1) * interval_s
 
     def hedge_due(self, share: float) -> float:
-        """When a hedge starts: the stretch has run `share` of its limit."""
-        return self.began + share * self.limit
+        """When a hedge starts: the stretch has run `share` of its limit as its siblings'
+        times set it, unwidened by the pod's pace (a hedge deletes nothing that is not
+        beaten, and a replica on a slow node is one a hedge elsewhere may well beat)."""
+        return self.began + share * self.unpaced
 
     def reason(self, cfg: ProgressConfig, model: str, checks: int, now: float) -> str:
         """Which step stalled, and how its time compares with the siblings'."""
@@ -68,11 +85,14 @@ class Stall:
             there = "from their container's start to their first step line"
         elif self.timed_as != self.step:
             what += f" (timed as {self.timed_as})"
+        slow = ""
+        if self.pace > 1.0:
+            slow = f", widened {self.pace:.3g}× by its own pace so far against its siblings'"
         return (
             f"engine_init stalled {what} for {now - self.began:.0f}s, over its "
             f"{self.limit:.0f}s limit for {checks} checks in a row: {self.samples} siblings "
             f"of {model} took {self.siblings_s:.0f}s {there} (P{cfg.quantile * 100:g}; limit "
-            f"{self.factor:.3g}× that, at least {cfg.floor_s:.0f}s)"
+            f"{self.factor:.3g}× that{slow}, at least {cfg.floor_s:.0f}s)"
         )
 
 
@@ -119,15 +139,48 @@ def stall_of(t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory) -> Stal
     samples = history.count(model, step_key(timed_as))
     factor = cfg.factor * (FIRST_STRETCH_MARGIN if timed_as == BEFORE_FIRST_STEP else 1.0)
     factor *= history.margin(model, step_key(timed_as))
+    pace = pace_of(t, cfg, history, model, started)
     return Stall(
         step=step,
         began=began,
-        limit=max(cfg.floor_s, factor * siblings),
+        limit=max(cfg.floor_s, factor * pace * siblings),
         siblings_s=siblings,
         samples=samples,
         timed_as=timed_as,
-        factor=factor,
+        factor=factor * pace,
+        pace=pace,
+        unpaced=max(cfg.floor_s, factor * siblings),
     )
+
+
+def pace_of(
+    t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory, model: str, started: float | None
+) -> float:
+    """How far behind its siblings the pod has been so far: the stretches it has ended, summed,
+    over what those took its siblings at the median, summed (the stretch before its first
+    step line alone, where that is all it has ended); 1 under PACE_FROM, at most MAX_PACE,
+    and 1 where no sibling timed them. A sum, not step by step: one step's spread is wide
+    (a pod 3× slow everywhere had steps under its siblings' P95), a whole run's is not."""
+    assert t.engine is not None
+    own = t.engine.durations(started, None)  # (its first step timed from the container's start)
+    if not own:
+        first = t.engine.first_step(started)
+        if started is None or first is None:
+            return 1.0
+        own = {BEFORE_FIRST_STEP: max(0.0, first - started)}
+    elif "torch_compile" in own and t.engine.compile_missed(started):
+        own = {COMPILE_MISSED if s == "torch_compile" else s: v for s, v in own.items()}
+    took = usual = 0.0
+    for step, seconds in own.items():
+        median = history.quantile(model, step_key(step), PACE_QUANTILE, cfg.min_samples)
+        if median is not None:
+            took, usual = took + seconds, usual + median
+    if usual <= 0.0:
+        return 1.0
+    # The floor's worth of the siblings' pace counted in: a stretch short beside the floor,
+    # where a few seconds make a large ratio (NCCL init: 25 s against 5 s), widens little.
+    pace = (took + cfg.floor_s) / (usual + cfg.floor_s)
+    return min(MAX_PACE, pace) if pace >= PACE_FROM else 1.0
 
 
 @dataclass(frozen=True, slots=True)

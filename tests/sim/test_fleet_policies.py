@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -261,3 +262,31 @@ def test_the_oracle_section_runs_each_policy_on_each_fleet() -> None:
 def windows_stage() -> int:
     """The hedge budget's place in the guard's stages."""
     return build_pipeline().names.index("hedge_budget")
+
+
+def test_slow_gpu_nodes_are_waited_for_not_remediated() -> None:
+    """Half the nodes of an untuned fleet of small models run engine init three times as long
+    (a throttled GPU, a slow local disk), with no hang anywhere. Their pods are slower than
+    every sibling at each step; the default deletes none of them (judged by the siblings'
+    times alone, 11 were deleted here, healthy)."""
+    deps = tuple(DeploymentSpec(f"vllm-small-{i}", f"example/small-{i}-7B", 6, tp=1)
+                 for i in range(4))  # fmt: skip
+    scenario = Scenario(
+        name="slow-nodes", profile="untuned", duration_s=2 * 3600, seeds=(1, 2),
+        node_count=8, gpus_per_node=8, deployments=deps, scale=ScaleLoad(900, 2, 12),
+        faults=Faults(slow_gpu_nodes=4, slow_gpu_factor=3.0),
+    )  # fmt: skip
+    inits: dict[bool, list[float]] = {True: [], False: []}
+
+    def watch(what: str, now: float, obj: object) -> None:
+        if what == "ready":
+            pod: Any = obj
+            inits[pod.node.pace > 1.0].append(now - pod.started)
+
+    for seed in scenario.seeds:
+        result = Simulation(
+            scenario, seed, CorePolicy("default", PolicyFile()), observer=watch
+        ).run()
+        assert result.deletions == result.false_kills == result.kill_loops == 0
+    slow, usual = sorted(inits[True]), sorted(inits[False])
+    assert len(slow) > 20 and slow[len(slow) // 2] > 2.5 * usual[len(usual) // 2]

@@ -1,0 +1,123 @@
+"""A pod's pace widens its stall limit: one that has run slow so far (a slow node) runs as slow
+in the stretch it is in, and is not deleted for it. Real vLLM lines (tests/data/vllm_logs) at
+made-up times on one pod, as in test_stall.py; the siblings' times are given."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from remediator.policy.config import ProgressConfig
+from remediator.policy.history import PhaseHistory, few_samples_margin, step_key
+from remediator.policy.stall import MAX_PACE, PACE_FROM, pace_of, stall_of
+from tests.policy.test_stall import STARTED, V0_WEIGHTS, _line, _pod
+from tests.timeline.streams import MODEL
+
+CFG = ProgressConfig(enabled=True, factor=2.0, floor_s=30.0)
+FEW = few_samples_margin(5, 50)  # five siblings' times, of a window of 50
+BANNER = _line("2024-05-v0.4.2-kv-cache.log", "Initializing an LLM engine")
+LOAD = _line("2025-04-v0.7-v0-profiling.log", "Starting to load model")
+
+
+def _history(**steps: float) -> PhaseHistory:
+    """Five siblings whose every stretch took what is given."""
+    history = PhaseHistory(50)
+    for step, seconds in steps.items():
+        for _ in range(5):
+            history.add(MODEL, step_key(step), seconds)
+    return history
+
+
+def _siblings() -> PhaseHistory:
+    # From the container's start: 10 s to the first step line, 40 s to the weights in; then
+    # 60 s of profiling memory.
+    return _history(before_first_step=10, weights=40, memory_profiling=60)
+
+
+def _after_weights(weights_s: float) -> float:
+    """The stall limit in memory_profiling of a pod whose weights were in `weights_s` after
+    its container started."""
+    stall = stall_of(_pod([(STARTED + weights_s, V0_WEIGHTS)]), CFG, _siblings())
+    assert stall is not None and stall.step == "memory_profiling"
+    return stall.limit
+
+
+UNPACED = 2.0 * FEW * 60  # 184.8 s
+
+
+def test_a_pod_at_its_siblings_pace_keeps_its_limit() -> None:
+    assert _after_weights(40) == pytest.approx(UNPACED)
+    assert _after_weights(50) == pytest.approx(UNPACED)  # 80 over 70: under PACE_FROM
+
+
+def test_a_pod_three_times_as_slow_so_far_gets_a_limit_as_much_wider() -> None:
+    """Its weights in at 150 s, its siblings' at 40: (150 + 30) over (40 + 30), the floor's
+    worth of the siblings' pace counted in: 2.57 times."""
+    pace = (150 + 30) / (40 + 30)
+    assert pace >= PACE_FROM
+    t = _pod([(STARTED + 150, V0_WEIGHTS)])
+    stall = stall_of(t, CFG, _siblings())
+    assert stall is not None
+    assert stall.pace == pytest.approx(pace)
+    assert stall.limit == pytest.approx(UNPACED * pace)
+    assert stall.unpaced == pytest.approx(UNPACED)
+    # a hedge is timed by the siblings' limit alone: a slow replica is one a hedge may beat
+    assert stall.hedge_due(0.5) == pytest.approx(stall.began + 0.5 * UNPACED)
+    reason = stall.reason(CFG, MODEL, 3, stall.began + stall.limit + 20)
+    assert f"limit {2 * FEW * pace:.3g}× that, widened {pace:.3g}× by its own pace" in reason
+
+
+def test_the_widening_stops_at_max_pace() -> None:
+    assert _after_weights(1000) == pytest.approx(UNPACED * MAX_PACE)
+
+
+def test_before_its_weights_the_stretch_to_its_first_step_line_tells_its_pace() -> None:
+    """Banner, then its first step line 100 s after its container started (siblings: 10 s):
+    it loads its weights judged at (100 + 30) / (10 + 30) = 3.25 times the siblings' limit."""
+    t = _pod([(STARTED + 2, BANNER), (STARTED + 100, LOAD)])
+    stall = stall_of(t, CFG, _siblings())
+    assert stall is not None and stall.step == "weights"
+    assert stall.pace == pytest.approx(130 / 40)
+    assert stall.limit == pytest.approx(2 * FEW * 40 * 130 / 40)
+
+
+def test_a_short_stretch_slow_by_seconds_widens_nothing() -> None:
+    """25 s to the first step line against 10 s: 2.5 times, but 15 s beside a 30 s floor."""
+    t = _pod([(STARTED + 2, BANNER), (STARTED + 25, LOAD)])
+    stall = stall_of(t, CFG, _siblings())
+    assert stall is not None and stall.pace == 1.0
+    assert stall.limit == pytest.approx(2 * FEW * 40)
+
+
+def test_stretches_no_sibling_timed_tell_no_pace() -> None:
+    t = _pod([(STARTED + 2, BANNER), (STARTED + 100, LOAD)])
+    history = _history(weights=40)  # no sibling's banner seen: the first stretch untimed
+    assert pace_of(t, CFG, history, MODEL, t.started_at()) == 1.0
+    stall = stall_of(t, CFG, history)
+    assert stall is not None and stall.limit == pytest.approx(2 * FEW * 40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    first=st.floats(0.5, 2000),
+    weights=st.floats(0.5, 3000),
+    siblings_first=st.floats(0.1, 500),
+    siblings_weights=st.floats(0.1, 800),
+    slower=st.floats(1.0, 10.0),
+)
+def test_pace_is_one_or_between_its_bounds_and_a_slower_pod_never_gets_less(
+    first: float, weights: float, siblings_first: float, siblings_weights: float, slower: float
+) -> None:
+    history = _history(before_first_step=siblings_first, weights=siblings_weights,
+                       memory_profiling=30)  # fmt: skip
+
+    def pace(scale: float) -> float:
+        lines = [(STARTED + 0.1, BANNER), (STARTED + scale * first, LOAD),
+                 (STARTED + scale * (first + weights), V0_WEIGHTS)]  # fmt: skip
+        t = _pod(lines)
+        return pace_of(t, CFG, history, MODEL, t.started_at())
+
+    at, slow = pace(1.0), pace(slower)
+    assert at == 1.0 or PACE_FROM <= at <= MAX_PACE
+    assert slow >= at
