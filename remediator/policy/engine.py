@@ -33,6 +33,7 @@ from remediator.policy.hedge import cold_start_gpu_s, decide_hedge, short_of_gpu
 from remediator.policy.history import PhaseHistory, budget, expected_cold_start, step_key
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored, Outcome
+from remediator.policy.pace import NodePaces, ratio_of
 from remediator.policy.stall import Pace, Stall, learn_steps, own_pace, stall_of
 from remediator.policy.stuck import (
     Facts,
@@ -67,6 +68,7 @@ class PolicyEngine:
         self.config = config
         self.tracker = tracker
         self.history = PhaseHistory(config.stuck_pod.adaptive.window)
+        self.node_paces = NodePaces()  # how the last cold starts on each node ran
         self.workloads: dict[str, Workload] = {}
         self._timers: list[tuple[float, int, str, str, float]] = []
         self._seq = count()
@@ -479,7 +481,7 @@ class PolicyEngine:
     def _stall(self, t: PodTimeline, state: str) -> Stall | None:
         if state != "engine_init":
             return None
-        return stall_of(t, self.config.stuck_pod.progress, self.history)
+        return stall_of(t, self.config.stuck_pod.progress, self.history, self.node_paces)
 
     def _on_step(self, item: EngineStep | EngineSpan) -> None:
         """A step line or span: the pod's engine moved on (or said where it is); judge it
@@ -506,6 +508,11 @@ class PolicyEngine:
         total = t.total()
         if total is not None:
             self.history.add(model, "total", total)
+        if t.node is not None:  # how its node ran it, against the siblings before it
+            ratio = ratio_of(t, self.config.stuck_pod.progress, self.history, model,
+                             t.started_at())  # fmt: skip
+            if ratio is not None:
+                self.node_paces.learn(t.node, ratio)
         learn_steps(t, self.history)  # what each vLLM step took it
         if self._hedging:
             self.fresh_gpu_s += cold_start_gpu_s(t)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from remediator.inputs.vllm_log import COMPILE_MISSED, ENGINE_STARTED, LOG_ENDED
 from remediator.policy.config import ProgressConfig
 from remediator.policy.history import PhaseHistory, step_key
+from remediator.policy.pace import NodePaces, pace_of
 from remediator.timeline.engine_steps import BEFORE_FIRST_STEP, TIMELINE_STEPS
 from remediator.timeline.model import PodTimeline
 
@@ -38,19 +39,6 @@ from remediator.timeline.model import PodTimeline
 # siblings' 42 s); at 1.5 times it (3) none did, and the example fleets' P99 moved by under 1%
 # with 5% hangs (untuned 886 → 894 s; tuned, whose stretch is under the floor, not at all).
 FIRST_STRETCH_MARGIN = 1.5
-
-# A pod that has run slow so far (a slow node: a throttled GPU, a slow local disk) runs as
-# slow in the stretch it is in: its limit widens by its pace (`pace_of`), up to MAX_PACE
-# times, once that pace reaches PACE_FROM; under it a healthy pod's ordinary spread, and so
-# a hung pod's before its hang, widens nothing, and a hang is found as soon as before.
-# Found by random fleets with slow GPU nodes (bench_random_fleets; engine init 1.5-3× as
-# long there): judged by its siblings' times alone, 19 healthy pods were deleted in 7 of
-# fleets 1-330, all on nodes 3× slow, each after stretches it had ended at 2-3× its
-# siblings' pace. With the pace, none; from 2 (not 1.5), 2; by the least ratio of any one
-# step (not the sum), 2. The example fleets' P99 with hangs moved by nothing.
-MAX_PACE = 4.0
-PACE_QUANTILE = 0.5  # the siblings' median: what a pod of their pace takes
-PACE_FROM = 1.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +54,7 @@ class Stall:
     factor: float  # the limit's multiple of the siblings' quantile (above the floor), pace in
     pace: float = 1.0  # how far behind its siblings its ended stretches were (`pace_of`)
     unpaced: float = 0.0  # the limit before the pace widened it: what times a hedge
+    paced_by: str = ""  # whose pace widened it: the pod's own so far, or its node's
 
     def due(self, checks: int, interval_s: float) -> float:
         """When the pod is hung: stalled for `checks` checks in a row."""
@@ -87,7 +76,7 @@ class Stall:
             what += f" (timed as {self.timed_as})"
         slow = ""
         if self.pace > 1.0:
-            slow = f", widened {self.pace:.3g}× by its own pace so far against its siblings'"
+            slow = f", widened {self.pace:.3g}× by {self.paced_by} against its siblings'"
         return (
             f"engine_init stalled {what} for {now - self.began:.0f}s, over its "
             f"{self.limit:.0f}s limit for {checks} checks in a row: {self.samples} siblings "
@@ -96,9 +85,12 @@ class Stall:
         )
 
 
-def stall_of(t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory) -> Stall | None:
-    """The stretch the pod's engine is in, judged by its siblings; None when progress is off,
-    the pod's log says nothing, or too few siblings went through the stretch."""
+def stall_of(
+    t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory, nodes: NodePaces | None = None
+) -> Stall | None:
+    """The stretch the pod's engine is in, judged by its siblings (its limit widened by its
+    pace, or its node's: `pace.pace_of`); None when progress is off, the pod's log says
+    nothing, or too few siblings went through the stretch."""
     if not cfg.enabled or t.engine is None:
         return None
     started = t.started_at()
@@ -139,7 +131,7 @@ def stall_of(t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory) -> Stal
     samples = history.count(model, step_key(timed_as))
     factor = cfg.factor * (FIRST_STRETCH_MARGIN if timed_as == BEFORE_FIRST_STEP else 1.0)
     factor *= history.margin(model, step_key(timed_as))
-    pace = pace_of(t, cfg, history, model, started)
+    pace, paced_by = pace_of(t, cfg, history, model, started, nodes)
     return Stall(
         step=step,
         began=began,
@@ -150,37 +142,8 @@ def stall_of(t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory) -> Stal
         factor=factor * pace,
         pace=pace,
         unpaced=max(cfg.floor_s, factor * siblings),
+        paced_by=paced_by,
     )
-
-
-def pace_of(
-    t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory, model: str, started: float | None
-) -> float:
-    """How far behind its siblings the pod has been so far: the stretches it has ended, summed,
-    over what those took its siblings at the median, summed (the stretch before its first
-    step line alone, where that is all it has ended); 1 under PACE_FROM, at most MAX_PACE,
-    and 1 where no sibling timed them. A sum, not step by step: one step's spread is wide
-    (a pod 3× slow everywhere had steps under its siblings' P95), a whole run's is not."""
-    assert t.engine is not None
-    own = t.engine.durations(started, None)  # (its first step timed from the container's start)
-    if not own:
-        first = t.engine.first_step(started)
-        if started is None or first is None:
-            return 1.0
-        own = {BEFORE_FIRST_STEP: max(0.0, first - started)}
-    elif "torch_compile" in own and t.engine.compile_missed(started):
-        own = {COMPILE_MISSED if s == "torch_compile" else s: v for s, v in own.items()}
-    took = usual = 0.0
-    for step, seconds in own.items():
-        median = history.quantile(model, step_key(step), PACE_QUANTILE, cfg.min_samples)
-        if median is not None:
-            took, usual = took + seconds, usual + median
-    if usual <= 0.0:
-        return 1.0
-    # The floor's worth of the siblings' pace counted in: a stretch short beside the floor,
-    # where a few seconds make a large ratio (NCCL init: 25 s against 5 s), widens little.
-    pace = (took + cfg.floor_s) / (usual + cfg.floor_s)
-    return min(MAX_PACE, pace) if pace >= PACE_FROM else 1.0
 
 
 @dataclass(frozen=True, slots=True)

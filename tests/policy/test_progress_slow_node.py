@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import pytest
 
+from remediator.policy.pace import MAX_PACE
+from tests.data import vllm_logs
 from tests.policy.builders import T0, pod
-from tests.policy.conftest import make_run
+from tests.policy.conftest import Run, make_run
 from tests.policy.test_progress import READY, _name, _start, _uid
-from tests.policy.test_progress_first_step import POLICY, WITH_BANNER, _deleted_after, _siblings
+from tests.policy.test_progress_first_step import (
+    BANNER,
+    POLICY,
+    WITH_BANNER,
+    _deleted_after,
+    _siblings,
+)
 
 
 def _slow(k: float) -> list[tuple[float, str]]:
@@ -50,3 +58,50 @@ def test_a_hang_on_a_slow_node_is_still_found_and_the_reason_says_why_later() ->
     reason = run.decisions[0].reason
     assert "stalled in vLLM step kv_cache (timed as cuda_graphs)" in reason
     assert f"widened {pace:.3g}× by its own pace so far against its siblings'" in reason
+
+
+SLOW_NODE = "gpu-node-slow"
+
+
+def _slow_pods_ready(run: Run, created: float, n: int) -> float:
+    """`n` healthy cold starts six times as slow as their siblings, on SLOW_NODE."""
+    for i in range(10, 10 + n):
+        started = created + 10.0
+        run.feed(pod(_name(i), _uid(i), created=created, scheduled=created + 1,
+                     started=started, node=SLOW_NODE))  # fmt: skip
+        for at, line in _slow(SLOW):
+            run.feed(vllm_logs.engine_log("llm", _name(i), line, T0 + started + at))
+        run.feed(pod(_name(i), _uid(i), created=created, scheduled=created + 1,
+                     started=started, ready=started + SLOW * READY, node=SLOW_NODE))  # fmt: skip
+        created += 1000.0
+    assert run.decisions == []
+    return created
+
+
+def _hung_in_nccl_init(slow_before: int, node: str = SLOW_NODE) -> tuple[float, str]:
+    """After five siblings and `slow_before` slow cold starts on SLOW_NODE: when a pod on
+    `node` whose banner is its last line is deleted, after its container's start, and why."""
+    run = make_run(POLICY)
+    created = _slow_pods_ready(run, _siblings(run, WITH_BANNER), slow_before)
+    started = created + 10.0
+    run.feed(pod(_name(9), _uid(9), created=created, scheduled=created + 1, started=started,
+                 node=node))  # fmt: skip
+    run.feed(vllm_logs.engine_log("llm", _name(9), BANNER[1], T0 + started + BANNER[0]))
+    run.at(T0 + started + 3600)
+    return _deleted_after(run, started), run.decisions[0].reason
+
+
+def test_before_its_first_step_line_a_pod_is_timed_by_its_nodes_pace() -> None:
+    """Nothing it logged tells its pace yet; its node's last two cold starts ran six times
+    their siblings' (widening at most 4 times): a hang in NCCL init there is found after 4
+    times the limit it has on another node, and the reason says whose pace that is."""
+    elsewhere, _ = _hung_in_nccl_init(2, node="gpu-node-1")
+    after, reason = _hung_in_nccl_init(2)
+    assert after - 20 == pytest.approx(MAX_PACE * (elsewhere - 20))
+    assert "widened 4× by the pace of its node's last cold starts" in reason
+
+
+def test_one_slow_cold_start_on_a_node_tells_nothing_of_it() -> None:
+    elsewhere, _ = _hung_in_nccl_init(1, node="gpu-node-1")
+    after, reason = _hung_in_nccl_init(1)
+    assert after == elsewhere and "widened" not in reason

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from remediator.policy.config import ProgressConfig
 from remediator.policy.history import PhaseHistory, few_samples_margin, step_key
-from remediator.policy.stall import MAX_PACE, PACE_FROM, pace_of, stall_of
+from remediator.policy.pace import MAX_PACE, NODE, OWN, PACE_FROM, NodePaces, pace_of
+from remediator.policy.stall import stall_of
 from tests.policy.test_stall import STARTED, V0_WEIGHTS, _line, _pod
 from tests.timeline.streams import MODEL
 
@@ -93,7 +94,7 @@ def test_a_short_stretch_slow_by_seconds_widens_nothing() -> None:
 def test_stretches_no_sibling_timed_tell_no_pace() -> None:
     t = _pod([(STARTED + 2, BANNER), (STARTED + 100, LOAD)])
     history = _history(weights=40)  # no sibling's banner seen: the first stretch untimed
-    assert pace_of(t, CFG, history, MODEL, t.started_at()) == 1.0
+    assert pace_of(t, CFG, history, MODEL, t.started_at()) == (1.0, "")
     stall = stall_of(t, CFG, history)
     assert stall is not None and stall.limit == pytest.approx(2 * FEW * 40)
 
@@ -116,8 +117,41 @@ def test_pace_is_one_or_between_its_bounds_and_a_slower_pod_never_gets_less(
         lines = [(STARTED + 0.1, BANNER), (STARTED + scale * first, LOAD),
                  (STARTED + scale * (first + weights), V0_WEIGHTS)]  # fmt: skip
         t = _pod(lines)
-        return pace_of(t, CFG, history, MODEL, t.started_at())
+        return pace_of(t, CFG, history, MODEL, t.started_at())[0]
 
     at, slow = pace(1.0), pace(slower)
     assert at == 1.0 or PACE_FROM <= at <= MAX_PACE
     assert slow >= at
+
+
+def test_a_nodes_pace_is_the_median_of_its_last_cold_starts_once_there_are_two() -> None:
+    paces = NodePaces(window=3)
+    assert paces.of("n1") == paces.of(None) == 1.0
+    paces.learn("n1", 3.0)
+    assert paces.of("n1") == 1.0  # one cold start tells nothing of its node
+    paces.learn("n1", 2.0)
+    assert paces.of("n1") == 2.5
+    for ratio in (1.0, 1.1, 4.0):
+        paces.learn("n1", ratio)
+    assert paces.of("n1") == 1.1  # the last three: 1.0, 1.1, 4.0
+
+
+def test_at_capacity_the_node_learned_of_longest_ago_is_forgotten() -> None:
+    paces = NodePaces(window=3, nodes=2)
+    for node in ("a", "b", "a", "b"):
+        paces.learn(node, 3.0)
+    paces.learn("a", 3.0)  # a learned of last: b goes first
+    paces.learn("c", 3.0)
+    paces.learn("c", 3.0)
+    assert (paces.of("a"), paces.of("b"), paces.of("c")) == (3.0, 1.0, 3.0)
+
+
+def test_the_larger_of_its_own_pace_and_its_nodes_widens_the_limit() -> None:
+    t = _pod([(STARTED + 150, V0_WEIGHTS)])  # its own: 180 over 70, 2.57
+    node = NodePaces()
+    for _ in range(2):
+        node.learn(t.node or "", 3.5)
+    history = _siblings()
+    assert pace_of(t, CFG, history, MODEL, t.started_at(), node) == (3.5, NODE)
+    slow_own = _pod([(STARTED + 400, V0_WEIGHTS)])  # 430 over 70: past MAX_PACE
+    assert pace_of(slow_own, CFG, history, MODEL, slow_own.started_at(), node) == (MAX_PACE, OWN)

@@ -1,0 +1,106 @@
+"""Slow is not stuck: how far behind its siblings a pod's engine init has run so far, or the
+last cold starts on its node ran, by which its stall limit is widened (`stall.stall_of`).
+Pure: the pod's timeline, the history, what was learned of its node.
+
+A pod that has run slow so far (a slow node: a throttled GPU, a slow local disk) runs as slow
+in the stretch it is in: its limit widens by its pace, up to MAX_PACE times, once that pace
+reaches PACE_FROM; under it a healthy pod's ordinary spread, and so a hung pod's before its
+hang, widens nothing, and a hang is found as soon as before. Found by random fleets with slow
+GPU nodes (bench_random_fleets; engine init 1.5-3× as long there): judged by its siblings'
+times alone, 19 healthy pods were deleted in 7 of fleets 1-330, all on nodes 3× slow, each
+after stretches it had ended at 2-3× its siblings' pace. With its own pace, none; from 2 (not
+1.5), 2; by the least ratio of any one step (not the sum), 2. The example fleets' P99 with
+hangs moved by nothing.
+
+Before its first step line a pod has ended nothing that tells its pace: there the pace of
+the node's last cold starts does (`NodePaces`), and wherever it is the larger.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from remediator.inputs.vllm_log import COMPILE_MISSED
+from remediator.policy.config import ProgressConfig
+from remediator.policy.history import PhaseHistory, step_key
+from remediator.timeline.engine_steps import BEFORE_FIRST_STEP
+from remediator.timeline.model import PodTimeline
+
+MAX_PACE = 4.0
+PACE_QUANTILE = 0.5  # the siblings' median: what a pod of their pace takes
+PACE_FROM = 1.5
+OWN, NODE = "its own pace so far", "the pace of its node's last cold starts"
+
+
+class NodePaces:
+    """The ratio (`ratio_of`) of the last `window` healthy cold starts on each node; a node's
+    pace is their median once there are two. At most `nodes` nodes are kept, the ones
+    learned of longest ago forgotten first."""
+
+    def __init__(self, window: int = 3, nodes: int = 8192) -> None:
+        self._window = window
+        self._nodes = nodes
+        self._ratios: dict[str, deque[float]] = {}
+
+    def learn(self, node: str, ratio: float) -> None:
+        ratios = self._ratios.pop(node, None)
+        if ratios is None:
+            ratios = deque(maxlen=self._window)
+            if len(self._ratios) >= self._nodes:
+                del self._ratios[next(iter(self._ratios))]
+        ratios.append(ratio)
+        self._ratios[node] = ratios  # (last in order: learned of most recently)
+
+    def of(self, node: str | None) -> float:
+        ratios = self._ratios.get(node) if node is not None else None
+        if ratios is None or len(ratios) < 2:
+            return 1.0
+        ordered = sorted(ratios)
+        mid = len(ordered) // 2
+        return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def ratio_of(
+    t: PodTimeline, cfg: ProgressConfig, history: PhaseHistory, model: str, started: float | None
+) -> float | None:
+    """The stretches the pod has ended in this run, summed, over what those took its siblings
+    at the median, summed (the stretch before its first step line alone, where that is all
+    it has ended), with the floor's worth of the siblings' pace counted in on both sides: a
+    stretch short beside the floor, where a few seconds make a large ratio (NCCL init: 25 s
+    against 5 s), counts little. None where no sibling timed any of them. A sum, not step by
+    step: one step's spread is wide (a pod 3× slow everywhere had steps under its siblings'
+    P95), a whole run's is not."""
+    if t.engine is None:
+        return None
+    own = t.engine.durations(started, None)  # (its first step timed from the container's start)
+    if not own:
+        first = t.engine.first_step(started)
+        if started is None or first is None:
+            return None
+        own = {BEFORE_FIRST_STEP: max(0.0, first - started)}
+    elif "torch_compile" in own and t.engine.compile_missed(started):
+        own = {COMPILE_MISSED if s == "torch_compile" else s: v for s, v in own.items()}
+    took = usual = 0.0
+    for step, seconds in own.items():
+        median = history.quantile(model, step_key(step), PACE_QUANTILE, cfg.min_samples)
+        if median is not None:
+            took, usual = took + seconds, usual + median
+    if usual <= 0.0:
+        return None
+    return (took + cfg.floor_s) / (usual + cfg.floor_s)
+
+
+def pace_of(
+    t: PodTimeline,
+    cfg: ProgressConfig,
+    history: PhaseHistory,
+    model: str,
+    started: float | None,
+    nodes: NodePaces | None = None,
+) -> tuple[float, str]:
+    """How much the pod's stall limit widens, and by whose pace: the larger of its own ratio
+    so far and its node's; 1 under PACE_FROM, at most MAX_PACE."""
+    own = ratio_of(t, cfg, history, model, started) or 1.0
+    node = nodes.of(t.node) if nodes is not None else 1.0
+    pace, by = (own, OWN) if own >= node else (node, NODE)
+    return (min(MAX_PACE, pace), by) if pace >= PACE_FROM else (1.0, "")
