@@ -12,8 +12,11 @@ after stretches it had ended at 2-3× its siblings' pace. With its own pace, non
 1.5), 2; by the least ratio of any one step (not the sum), 2. The example fleets' P99 with
 hangs moved by nothing.
 
-Before its first step line a pod has ended nothing that tells its pace: there the pace of
-the node's last cold starts does (`NodePaces`), and wherever it is the larger.
+Until a pod has ended a step, what it has logged tells its pace little or nothing (the
+stretch to its first step line, or less): there the pace of the node's last cold starts
+(`NodePaces`) does, where it is the larger. After, its own does: a hung pod on a slow node
+whose own steps showed it a little slow is not held to its node's pace (on a tuned random
+fleet, every widening by the node's pace after a step had ended was a hung pod's, 1.7× later).
 """
 
 from __future__ import annotations
@@ -70,24 +73,8 @@ def ratio_of(
     against 5 s), counts little. None where no sibling timed any of them. A sum, not step by
     step: one step's spread is wide (a pod 3× slow everywhere had steps under its siblings'
     P95), a whole run's is not."""
-    if t.engine is None:
-        return None
-    own = t.engine.durations(started, None)  # (its first step timed from the container's start)
-    if not own:
-        first = t.engine.first_step(started)
-        if started is None or first is None:
-            return None
-        own = {BEFORE_FIRST_STEP: max(0.0, first - started)}
-    elif "torch_compile" in own and t.engine.compile_missed(started):
-        own = {COMPILE_MISSED if s == "torch_compile" else s: v for s, v in own.items()}
-    took = usual = 0.0
-    for step, seconds in own.items():
-        median = history.quantile(model, step_key(step), PACE_QUANTILE, cfg.min_samples)
-        if median is not None:
-            took, usual = took + seconds, usual + median
-    if usual <= 0.0:
-        return None
-    return (took + cfg.floor_s) / (usual + cfg.floor_s)
+    ended = _ended(t, started)
+    return _ratio(ended[0], cfg, history, model) if ended is not None else None
 
 
 def pace_of(
@@ -98,9 +85,41 @@ def pace_of(
     started: float | None,
     nodes: NodePaces | None = None,
 ) -> tuple[float, str]:
-    """How much the pod's stall limit widens, and by whose pace: the larger of its own ratio
-    so far and its node's; 1 under PACE_FROM, at most MAX_PACE."""
-    own = ratio_of(t, cfg, history, model, started) or 1.0
-    node = nodes.of(t.node) if nodes is not None else 1.0
+    """How much the pod's stall limit widens, and by whose pace: its own ratio so far; until
+    it has ended a step (the stretch to its first step line is all it can tell, or less),
+    its node's where that is larger. 1 under PACE_FROM, at most MAX_PACE."""
+    ended = _ended(t, started)
+    own = (_ratio(ended[0], cfg, history, model) if ended is not None else None) or 1.0
+    early = ended is None or ended[1]
+    node = nodes.of(t.node) if nodes is not None and early else 1.0
     pace, by = (own, OWN) if own >= node else (node, NODE)
     return (min(MAX_PACE, pace), by) if pace >= PACE_FROM else (1.0, "")
+
+
+def _ended(t: PodTimeline, started: float | None) -> tuple[dict[str, float], bool] | None:
+    """The stretches the pod ended in this run, by the step whose times judge them, and
+    whether that is only the one to its first step line; None when it ended none."""
+    if t.engine is None:
+        return None
+    own = t.engine.durations(started, None)  # (its first step timed from the container's start)
+    if not own:
+        first = t.engine.first_step(started)
+        if started is None or first is None:
+            return None
+        return {BEFORE_FIRST_STEP: max(0.0, first - started)}, True
+    if "torch_compile" in own and t.engine.compile_missed(started):
+        own = {COMPILE_MISSED if s == "torch_compile" else s: v for s, v in own.items()}
+    return own, False
+
+
+def _ratio(
+    own: dict[str, float], cfg: ProgressConfig, history: PhaseHistory, model: str
+) -> float | None:
+    took = usual = 0.0
+    for step, seconds in own.items():
+        median = history.quantile(model, step_key(step), PACE_QUANTILE, cfg.min_samples)
+        if median is not None:
+            took, usual = took + seconds, usual + median
+    if usual <= 0.0:
+        return None
+    return (took + cfg.floor_s) / (usual + cfg.floor_s)

@@ -146,12 +146,19 @@ def test_at_capacity_the_node_learned_of_longest_ago_is_forgotten() -> None:
     assert (paces.of("a"), paces.of("b"), paces.of("c")) == (3.0, 1.0, 3.0)
 
 
-def test_the_larger_of_its_own_pace_and_its_nodes_widens_the_limit() -> None:
-    t = _pod([(STARTED + 150, V0_WEIGHTS)])  # its own: 180 over 70, 2.57
+def test_until_it_ends_a_step_its_nodes_pace_counts_where_larger_then_its_own_alone() -> None:
     node = NodePaces()
-    for _ in range(2):
-        node.learn(t.node or "", 3.5)
     history = _siblings()
-    assert pace_of(t, CFG, history, MODEL, t.started_at(), node) == (3.5, NODE)
+    early = _pod([(STARTED + 2, BANNER), (STARTED + 60, LOAD)])  # its own: 90 over 40, 2.25
+    for _ in range(2):
+        node.learn(early.node or "", 3.5)
+    assert pace_of(early, CFG, history, MODEL, early.started_at(), node) == (3.5, NODE)
+    banner_only = _pod([(STARTED + 2, BANNER)])
+    assert pace_of(banner_only, CFG, history, MODEL, banner_only.started_at(), node) == (3.5, NODE)
+    ended = _pod([(STARTED + 150, V0_WEIGHTS)])  # its weights in: 180 over 70, 2.57
+    assert pace_of(ended, CFG, history, MODEL, ended.started_at(), node) == (
+        pytest.approx(180 / 70),
+        OWN,
+    )
     slow_own = _pod([(STARTED + 400, V0_WEIGHTS)])  # 430 over 70: past MAX_PACE
     assert pace_of(slow_own, CFG, history, MODEL, slow_own.started_at(), node) == (MAX_PACE, OWN)
