@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from remediator.contract.decision import Decision
@@ -42,6 +43,7 @@ __all__ = [
     "DeciderSink",
     "Settle",
     "TimelineMetrics",
+    "node_pace_gauges",
     "timeline_metrics",
     "tracker_gauges",
 ]
@@ -64,6 +66,33 @@ def tracker_gauges(deciders: Callable[[], Iterable[Decider]]) -> Collector:
     unfinished pod's time in its phase, nodes' clock skew), summed over `deciders()`: a
     Kafka worker's partitions, as serve's one session."""
     return TrackerCollector.of_many(lambda: [(d.tracker, d.now) for d in deciders()])
+
+
+class _NodePaces(Collector):
+    def __init__(self, deciders: Callable[[], Iterable[Decider]]) -> None:
+        self._deciders = deciders
+
+    def collect(self) -> Iterable[Metric]:
+        gauge = GaugeMetricFamily(
+            "remediator_node_engine_pace",
+            "How the last healthy cold starts on a node ran engine init against their "
+            "siblings' median (1: as fast; 3: three times as long), once there are two: a "
+            "slow node (a throttled GPU, a slow disk), which stall limits there wait out.",
+            labels=["node"],
+        )
+        paces: dict[str, float] = {}
+        for decider in self._deciders():
+            for node, pace in decider.engine.node_paces.known():
+                paces[node] = max(pace, paces.get(node, 0.0))
+        for node, pace in sorted(paces.items()):
+            gauge.add_metric([node], pace)
+        yield gauge
+
+
+def node_pace_gauges(deciders: Callable[[], Iterable[Decider]]) -> Collector:
+    """The pace of each node's last cold starts (`policy.pace.NodePaces`), the largest any of
+    `deciders()` knows (a Kafka worker's partitions each see their own pods)."""
+    return _NodePaces(deciders)
 
 
 def timeline_metrics(registry: CollectorRegistry | None = None) -> TimelineMetrics:

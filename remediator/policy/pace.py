@@ -22,6 +22,7 @@ fleet, every widening by the node's pace after a step had ended was a hung pod's
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 
 from remediator.inputs.vllm_log import COMPILE_MISSED
 from remediator.policy.config import ProgressConfig
@@ -53,6 +54,12 @@ class NodePaces:
                 del self._ratios[next(iter(self._ratios))]
         ratios.append(ratio)
         self._ratios[node] = ratios  # (last in order: learned of most recently)
+
+    def known(self) -> Iterable[tuple[str, float]]:
+        """Each node with a pace (two cold starts or more), and that pace."""
+        for node, ratios in self._ratios.items():
+            if len(ratios) >= 2:
+                yield node, self.of(node)
 
     def of(self, node: str | None) -> float:
         ratios = self._ratios.get(node) if node is not None else None

@@ -18,6 +18,7 @@ from aiohttp import web
 from kubernetes import client
 from prometheus_client import CollectorRegistry
 
+from remediator.core.decider import node_pace_gauges
 from remediator.core.guard import HedgeBudgetGauges
 from remediator.executors.argo import ArgoConfig, ArgoExecutor, Backoff
 from remediator.executors.secrets import read_token
@@ -114,6 +115,7 @@ class Service:
             keep = self.session.policy.rules.stuck_pod.adaptive.window
             self.shared.seed(keep, self.session.guard.pipeline.load_state)
         self.registry.register(TrackerCollector(self.session.tracker, lambda: self.session.now))
+        self.registry.register(node_pace_gauges(lambda: [self.session.decider]))
         self.registry.register(OutboxCollector(self.outbox))
         self.registry.register(HedgeBudgetGauges(lambda: [(self.session.guard, self.session.now)]))
         self.source_metrics = SourceMetrics.on(self.registry)

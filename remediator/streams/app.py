@@ -65,7 +65,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, gen
 from remediator.contract.codec import encode
 from remediator.contract.decision import Decision
 from remediator.contract.records import Feedback, GotThrough, Settled
-from remediator.core.decider import timeline_metrics, tracker_gauges
+from remediator.core.decider import node_pace_gauges, timeline_metrics, tracker_gauges
 from remediator.core.guard import FOREIGN_RECORDS, Guard, HedgeBudgetGauges, Verdicts
 from remediator.inputs.records import InputError
 from remediator.policy_file import PolicyFile
@@ -232,6 +232,7 @@ def build_app(
     thinning = {FEEDBACK_KEY: thin_feedback, BROADCAST: thin_broadcast}
     # The tracker's gauges (pods per phase, time in phase), summed over those partitions.
     registry.register(tracker_gauges(lambda: [core.decider for core in held.cores.values()]))
+    registry.register(node_pace_gauges(lambda: [core.decider for core in held.cores.values()]))
     # serve's gauge, per worker: 1 while any partition it holds holds pod deletions (its
     # ingest's word on the watch says behind, or has not come: streams/ingest_watch.py).
     Gauge("remediator_behind", "1 while pod deletions are held: the watch's picture may lag "

@@ -7,7 +7,9 @@ in test_progress_first_step.py."""
 from __future__ import annotations
 
 import pytest
+from prometheus_client import CollectorRegistry
 
+from remediator.core.decider import node_pace_gauges
 from remediator.policy.pace import MAX_PACE
 from tests.data import vllm_logs
 from tests.policy.builders import T0, pod
@@ -105,3 +107,16 @@ def test_one_slow_cold_start_on_a_node_tells_nothing_of_it() -> None:
     elsewhere, _ = _hung_in_nccl_init(1, node="gpu-node-1")
     after, reason = _hung_in_nccl_init(1)
     assert after == elsewhere and "widened" not in reason
+
+
+def test_each_nodes_pace_is_a_gauge() -> None:
+    """remediator_node_engine_pace: the slow node's last two cold starts ran six times their
+    siblings' (the floor's worth counted in: 4.9); the siblings' node 1: the sixth and the
+    seventh were timed by the five before them (none had five before them: no pace)."""
+    run = make_run(POLICY)
+    _slow_pods_ready(run, _siblings(run, WITH_BANNER, n=7), 2)
+    registry = CollectorRegistry()
+    registry.register(node_pace_gauges(lambda: [run.session.decider]))
+    slow = registry.get_sample_value("remediator_node_engine_pace", {"node": SLOW_NODE})
+    usual = registry.get_sample_value("remediator_node_engine_pace", {"node": "gpu-node-1"})
+    assert usual == pytest.approx(1.0) and slow is not None and 4.5 < slow < 5.5

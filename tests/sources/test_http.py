@@ -140,6 +140,7 @@ async def test_health_ready_and_metrics(service: Service, http: aiohttp.ClientSe
     for name in (
         "remediator_cold_start_phase_seconds",
         "remediator_pods_in_phase",
+        "remediator_node_engine_pace",
         "remediator_outbox_rows",
         "remediator_inputs_total",
         "remediator_leader",
