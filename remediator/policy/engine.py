@@ -68,7 +68,6 @@ class PolicyEngine:
         self.config = config
         self.tracker = tracker
         self.history = PhaseHistory(config.stuck_pod.adaptive.window)
-        self.node_paces = NodePaces()  # how the last cold starts on each node ran
         self.workloads: dict[str, Workload] = {}
         self._timers: list[tuple[float, int, str, str, float]] = []
         self._seq = count()
@@ -477,6 +476,12 @@ class PolicyEngine:
             workload = owner_workload(t.namespace, t.owner, t.labels) if t else None
         if workload is not None:
             self._fresh_short[workload] = now
+
+    @property
+    def node_paces(self) -> NodePaces:
+        """How the last cold starts on each node ran, in the history (which a Decider may
+        have replaced since: read at each call)."""
+        return NodePaces(self.history)
 
     def _stall(self, t: PodTimeline, state: str) -> Stall | None:
         if state != "engine_init":

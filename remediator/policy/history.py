@@ -39,6 +39,15 @@ class PhaseHistory:
         samples = self._samples.get((model, phase))
         return len(samples) if samples else 0
 
+    def recent(self, model: str, phase: str, n: int) -> list[float]:
+        """The last `n` samples, oldest first."""
+        samples = self._samples.get((model, phase))
+        return list(samples)[-n:] if samples else []
+
+    def models(self, phase: str) -> list[str]:
+        """Every model (or other key: policy.pace's nodes) with samples of `phase`."""
+        return [model for model, p in self._samples if p == phase]
+
     def margin(self, model: str, phase: str) -> float:
         """How much wider a limit set from these samples is made (`few_samples_margin`)."""
         return few_samples_margin(self.count(model, phase), self._window)

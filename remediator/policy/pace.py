@@ -21,7 +21,6 @@ fleet, every widening by the node's pace after a step had ended was a hung pod's
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable
 
 from remediator.inputs.vllm_log import COMPILE_MISSED
@@ -34,40 +33,38 @@ MAX_PACE = 4.0
 PACE_QUANTILE = 0.5  # the siblings' median: what a pod of their pace takes
 PACE_FROM = 1.5
 OWN, NODE = "its own pace so far", "the pace of its node's last cold starts"
+NODE_PREFIX, NODE_PHASE = "node:", "engine_pace"  # (no model's phase is called that)
 
 
 class NodePaces:
-    """The ratio (`ratio_of`) of the last `window` healthy cold starts on each node; a node's
-    pace is their median once there are two. At most `nodes` nodes are kept, the ones
-    learned of longest ago forgotten first."""
+    """Each node's pace: the median ratio (`ratio_of`) of its last WINDOW healthy cold starts,
+    once there are two. Kept in the model history, as samples of NODE_PHASE under the node's
+    key: where that history goes, they go (stored by serve across restarts, relayed between
+    a Kafka worker's partitions and from the others' like any cold start's phases)."""
 
-    def __init__(self, window: int = 3, nodes: int = 8192) -> None:
-        self._window = window
-        self._nodes = nodes
-        self._ratios: dict[str, deque[float]] = {}
+    WINDOW = 3
+
+    def __init__(self, history: PhaseHistory) -> None:
+        self._history = history
 
     def learn(self, node: str, ratio: float) -> None:
-        ratios = self._ratios.pop(node, None)
-        if ratios is None:
-            ratios = deque(maxlen=self._window)
-            if len(self._ratios) >= self._nodes:
-                del self._ratios[next(iter(self._ratios))]
-        ratios.append(ratio)
-        self._ratios[node] = ratios  # (last in order: learned of most recently)
+        self._history.add(NODE_PREFIX + node, NODE_PHASE, ratio)
+
+    def of(self, node: str | None) -> float:
+        if node is None:
+            return 1.0
+        ratios = sorted(self._history.recent(NODE_PREFIX + node, NODE_PHASE, self.WINDOW))
+        if len(ratios) < 2:
+            return 1.0
+        mid = len(ratios) // 2
+        return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
 
     def known(self) -> Iterable[tuple[str, float]]:
         """Each node with a pace (two cold starts or more), and that pace."""
-        for node, ratios in self._ratios.items():
-            if len(ratios) >= 2:
+        for key in self._history.models(NODE_PHASE):
+            node = key.removeprefix(NODE_PREFIX)
+            if len(self._history.recent(key, NODE_PHASE, 2)) == 2:
                 yield node, self.of(node)
-
-    def of(self, node: str | None) -> float:
-        ratios = self._ratios.get(node) if node is not None else None
-        if ratios is None or len(ratios) < 2:
-            return 1.0
-        ordered = sorted(ratios)
-        mid = len(ordered) // 2
-        return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def ratio_of(

@@ -14,8 +14,8 @@ from remediator.timeline.tracker import StateChange
 
 
 class Run:
-    def __init__(self, config: PolicyFile) -> None:
-        self.session = Session(config)
+    def __init__(self, config: PolicyFile, keeps_learned: bool = False) -> None:
+        self.session = Session(config, keeps_learned=keeps_learned)
         self.decisions: list[Decision] = []
         self.held: list[Suppressed] = []
         self.notes: list[Ignored] = []
@@ -64,5 +64,5 @@ def run() -> Run:
     return Run(load_policy(RELAXED))
 
 
-def make_run(text: str) -> Run:
-    return Run(load_policy(text))
+def make_run(text: str, keeps_learned: bool = False) -> Run:
+    return Run(load_policy(text), keeps_learned)

@@ -120,3 +120,16 @@ def test_each_nodes_pace_is_a_gauge() -> None:
     slow = registry.get_sample_value("remediator_node_engine_pace", {"node": SLOW_NODE})
     usual = registry.get_sample_value("remediator_node_engine_pace", {"node": "gpu-node-1"})
     assert usual == pytest.approx(1.0) and slow is not None and 4.5 < slow < 5.5
+
+
+def test_a_nodes_pace_is_stored_and_restored_with_the_history() -> None:
+    """What serve stores of what it learned (`Session.learned`), restored after a restart
+    (or relayed to a Kafka worker's other partitions as `Learned`), brings the node's pace
+    back with the models' phases."""
+    before = make_run(POLICY, keeps_learned=True)
+    _slow_pods_ready(before, _siblings(before, WITH_BANNER), 2)
+    pace = before.session.engine.node_paces.of(SLOW_NODE)
+    assert pace > 4.0
+    after = make_run(POLICY, keeps_learned=True)
+    after.session.restore_learned(before.session.learned())
+    assert after.session.engine.node_paces.of(SLOW_NODE) == pace

@@ -125,30 +125,23 @@ def test_pace_is_one_or_between_its_bounds_and_a_slower_pod_never_gets_less(
 
 
 def test_a_nodes_pace_is_the_median_of_its_last_cold_starts_once_there_are_two() -> None:
-    paces = NodePaces(window=3)
-    assert paces.of("n1") == paces.of(None) == 1.0
+    history = PhaseHistory(50)
+    paces = NodePaces(history)
+    assert paces.of("n1") == paces.of(None) == 1.0 and list(paces.known()) == []
     paces.learn("n1", 3.0)
-    assert paces.of("n1") == 1.0  # one cold start tells nothing of its node
+    assert paces.of("n1") == 1.0 and list(paces.known()) == []  # one tells nothing of it
     paces.learn("n1", 2.0)
-    assert paces.of("n1") == 2.5
+    assert paces.of("n1") == 2.5 and list(paces.known()) == [("n1", 2.5)]
     for ratio in (1.0, 1.1, 4.0):
         paces.learn("n1", ratio)
     assert paces.of("n1") == 1.1  # the last three: 1.0, 1.1, 4.0
-
-
-def test_at_capacity_the_node_learned_of_longest_ago_is_forgotten() -> None:
-    paces = NodePaces(window=3, nodes=2)
-    for node in ("a", "b", "a", "b"):
-        paces.learn(node, 3.0)
-    paces.learn("a", 3.0)  # a learned of last: b goes first
-    paces.learn("c", 3.0)
-    paces.learn("c", 3.0)
-    assert (paces.of("a"), paces.of("b"), paces.of("c")) == (3.0, 1.0, 3.0)
+    # kept in the history, beside the models' phases: where it goes, they go
+    assert NodePaces(history).of("n1") == 1.1 and history.count("node:n1", "engine_pace") == 5
 
 
 def test_until_it_ends_a_step_its_nodes_pace_counts_where_larger_then_its_own_alone() -> None:
-    node = NodePaces()
     history = _siblings()
+    node = NodePaces(history)
     early = _pod([(STARTED + 2, BANNER), (STARTED + 60, LOAD)])  # its own: 90 over 40, 2.25
     for _ in range(2):
         node.learn(early.node or "", 3.5)
