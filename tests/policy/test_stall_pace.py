@@ -9,25 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remediator.policy.config import ProgressConfig
-from remediator.policy.history import PhaseHistory, few_samples_margin, step_key
+from remediator.policy.history import PhaseHistory, few_samples_margin
 from remediator.policy.pace import MAX_PACE, NODE, OWN, PACE_FROM, NodePaces, pace_of
 from remediator.policy.stall import stall_of
-from tests.policy.test_stall import STARTED, V0_WEIGHTS, _line, _pod
+from tests.policy.test_stall import STARTED, V0_WEIGHTS, _history, _line, _pod
 from tests.timeline.streams import MODEL
 
 CFG = ProgressConfig(enabled=True, factor=2.0, floor_s=30.0)
 FEW = few_samples_margin(5, 50)  # five siblings' times, of a window of 50
 BANNER = _line("2024-05-v0.4.2-kv-cache.log", "Initializing an LLM engine")
 LOAD = _line("2025-04-v0.7-v0-profiling.log", "Starting to load model")
-
-
-def _history(**steps: float) -> PhaseHistory:
-    """Five siblings whose every stretch took what is given."""
-    history = PhaseHistory(50)
-    for step, seconds in steps.items():
-        for _ in range(5):
-            history.add(MODEL, step_key(step), seconds)
-    return history
 
 
 def _siblings() -> PhaseHistory:
