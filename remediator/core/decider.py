@@ -76,7 +76,7 @@ class _NodePaces(Collector):
         gauge = GaugeMetricFamily(
             "remediator_node_engine_pace",
             "How the last healthy cold starts on a node ran engine init against their "
-            "siblings' median (1: as fast; 3: three times as long), once there are two: a "
+            "siblings' median (1: as fast; 3: three times as long; the lower median of three): a "
             "slow node (a throttled GPU, a slow disk), which stall limits there wait out.",
             labels=["node"],
         )

@@ -65,26 +65,27 @@ def test_a_hang_on_a_slow_node_is_still_found_and_the_reason_says_why_later() ->
 SLOW_NODE = "gpu-node-slow"
 
 
-def _slow_pods_ready(run: Run, created: float, n: int) -> float:
-    """`n` healthy cold starts six times as slow as their siblings, on SLOW_NODE."""
-    for i in range(10, 10 + n):
+def _ready_on_slow_node(run: Run, created: float, paces: list[float]) -> float:
+    """Healthy cold starts on SLOW_NODE one after the other, each `paces[i]` times as slow
+    as their siblings."""
+    for i, k in enumerate(paces, start=10):
         started = created + 10.0
         run.feed(pod(_name(i), _uid(i), created=created, scheduled=created + 1,
                      started=started, node=SLOW_NODE))  # fmt: skip
-        for at, line in _slow(SLOW):
+        for at, line in _slow(k):
             run.feed(vllm_logs.engine_log("llm", _name(i), line, T0 + started + at))
         run.feed(pod(_name(i), _uid(i), created=created, scheduled=created + 1,
-                     started=started, ready=started + SLOW * READY, node=SLOW_NODE))  # fmt: skip
+                     started=started, ready=started + k * READY, node=SLOW_NODE))  # fmt: skip
         created += 1000.0
     assert run.decisions == []
     return created
 
 
-def _hung_in_nccl_init(slow_before: int, node: str = SLOW_NODE) -> tuple[float, str]:
-    """After five siblings and `slow_before` slow cold starts on SLOW_NODE: when a pod on
-    `node` whose banner is its last line is deleted, after its container's start, and why."""
+def _hung_in_nccl_init(paces: list[float], node: str = SLOW_NODE) -> tuple[float, str]:
+    """After five siblings and cold starts on SLOW_NODE at `paces`: when a pod on `node`
+    whose banner is its last line is deleted, after its container's start, and why."""
     run = make_run(POLICY)
-    created = _slow_pods_ready(run, _siblings(run, WITH_BANNER), slow_before)
+    created = _ready_on_slow_node(run, _siblings(run, WITH_BANNER), paces)
     started = created + 10.0
     run.feed(pod(_name(9), _uid(9), created=created, scheduled=created + 1, started=started,
                  node=node))  # fmt: skip
@@ -93,19 +94,22 @@ def _hung_in_nccl_init(slow_before: int, node: str = SLOW_NODE) -> tuple[float, 
     return _deleted_after(run, started), run.decisions[0].reason
 
 
-def test_before_its_first_step_line_a_pod_is_timed_by_its_nodes_pace() -> None:
-    """Nothing it logged tells its pace yet; its node's last two cold starts ran six times
-    their siblings' (widening at most 4 times): a hang in NCCL init there is found after 4
-    times the limit it has on another node, and the reason says whose pace that is."""
-    elsewhere, _ = _hung_in_nccl_init(2, node="gpu-node-1")
-    after, reason = _hung_in_nccl_init(2)
+@pytest.mark.parametrize("paces", [[SLOW], [SLOW, SLOW], [1.0, SLOW, SLOW]])
+def test_before_its_first_step_line_a_pod_is_timed_by_its_nodes_pace(paces: list[float]) -> None:
+    """Nothing it logged tells its pace yet; its node's last cold starts ran six times their
+    siblings' (widening at most 4 times): a hang in NCCL init there is found after 4 times
+    the limit it has on another node, and the reason says whose pace that is."""
+    elsewhere, _ = _hung_in_nccl_init(paces, node="gpu-node-1")
+    after, reason = _hung_in_nccl_init(paces)
     assert after - 20 == pytest.approx(MAX_PACE * (elsewhere - 20))
     assert "widened 4× by the pace of its node's last cold starts" in reason
 
 
-def test_one_slow_cold_start_on_a_node_tells_nothing_of_it() -> None:
-    elsewhere, _ = _hung_in_nccl_init(1, node="gpu-node-1")
-    after, reason = _hung_in_nccl_init(1)
+@pytest.mark.parametrize("paces", [[SLOW, 1.0], [SLOW, 1.0, 1.0]])
+def test_a_node_back_at_its_siblings_pace_widens_nothing(paces: list[float]) -> None:
+    """One slow cold start, then one at the siblings' pace: the lower of the two counts."""
+    elsewhere, _ = _hung_in_nccl_init(paces, node="gpu-node-1")
+    after, reason = _hung_in_nccl_init(paces)
     assert after == elsewhere and "widened" not in reason
 
 
@@ -114,7 +118,7 @@ def test_each_nodes_pace_is_a_gauge() -> None:
     siblings' (the floor's worth counted in: 4.9); the siblings' node 1: the sixth and the
     seventh were timed by the five before them (none had five before them: no pace)."""
     run = make_run(POLICY)
-    _slow_pods_ready(run, _siblings(run, WITH_BANNER, n=7), 2)
+    _ready_on_slow_node(run, _siblings(run, WITH_BANNER, n=7), [SLOW, SLOW])
     registry = CollectorRegistry()
     registry.register(node_pace_gauges(lambda: [run.session.decider]))
     slow = registry.get_sample_value("remediator_node_engine_pace", {"node": SLOW_NODE})
@@ -127,7 +131,7 @@ def test_a_nodes_pace_is_stored_and_restored_with_the_history() -> None:
     (or relayed to a Kafka worker's other partitions as `Learned`), brings the node's pace
     back with the models' phases."""
     before = make_run(POLICY, keeps_learned=True)
-    _slow_pods_ready(before, _siblings(before, WITH_BANNER), 2)
+    _ready_on_slow_node(before, _siblings(before, WITH_BANNER), [SLOW, SLOW])
     pace = before.session.engine.node_paces.of(SLOW_NODE)
     assert pace > 4.0
     after = make_run(POLICY, keeps_learned=True)

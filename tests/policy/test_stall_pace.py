@@ -115,14 +115,14 @@ def test_pace_is_one_or_between_its_bounds_and_a_slower_pod_never_gets_less(
     assert slow >= at
 
 
-def test_a_nodes_pace_is_the_median_of_its_last_cold_starts_once_there_are_two() -> None:
+def test_a_nodes_pace_is_the_lower_median_of_its_last_three_cold_starts() -> None:
     history = PhaseHistory(50)
     paces = NodePaces(history)
     assert paces.of("n1") == paces.of(None) == 1.0 and list(paces.known()) == []
     paces.learn("n1", 3.0)
-    assert paces.of("n1") == 1.0 and list(paces.known()) == []  # one tells nothing of it
-    paces.learn("n1", 2.0)
-    assert paces.of("n1") == 2.5 and list(paces.known()) == [("n1", 2.5)]
+    assert paces.of("n1") == 3.0 and list(paces.known()) == [("n1", 3.0)]
+    paces.learn("n1", 1.2)
+    assert paces.of("n1") == 1.2  # the lower of two: back at its siblings' pace
     for ratio in (1.0, 1.1, 4.0):
         paces.learn("n1", ratio)
     assert paces.of("n1") == 1.1  # the last three: 1.0, 1.1, 4.0
