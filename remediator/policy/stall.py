@@ -52,8 +52,8 @@ class Stall:
     samples: int  # how many siblings' times that is from
     timed_as: str  # the step whose times those are
     factor: float  # the limit's multiple of the siblings' quantile (above the floor), pace in
-    pace: float = 1.0  # how far behind its siblings its ended stretches were (`pace_of`)
-    unpaced: float = 0.0  # the limit before the pace widened it: what times a hedge
+    unpaced: float  # the limit before the pace widened it: what times a hedge
+    pace: float = 1.0  # how much the pod's pace, or its node's, widened it (`pace_of`)
     paced_by: str = ""  # whose pace widened it: the pod's own so far, or its node's
 
     def due(self, checks: int, interval_s: float) -> float:
