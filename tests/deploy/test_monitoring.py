@@ -21,6 +21,7 @@ def _exported() -> set[str]:
     """Every series name the service really exports, read off its own registries (so a
     rule or panel on a metric that does not exist fails here, not on a dashboard)."""
 
+    from remediator.core.decider import node_pace_gauges
     from remediator.metrics.export import TrackerCollector
     from remediator.runtime.metrics import RuntimeMetrics
     from remediator.session import Session
@@ -31,6 +32,7 @@ def _exported() -> set[str]:
     RuntimeMetrics.on(registry)
     SourceMetrics.on(registry)
     registry.register(TrackerCollector(session.tracker, lambda: 0.0))
+    registry.register(node_pace_gauges(lambda: [session.decider]))
     names = {"up", "ALERTS"}
     for family in registry.collect():
         names.add(family.name)
