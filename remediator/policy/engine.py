@@ -83,6 +83,10 @@ class PolicyEngine:
         # uid → (state, seq) of the one live timer of a pod: older ones are stale, so two
         # timers never decide twice at one instant, whatever armed them.
         self._armed: dict[str, tuple[str, int]] = {}
+        # Pods in engine init whose log is read but whose stretch no sibling has timed yet, by
+        # model: timed by their phase budget until a sibling's steps are learned, then judged
+        # by those (`_learn`), not left on the budget until its timer fires.
+        self._untimed: dict[str, set[str]] = {}
         # Superseding work per workload (a warmup for its newest image): what the guard held
         # and when to ask again, and the incident last let through.
         self._held_work: dict[str, Decision] = {}
@@ -153,6 +157,8 @@ class PolicyEngine:
         """The tracker dropped this pod (known from webhooks alone, over its bound): what
         was armed for it stands down (its timer, if any, finds no timeline and passes)."""
         self._armed.pop(uid, None)
+        for waiting in self._untimed.values():
+            waiting.discard(uid)
         self._deciding.pop(uid, None)
         self._hedged.discard(uid)
         self._stall_ended(uid)
@@ -416,6 +422,8 @@ class PolicyEngine:
             return stall.due(cfg.checks, cfg.check_interval_s)
         seconds, _ = budget(cfg, self.history, t.model, state, unlearned)
         checks = (cfg.checks - 1) * cfg.check_interval_s
+        if state == "engine_init" and t.engine is not None and cfg.progress.enabled:
+            self._untimed.setdefault(t.model or "unknown", set()).add(t.uid)
         pace = self._pace(t, since) if state == "engine_init" else None
         if pace is not None:
             # vLLM ended a step, and no sibling has timed the one it is in now: past the
@@ -519,8 +527,27 @@ class PolicyEngine:
             if ratio is not None:
                 self.node_paces.learn(t.node, ratio)
         learn_steps(t, self.history)  # what each vLLM step took it
+        self.judge_untimed(model)
         if self._hedging:
             self.fresh_gpu_s += cold_start_gpu_s(t)
+
+    def judge_untimed(self, model: str) -> None:
+        """Siblings' cold starts of `model` were learned (here, or relayed from another
+        decider): its pods whose stretch no sibling had timed are judged again, by those
+        times where there are enough now. Without this, a pod hung in NCCL init in a model's
+        first wave stayed on its phase budget's timer (hundreds of seconds) after its
+        siblings had timed the stretch: the simulated untuned fleet's slowest replicas."""
+        waiting = self._untimed.get(model)
+        if not waiting:
+            return
+        for uid in list(waiting):
+            t = self.tracker.get(uid)
+            since = t.since("engine_init") if t is not None else None
+            if t is None or since is None or t.state() != "engine_init":
+                waiting.discard(uid)
+            elif self._stall(t, "engine_init") is not None:  # timed now: judged by it
+                waiting.discard(uid)
+                self._arm(self._deadline(t, "engine_init", since), t, "engine_init", since)
 
     def _timer_decision(
         self, t: PodTimeline, phase: str, since: float, now: float
