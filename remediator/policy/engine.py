@@ -417,7 +417,7 @@ class PolicyEngine:
         cfg = self.config.stuck_pod
         stall = self._stall(t, state)
         if stall is not None:  # progressing: the phase budget does not apply
-            if self._may_hedge(t):  # a hedge starts at its share of the stall's limit
+            if self._may_hedge(t, stall):  # a hedge starts at its share of the stall's limit
                 return stall.hedge_due(cfg.hedge.at)
             return stall.due(cfg.checks, cfg.check_interval_s)
         seconds, _ = budget(cfg, self.history, t.model, state, unlearned)
@@ -438,8 +438,13 @@ class PolicyEngine:
         pace = own_pace(t, self.config.stuck_pod.progress)
         return pace if pace is not None and pace.moved > since else None
 
-    def _may_hedge(self, t: PodTimeline) -> bool:
-        return self._hedging and self.config.stuck_pod.checks > 1 and t.uid not in self._hedged
+    def _may_hedge(self, t: PodTimeline, stall: Stall) -> bool:
+        return (
+            self._hedging
+            and stall.hedges
+            and self.config.stuck_pod.checks > 1
+            and t.uid not in self._hedged
+        )
 
     def _hedge(self, t: PodTimeline, stall: Stall, since: float, now: float) -> Outcome:
         """The stall began: hedge (or say why not), and wait for the pod to be hung."""
@@ -560,7 +565,7 @@ class PolicyEngine:
         )
         sample = phase
         stall = self._stall(t, phase)
-        if stall is not None and self._may_hedge(t):
+        if stall is not None and self._may_hedge(t, stall):
             return self._hedge(t, stall, since, now)
         if stall is not None:
             seconds, sample = stall.limit, step_key(stall.timed_as)

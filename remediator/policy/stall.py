@@ -56,6 +56,14 @@ class Stall:
     pace: float = 1.0  # how much the pod's pace, or its node's, widened it (`pace_of`)
     paced_by: str = ""  # whose pace widened it: the pod's own so far, or its node's
 
+    @property
+    def hedges(self) -> bool:
+        """Whether a second pod could beat this one here. Not once vLLM has logged its API
+        server started: its engine is up and only the readiness probe is left, which a second
+        pod of the same spec would wait on as long (in the simulated untuned fleet a third of
+        the hedges of healthy pods were there, each a cold start's GPUs charged for nothing)."""
+        return self.step != "api_server"
+
     def due(self, checks: int, interval_s: float) -> float:
         """When the pod is hung: stalled for `checks` checks in a row."""
         return self.began + self.limit + (checks - 1) * interval_s

@@ -38,7 +38,7 @@ TIMELINE_STEPS = (*STEPS, UNTIL_READY)
 # (which also runs from the container's start), so it is no step of `durations`.
 BEFORE_FIRST_STEP = "before_first_step"
 # The lines that end the stretch before the first step: any mark of vLLM's but its banner.
-_STEP_LINES = tuple(m for m in MARKS if m != ENGINE_STARTED)
+_STEP_LINES = frozenset(m for m in MARKS if m != ENGINE_STARTED)
 # Each step's marks: its own line and the lines that start the step after it.
 _MARKS_OF = {
     step: (step, *(m for m, ends in ENDS_BEFORE.items() if ends == step))
@@ -188,7 +188,12 @@ class EngineSteps:
         """When this run's first step line was written (its first worker's): the end of the
         stretch before the first step; None while only the banner (or nothing) is seen."""
         first: float | None = None
-        for mark in _STEP_LINES:
+        # (over the marks seen, not every mark: the policy asks this on most lines of a pod
+        # that has logged only its banner)
+        marks = self.seen.keys() | self.reprinted.keys() if self.reprinted else self.seen
+        for mark in marks:
+            if mark not in _STEP_LINES:
+                continue
             for t in self._times(mark):
                 if (started is None or t >= started) and (first is None or t < first):
                     first = t

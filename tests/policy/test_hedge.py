@@ -131,6 +131,17 @@ def test_off_by_default_the_stall_is_only_deleted() -> None:
     assert run.session.guard_state.of("hedge_budget", HedgeBudgetState) == HedgeBudgetState()
 
 
+def test_no_hedge_once_the_api_server_started() -> None:
+    """Its engine is up, only the readiness probe is left: a second pod of the same spec would
+    wait on it as long. Still judged, and deleted when hung."""
+    run = _run()
+    started = _start(run, 9, _siblings(run), STEPS)
+    run.at(T0 + started + 600)
+    (delete,) = run.decisions
+    assert delete.action == "delete-pod" and delete.target == _name(9)
+    assert "stalled in vLLM step api_server" in delete.reason
+
+
 def test_one_hedge_per_pod_even_when_it_stalls_again() -> None:
     """It ends a step after the hedge, then stalls in the next: it is not hedged twice."""
     run = _run()
