@@ -46,6 +46,15 @@ from remediator.sim.fleet.scenario import ScenarioError, load_scenario
     help="Write each run's stream as a replay file (remediator replay FILE) in --out.",
 )
 @click.option(
+    "--tail",
+    type=click.IntRange(min=0),
+    default=0,
+    metavar="N",
+    help="Tell the N slowest replicas of each policy that runs the core, pod by pod: when "
+    "each was scheduled, pulled, started and had its log read, where the simulator hung it, "
+    "what the core decided, what a guardrail held, and when each pod ended.",
+)
+@click.option(
     "--wire",
     type=click.Choice(["records", "json"]),
     default="records",
@@ -54,7 +63,7 @@ from remediator.sim.fleet.scenario import ScenarioError, load_scenario
     "through its own decoder (slower; the same inputs).",
 )
 def simulate(scenario_file: str, policies: tuple[str, ...], seeds: str | None, out_dir: str,
-             output: str, unhedged: bool, record: bool, wire: str) -> None:  # fmt: skip
+             output: str, unhedged: bool, record: bool, tail: int, wire: str) -> None:  # fmt: skip
     """Simulate a GPU fleet in virtual time and compare remediation policies on it.
 
     \b
@@ -80,9 +89,11 @@ def simulate(scenario_file: str, policies: tuple[str, ...], seeds: str | None, o
     \b
       remediator simulate examples/sim/tuned.yaml
       remediator simulate examples/sim/untuned.yaml --policy my-policy.yaml --unhedged
+      remediator simulate examples/sim/untuned.yaml --seeds 1 --tail 5   # why the tail is slow
     """
     from remediator.sim.fleet import plots
-    from remediator.sim.fleet.compare import builtin_policies, compare, table
+    from remediator.sim.fleet.compare import builtin_policies, compare, slowest, table
+    from remediator.sim.fleet.tail import render
 
     try:
         scenario = load_scenario(scenario_file)
@@ -100,7 +111,7 @@ def simulate(scenario_file: str, policies: tuple[str, ...], seeds: str | None, o
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     summaries, runs = compare(scenario, specs, record_dir=out if record else None,
-                              wire_json=wire == "json")  # fmt: skip
+                              wire_json=wire == "json", tail=tail)  # fmt: skip
     (out / "summary.json").write_bytes(
         orjson.dumps([s.to_json() for s in summaries], option=orjson.OPT_INDENT_2)
     )
@@ -112,13 +123,20 @@ def simulate(scenario_file: str, policies: tuple[str, ...], seeds: str | None, o
         if lanes:
             title = f"{scenario.name}, default policy: one replica"
             written.append(plots.swimlane(lanes, out / "swimlane.png", title))
+    told = {s.policy: slowest(runs[s.policy], tail) for s in summaries}
     if output == "json":
         for s in summaries:
-            sys.stdout.write(orjson.dumps(s.to_json()).decode() + "\n")
+            doc = s.to_json()
+            if told[s.policy]:
+                doc["tail"] = [r.to_json() for r in told[s.policy]]
+            sys.stdout.write(orjson.dumps(doc).decode() + "\n")
         return
     click.echo(f"scenario {scenario.name} ({scenario.profile}), {len(scenario.seeds)} seed(s), "
                f"{scenario.duration_s:.0f} s each")  # fmt: skip
     click.echo(table(summaries))
+    for s in summaries:
+        if told[s.policy]:
+            click.echo("\n" + render(s.policy, told[s.policy], s.replicas, s.ready["p99"]))
     if not plots.available():
         click.echo("(no plots: pip install 'remediator[sim]' for matplotlib)")
     click.echo("wrote " + ", ".join(str(p) for p in written))

@@ -59,8 +59,8 @@ class Pod:
     __slots__ = ("uid", "name", "dep", "image", "rs_hash", "slot", "created", "node", "scheduled",
                  "pull_start", "pulled", "pull_reported", "started", "ready", "first_token",
                  "deleted", "fate", "would_ready", "pending_since", "unsched_sent", "removed_by",
-                 "hedge", "hang_at", "index", "draws", "lines", "followed", "statuses",
-                 "wire", "node_spec")  # fmt: skip
+                 "hedge", "hang_at", "index", "draws", "lines", "followed", "followed_at",
+                 "statuses", "wire", "node_spec")  # fmt: skip
 
     def __init__(
         self, index: int, dep: Deployment, slot: Slot, created: float, fate: str, draws: PodDraws
@@ -94,6 +94,7 @@ class Pod:
         # (the lines a hung engine writes before it hangs), and whether the log is followed
         self.lines: tuple[float, ...] = ()
         self.followed = False
+        self.followed_at: float | None = None  # when its log was first read (tail stories)
         self.statuses: tuple[float, list[Any]] | None = None  # its engine's, as last written
         self.wire: tuple[Any, ...] | None = None  # what its records share (wire.pod_record)
         self.node_spec: tuple[str, Any] | None = None  # (node, its spec there), likewise

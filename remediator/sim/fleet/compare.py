@@ -13,6 +13,7 @@ from remediator.sim.fleet.controllers import Controller, CorePolicy, NoRemediati
 from remediator.sim.fleet.results import RunResult, Summary, summarize
 from remediator.sim.fleet.scenario import Scenario
 from remediator.sim.fleet.simulation import Simulation
+from remediator.sim.fleet.tail import ReplicaStory, TailWatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,23 +50,43 @@ def builtin_policies(files: tuple[str, ...] = (), unhedged: bool = False) -> lis
 
 
 def run_policy(
-    scenario: Scenario, spec: PolicySpec, *, record_dir: Path | None = None, wire_json: bool = False
+    scenario: Scenario,
+    spec: PolicySpec,
+    *,
+    record_dir: Path | None = None,
+    wire_json: bool = False,
+    tail: int = 0,
 ) -> list[RunResult]:
+    """Each seed's run. `tail`: tell that many of each run's slowest replicas
+    (`RunResult.tail`)."""
     runs = []
     for seed in scenario.seeds:
         stream: IO[bytes] | None = None
         if record_dir is not None:
             path = record_dir / f"replay-{scenario.name}-{spec.name}-seed{seed}.jsonl"
             stream = path.open("wb")
+        controller = spec.make()
+        watch = TailWatch() if tail > 0 else None
+        if watch is not None and isinstance(controller, CorePolicy):
+            controller.keep_notes()
         try:
-            sim = Simulation(scenario, seed, spec.make(), record=stream, wire_json=wire_json)
+            sim = Simulation(scenario, seed, controller, record=stream, wire_json=wire_json,
+                             observer=watch)  # fmt: skip
             result = sim.run()
         finally:
             if stream is not None:
                 stream.close()
         result.policy = spec.name
+        if watch is not None:
+            notes = controller.notes if isinstance(controller, CorePolicy) else []
+            result.tail = watch.slowest(seed, tail, sim.end, notes)
         runs.append(result)
     return runs
+
+
+def slowest(runs: list[RunResult], n: int) -> list[ReplicaStory]:
+    """The `n` slowest replicas over every seed's run (each run told its own `n`)."""
+    return sorted((r for run in runs for r in run.tail), key=lambda r: -r.ready_s)[:n]
 
 
 def compare(

@@ -71,12 +71,26 @@ class NoRemediation:
         return 0
 
 
+@dataclass(frozen=True, slots=True)
+class Note:
+    """What the core said of a pod beside its decisions: a guardrail held one (`held`), or
+    it let one be (`ignored`: no hedge, and why). `at` is the decision's own time."""
+
+    pod: str
+    at: float
+    kind: str  # held | ignored
+    action: str  # the decision held ("" for an ignored one)
+    why: str
+
+
 @dataclass
 class _Sink:
-    """A Session sink that keeps what the simulation needs and counts the rest."""
+    """A Session sink that keeps what the simulation needs and counts the rest; with
+    `notes` on, what was held or let be of each pod too (`remediator simulate --tail`)."""
 
     acts: list[Decision] = field(default_factory=list)
     held_count: int = 0
+    notes: list[Note] | None = None
 
     def transition(self, change: StateChange) -> None:
         return None
@@ -86,9 +100,14 @@ class _Sink:
 
     def suppressed(self, suppressed: Suppressed) -> None:
         self.held_count += 1
+        if self.notes is not None:
+            d = suppressed.decision
+            self.notes.append(Note(d.target, d.at, "held", d.action, suppressed.reason))
 
     def ignored(self, ignored: Ignored) -> None:
-        return None
+        if self.notes is not None:
+            pod = ignored.subject.rpartition("/")[2]
+            self.notes.append(Note(pod, ignored.at, "ignored", "", ignored.reason))
 
 
 class CorePolicy:
@@ -107,6 +126,15 @@ class CorePolicy:
         self._decider = self.session.decider
         self._next_deadline = self._decider.engine.next_deadline
         self._forget = self.session.tracker.forget
+
+    def keep_notes(self) -> None:
+        """Keep what the core held or let be, pod by pod, from now on (`notes`)."""
+        if self.sink.notes is None:
+            self.sink.notes = []
+
+    @property
+    def notes(self) -> list[Note]:
+        return self.sink.notes or []
 
     def feed(self, item: Input) -> None:
         self._feed(item, self.sink)

@@ -12,6 +12,7 @@ from remediator.contract.decision import Decision
 if TYPE_CHECKING:
     from remediator.sim.fleet.cluster import Pod, Slot
     from remediator.sim.fleet.simulation import Simulation
+    from remediator.sim.fleet.tail import ReplicaStory
 
 KILL_LOOP = 2  # one replica's healthy pods deleted this many times by remediation: a kill loop
 SWIMLANE_SLOTS = 20  # replicas whose pods are kept for the swimlane plot
@@ -53,6 +54,7 @@ class RunResult:
     held: int = 0  # decisions a guardrail held
     actions: Counter[str] = field(default_factory=Counter)
     lanes: list[Lane] = field(default_factory=list)
+    tail: list[ReplicaStory] = field(default_factory=list)  # its slowest replicas, told (--tail)
     _incident_slots: dict[int, list[Pod]] = field(default_factory=dict)
 
     # ---- fed by the simulation -----------------------------------------------------------

@@ -451,6 +451,7 @@ class Simulation:
         """The replica is no longer wanted; one never served counts as waited till now."""
         if not slot.cancelled and slot.ready is None:
             self.result.unserved(slot, self.now)
+            self._see("unserved", slot)
         slot.cancelled = True
 
     def _schedule_pending(self) -> None:
@@ -479,6 +480,8 @@ class Simulation:
             if not pod.alive or pod.ready is not None:
                 continue
             pod.followed = True
+            if pod.followed_at is None:
+                pod.followed_at = self.now
             self._following += 1
             assert pod.started is not None
             for i, offset in enumerate(pod.lines):
@@ -528,8 +531,11 @@ class Simulation:
         slot, dep = pod.slot, pod.dep
         if dep.hedging is not None and dep.hedging is not pod:
             dep.hedges_waiting.append(d)
+            self._see("hedge waits", (pod, f"for its Deployment's hedge of {dep.hedging.name}"))
             return
         if len(slot.live) > 1 or slot.ready is not None or dep.rolling or dep.hedging:
+            why = "rolling out" if dep.rolling else "its replica has a second pod already"
+            self._see("hedge refused", (pod, why))
             return
         self.result.hedges += 1
         dep.hedging = pod

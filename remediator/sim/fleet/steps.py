@@ -63,6 +63,12 @@ def hang_lines(u: float) -> int:
     return LOGGED.index(_ENDED_BY.get(step, step))
 
 
+def hung_in(logged: int) -> str | None:
+    """The stretch a hung engine that wrote `logged` lines hangs in (`hang_lines`' inverse):
+    one of HANG_STEPS."""
+    return next((s for s in HANG_STEPS if LOGGED.index(_ENDED_BY.get(s, s)) == logged), None)
+
+
 def record(
     i: int, offsets: tuple[float, ...], namespace: str, pod: str, uid: str, at: float
 ) -> EngineStep:
