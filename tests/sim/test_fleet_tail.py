@@ -14,7 +14,7 @@ from remediator.sim.fleet.compare import PolicySpec, run_policy, slowest
 from remediator.sim.fleet.controllers import CorePolicy
 from remediator.sim.fleet.results import pct
 from remediator.sim.fleet.scenario import DeploymentSpec, Faults, ScaleLoad, Scenario
-from remediator.sim.fleet.tail import ReplicaStory, render
+from remediator.sim.fleet.tail import LATE_READ_S, PodStory, ReplicaStory, causes, render
 from tests.sim.test_fleet_cli import SMALL
 
 MODEL = "meta-llama/Llama-3.1-70B-Instruct"
@@ -62,13 +62,51 @@ def test_what_a_guardrail_held_is_told_with_the_pod() -> None:
     """The first wave's hedges: nothing has paid for them yet."""
     _, told = _told(10)
     held = [w for r in told for p in r.pods for _, w in p.said if w.startswith("held ")]
-    assert any(w.startswith("held hedge-pod: hedge budget") for w in held), held
+    assert any(w.startswith("held hedge-pod by hedge_budget: hedge budget") for w in held), held
+
+
+def _pod(
+    hung: str | None = None,
+    log_read: float | None = 10.0,
+    pulled_s: float | None = None,
+    said: tuple[tuple[float, str], ...] = (),
+) -> PodStory:
+    return PodStory("p", False, 0.0, 1.0, pulled_s, 10.0, log_read, hung, None, None, None,
+                    said)  # fmt: skip
+
+
+def _replica(*pods: PodStory, censored: bool = False) -> ReplicaStory:
+    return ReplicaStory(1, "d", 0.0, 100.0, censored, False, pods)
+
+
+def test_causes_say_what_the_story_shows() -> None:
+    assert causes(_replica(_pod(), _pod())) == []
+    assert causes(_replica(_pod("NCCL init from +12s"), _pod())) == ["hung"]
+    late = _pod("NCCL init from +12s", log_read=10.0 + LATE_READ_S + 1)
+    assert causes(_replica(late, _pod())) == ["hung", "log read late"]
+    on_time = _pod("NCCL init from +12s", log_read=10.0 + LATE_READ_S)
+    assert causes(_replica(on_time, _pod())) == ["hung"]
+    assert causes(_replica(_pod("x", log_read=None), _pod("y"))) == ["hung again", "log never read"]
+    held = _pod(
+        "x",
+        said=(
+            (20.0, "held hedge-pod by hedge_budget: hedge budget: ..."),
+            (30.0, "the hedge's step waits: for its Deployment's hedge of q"),
+        ),
+    )
+    assert causes(_replica(held, _pod(pulled_s=90.0), censored=True)) == [
+        "hung", "hedge held by hedge_budget", "hedge waited for another",
+        "replacement pulled its image", "never Ready",
+    ]  # fmt: skip
+    rolling = _pod("x", said=((20.0, "no hedge: ns/Deployment/d is rolling out (...)"),))
+    assert causes(_replica(rolling)) == ["hung", "no hedge mid-rollout"]
 
 
 def test_render_names_the_replica_and_each_pod() -> None:
     ready, told = _told(2)
     text = render("default", told, len(ready), pct(ready, 99))
     assert text.startswith(f"default: the 2 slowest of {len(ready)} replicas (P99 ")
+    assert "\n  why: " in text
     assert "vllm-llama-70b, seed " in text and "    pod 1: created +0s" in text
 
 

@@ -6,6 +6,7 @@ decisions it lets through; the simulation carries them out.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -74,13 +75,14 @@ class NoRemediation:
 @dataclass(frozen=True, slots=True)
 class Note:
     """What the core said of a pod beside its decisions: a guardrail held one (`held`), or
-    it let one be (`ignored`: no hedge, and why). `at` is the decision's own time."""
+    it let one be (`ignored`: no hedge, and why), at the session's time then."""
 
     pod: str
     at: float
     kind: str  # held | ignored
     action: str  # the decision held ("" for an ignored one)
     why: str
+    guardrail: str = ""  # the one that held it
 
 
 @dataclass
@@ -91,6 +93,9 @@ class _Sink:
     acts: list[Decision] = field(default_factory=list)
     held_count: int = 0
     notes: list[Note] | None = None
+    # The session's clock, for the notes: when a guardrail held a decision, not the
+    # decision's own time (a timer that fired late backdates it to when it was due).
+    clock: Callable[[], float] | None = None
 
     def transition(self, change: StateChange) -> None:
         return None
@@ -102,12 +107,15 @@ class _Sink:
         self.held_count += 1
         if self.notes is not None:
             d = suppressed.decision
-            self.notes.append(Note(d.target, d.at, "held", d.action, suppressed.reason))
+            at = self.clock() if self.clock is not None else d.at
+            why = suppressed.reason
+            self.notes.append(Note(d.target, at, "held", d.action, why, suppressed.guardrail))
 
     def ignored(self, ignored: Ignored) -> None:
         if self.notes is not None:
             pod = ignored.subject.rpartition("/")[2]
-            self.notes.append(Note(pod, ignored.at, "ignored", "", ignored.reason))
+            at = self.clock() if self.clock is not None else ignored.at
+            self.notes.append(Note(pod, at, "ignored", "", ignored.reason))
 
 
 class CorePolicy:
@@ -131,6 +139,7 @@ class CorePolicy:
         """Keep what the core held or let be, pod by pod, from now on (`notes`)."""
         if self.sink.notes is None:
             self.sink.notes = []
+            self.sink.clock = lambda: self._decider.now
 
     @property
     def notes(self) -> list[Note]:

@@ -15,6 +15,7 @@ held and ignored notes come from the core's sink (`CorePolicy.keep_notes`).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,9 @@ _HUNG_IN = {"nccl_init": "NCCL init", "torch_compile": "torch.compile",
             "cuda_graphs": "CUDA graph capture"}  # fmt: skip
 _WHY_CHARS = 160  # a decision's reason, cut: the replica's story stays readable
 _PODS_SHOWN = 6  # pods told per replica in text (all of them in JSON)
+# A hung pod whose log was first read this long after its container started was judged late:
+# its hang went unseen meanwhile (the log follower's pods were all taken).
+LATE_READ_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +67,7 @@ class ReplicaStory:
         return {
             "seed": self.seed, "deployment": self.deployment, "requested": self.requested,
             "ready_s": self.ready_s, "censored": self.censored, "scaled_away": self.scaled_away,
+            "causes": causes(self),
             "pods": [{**{k: getattr(p, k) for k in PodStory.__slots__ if k != "said"},
                       "said": [list(s) for s in p.said]} for p in self.pods],
         }  # fmt: skip
@@ -136,7 +141,7 @@ def _notes_by_pod(notes: Iterable[Note], pods: set[str]) -> dict[str, list[tuple
     out: dict[str, list[tuple[float, str]]] = {}
     for note in notes:
         if note.pod in pods:
-            what = f"held {note.action}: " if note.kind == "held" else ""
+            what = f"held {note.action} by {note.guardrail}: " if note.kind == "held" else ""
             out.setdefault(note.pod, []).append((note.at - BASE_TIME, what + _cut(note.why)))
     return out
 
@@ -176,17 +181,51 @@ def _cut(text: str) -> str:
     return text if len(text) <= _WHY_CHARS else text[: _WHY_CHARS - 1] + "…"
 
 
+def causes(r: ReplicaStory) -> list[str]:
+    """What made the replica slow that the story shows, worst known first: what the
+    simulator did to it (hung, twice; a replacement that pulled its image) and what held
+    its remediation back (its log read late, its hedge held, waiting or not decided)."""
+    hung = [p for p in r.pods if p.hung is not None]
+    said = [what for p in r.pods for _, what in p.said]
+    out = []
+    if len(hung) > 1:
+        out.append("hung again")
+    elif hung:
+        out.append("hung")
+    reads = [(p.started, p.log_read) for p in hung if p.started is not None]
+    if any(read is None for _, read in reads):
+        out.append("log never read")
+    if any(read is not None and read - start > LATE_READ_S for start, read in reads):
+        out.append("log read late")
+    held = sorted({w.split(":", 1)[0].removeprefix("held hedge-pod by ") for w in said
+                   if w.startswith("held hedge-pod by ")})  # fmt: skip
+    out.extend(f"hedge held by {g}" for g in held)
+    if any(w.startswith("the hedge's step waits") for w in said):
+        out.append("hedge waited for another")
+    if any(w.startswith("no hedge:") and "rolling out" in w for w in said):
+        out.append("no hedge mid-rollout")
+    if any(p.pulled_s is not None for p in r.pods[1:]):
+        out.append("replacement pulled its image")
+    if r.censored:
+        out.append("never Ready")
+    return out
+
+
 def render(policy: str, stories: list[ReplicaStory], replicas: int, p99: float) -> str:
-    """The stories as text, slowest first."""
+    """The stories as text, slowest first, after what made them slow, counted."""
     head = f"{policy}: the {len(stories)} slowest of {replicas} replicas (P99 {p99:.0f}s)"
+    counted = Counter(c for r in stories for c in causes(r))
     lines = [head]
+    if counted:
+        lines.append("  why: " + ", ".join(f"{c} {n}" for c, n in counted.most_common()))
     for r in stories:
         never = ""
         if r.censored:
             never = " (never Ready: to when it was scaled away)" if r.scaled_away else (
                 " (never Ready: to the run's end)")  # fmt: skip
+        why = "; ".join(causes(r))
         lines.append(f"  {r.ready_s:.0f}s{never}  {r.deployment}, seed {r.seed}, requested "
-                     f"at {r.requested:.0f}s")  # fmt: skip
+                     f"at {r.requested:.0f}s{f' ({why})' if why else ''}")  # fmt: skip
         told = list(enumerate(r.pods, 1))
         skipped = len(told) - _PODS_SHOWN
         if skipped > 0:  # a kill loop: its first pods and its last
