@@ -161,8 +161,6 @@ class Decider:
                 history.heard(model, phase, seconds)
             else:
                 history.add(model, phase, seconds)
-        for model in {model for model, _, _ in record.samples}:
-            self.engine.judge_untimed(model)
 
     def prune(self, grace_s: float) -> list[tuple[str, str]]:
         """Forget deleted pods `grace_s` after they ended, as the embedded runtime does;

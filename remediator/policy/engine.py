@@ -27,6 +27,7 @@ from remediator.inputs.records import (
     Relisted,
     WorkloadSeen,
 )
+from remediator.inputs.vllm_log import LOG_ENDED
 from remediator.policy.alerts import alert_subject, node_of, pod_of
 from remediator.policy.config import PolicyConfig
 from remediator.policy.hedge import cold_start_gpu_s, decide_hedge, short_of_gpus
@@ -83,10 +84,6 @@ class PolicyEngine:
         # uid → (state, seq) of the one live timer of a pod: older ones are stale, so two
         # timers never decide twice at one instant, whatever armed them.
         self._armed: dict[str, tuple[str, int]] = {}
-        # Pods in engine init whose log is read but whose stretch no sibling has timed yet, by
-        # model: timed by their phase budget until a sibling's steps are learned, then judged
-        # by those (`_learn`), not left on the budget until its timer fires.
-        self._untimed: dict[str, set[str]] = {}
         # Superseding work per workload (a warmup for its newest image): what the guard held
         # and when to ask again, and the incident last let through.
         self._held_work: dict[str, Decision] = {}
@@ -157,8 +154,6 @@ class PolicyEngine:
         """The tracker dropped this pod (known from webhooks alone, over its bound): what
         was armed for it stands down (its timer, if any, finds no timeline and passes)."""
         self._armed.pop(uid, None)
-        for waiting in self._untimed.values():
-            waiting.discard(uid)
         self._deciding.pop(uid, None)
         self._hedged.discard(uid)
         self._stall_ended(uid)
@@ -196,14 +191,15 @@ class PolicyEngine:
                 if current is not None:
                     self._arm(self._deadline(t, state, current), t, state, current)
                 continue
-            allowed = self._deadline(t, state, since, unlearned=True)
+            interval = self.config.stuck_pod.check_interval_s
+            allowed = self._deadline(t, state, since, unlearned=True, look_again=due + interval)
             if due < allowed:
                 # The budget grew since this timer was armed (the model's history learnt it
                 # is slower): the pod is judged against the budget it has now. A budget
                 # that stands only for want of history (`budget`'s floor) is looked at
                 # again each check: the siblings' first cold starts may bring it down.
                 if self._deadline(t, state, since, unlearned=False) < allowed:
-                    allowed = min(allowed, due + self.config.stuck_pod.check_interval_s)
+                    allowed = min(allowed, due + interval)
                 self._arm(allowed, t, state, since)
                 continue
             self._now_hint = due
@@ -408,12 +404,22 @@ class PolicyEngine:
     def _init_deletes(self) -> bool:
         return self.config.stuck_pod.init_action == "delete-pod"
 
-    def _deadline(self, t: PodTimeline, state: str, since: float, unlearned: bool = False) -> float:
+    def _deadline(
+        self,
+        t: PodTimeline,
+        state: str,
+        since: float,
+        unlearned: bool = False,
+        look_again: float | None = None,
+    ) -> float:
         """When the pod is judged: its phase budget, or in engine init, where its log says
         which step it is in and siblings went through it, when that step has stalled (where
         none did, the later of its budget and its own pace: `own_pace`).
         Timers arm on the budget as learned (`unlearned` False: `budget`'s floor for a
-        phase with no history left out); when one fires, the floor holds the pod on."""
+        phase with no history left out); when one fires, the floor holds the pod on.
+        `look_again`: where the pod's log is read and no sibling has timed its stretch yet
+        (a model's first wave), no later than then: its siblings' times may come in
+        meanwhile (learned here, or relayed from another decider), and judge it by its step."""
         cfg = self.config.stuck_pod
         stall = self._stall(t, state)
         if stall is not None:  # progressing: the phase budget does not apply
@@ -422,15 +428,24 @@ class PolicyEngine:
             return stall.due(cfg.checks, cfg.check_interval_s)
         seconds, _ = budget(cfg, self.history, t.model, state, unlearned)
         checks = (cfg.checks - 1) * cfg.check_interval_s
-        if state == "engine_init" and t.engine is not None and cfg.progress.enabled:
-            self._untimed.setdefault(t.model or "unknown", set()).add(t.uid)
-        pace = self._pace(t, since) if state == "engine_init" else None
-        if pace is not None:
-            # vLLM ended a step, and no sibling has timed the one it is in now: past the
-            # budget, it is judged by its own pace (a start that keeps ending steps is never
-            # deleted for being slow overall)
-            return max(since + seconds, pace.due(cfg.progress, seconds)) + checks
-        return since + seconds + checks
+        due = since + seconds + checks
+        if state == "engine_init":
+            pace = self._pace(t, since)
+            if pace is not None:
+                # vLLM ended a step, and no sibling has timed the one it is in now: past the
+                # budget, it is judged by its own pace (a start that keeps ending steps is
+                # never deleted for being slow overall)
+                due = max(since + seconds, pace.due(cfg.progress, seconds)) + checks
+            if look_again is not None and look_again < due and self._log_read(t):
+                return look_again
+        return due
+
+    def _log_read(self, t: PodTimeline) -> bool:
+        """Its engine's log is read (progress on, a line seen, the follow not ended)."""
+        engine = t.engine
+        if engine is None or not self.config.stuck_pod.progress.enabled:
+            return False
+        return engine.end(LOG_ENDED, t.started_at(), None) is None
 
     def _pace(self, t: PodTimeline, since: float) -> Pace | None:
         """The pod's own pace, where it ended a step since its engine init began: what both
@@ -511,7 +526,9 @@ class PolicyEngine:
             return
         since = t.since("engine_init")
         if since is not None:
-            self._arm(self._deadline(t, "engine_init", since), t, "engine_init", since)
+            look_again = self._now_hint + self.config.stuck_pod.check_interval_s
+            due = self._deadline(t, "engine_init", since, look_again=look_again)
+            self._arm(due, t, "engine_init", since)
 
     def _arm(self, due: float, t: PodTimeline, state: str, since: float) -> None:
         seq = next(self._seq)
@@ -532,27 +549,8 @@ class PolicyEngine:
             if ratio is not None:
                 self.node_paces.learn(t.node, ratio)
         learn_steps(t, self.history)  # what each vLLM step took it
-        self.judge_untimed(model)
         if self._hedging:
             self.fresh_gpu_s += cold_start_gpu_s(t)
-
-    def judge_untimed(self, model: str) -> None:
-        """Siblings' cold starts of `model` were learned (here, or relayed from another
-        decider): its pods whose stretch no sibling had timed are judged again, by those
-        times where there are enough now. Without this, a pod hung in NCCL init in a model's
-        first wave stayed on its phase budget's timer (hundreds of seconds) after its
-        siblings had timed the stretch: the simulated untuned fleet's slowest replicas."""
-        waiting = self._untimed.get(model)
-        if not waiting:
-            return
-        for uid in list(waiting):
-            t = self.tracker.get(uid)
-            since = t.since("engine_init") if t is not None else None
-            if t is None or since is None or t.state() != "engine_init":
-                waiting.discard(uid)
-            elif self._stall(t, "engine_init") is not None:  # timed now: judged by it
-                waiting.discard(uid)
-                self._arm(self._deadline(t, "engine_init", since), t, "engine_init", since)
 
     def _timer_decision(
         self, t: PodTimeline, phase: str, since: float, now: float

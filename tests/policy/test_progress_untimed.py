@@ -1,8 +1,9 @@
 """A model's first wave: a pod hangs in NCCL init before any sibling has timed that stretch, so
-its phase budget times it. Once its siblings' cold starts are learned, it is judged by their
-times at once, not when the budget's timer fires (policy/engine.py `judge_untimed`); the same
-when another decider's cold starts are relayed to it (a Kafka worker's partitions). Real vLLM
-lines at made-up times, as in test_progress_first_step.py."""
+its phase budget times it. It is looked at again each check meanwhile (policy/engine.py,
+`_deadline`'s `look_again`): once its siblings' cold starts are learned, it is judged by their
+times at the next check, not when the budget's timer fires; the same when another decider's
+cold starts are relayed to it (a Kafka worker's partitions), so both decide at the same check.
+Real vLLM lines at made-up times, as in test_progress_first_step.py."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ MODEL = "meta-llama/Llama-3.1-70B-Instruct"
 # checks. Its siblings start beside it and are Ready by 10 + 30 + 4 + READY = 154 s.
 HUNG_STARTED = 10.0
 SIBLINGS_READY = HUNG_STARTED + 30 + 4 + READY
+CHECK = 10.0  # stuck_pod.check_interval_s: its checks from its banner line (12 s) on
 
 
 def _hung(run: Run) -> None:
@@ -40,11 +42,11 @@ def test_a_first_wave_pod_hung_in_nccl_init_is_judged_once_its_siblings_are_lear
     run = make_run(POLICY)
     _hung(run)
     _first_wave(run)
-    run.at(T0 + SIBLINGS_READY + 1)
+    run.at(T0 + SIBLINGS_READY + CHECK)
     (decision,) = run.decisions
     assert decision.action == "delete-pod" and decision.target == _name(9)
     assert "stalled before vLLM's first step line (NCCL init)" in decision.reason
-    # Due when the stall's limit and checks had run: judged late, never sooner than that.
+    # Due when the stall's limit and checks had run: found late, never sooner than that.
     assert decision.at - T0 == pytest.approx(HUNG_STARTED + NCCL_LIMIT + 20)
 
 
@@ -60,7 +62,7 @@ def test_siblings_relayed_from_another_decider_judge_it_too() -> None:
     run.at(T0 + 100)
     assert run.decisions == []
     run.session.restore_learned(samples)
-    run.at(T0 + 101)
+    run.at(T0 + 100 + CHECK)
     (decision,) = run.decisions
     assert decision.target == _name(9)
     assert "5 siblings of " + MODEL in decision.reason

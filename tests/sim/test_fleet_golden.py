@@ -73,16 +73,17 @@ SCENARIO = Scenario(
 # goes on from its pod's): `core` 18 deletions against 19, none false, 67 holds against 71, 94
 # replicas against 93, time to Ready summed 18,815 s against 19,674 s (max 1,200 s against
 # 1,500); `core hedged` one hedge let through, 17 deletions, none false. `core` and `core
-# hedged` again when a pod whose stretch no sibling had timed was judged again as soon as a
-# sibling's steps were learned (policy/engine.py `judge_untimed`), not when its budget's timer
-# fired: the same deletions, sooner (time to Ready summed 21 s less), 2 and 3 holds more.
+# hedged` again when a pod whose log is read and whose stretch no sibling had timed was looked
+# at again each check (policy/engine.py, `_deadline`'s `look_again`), so it is judged by its
+# siblings' steps at the first check after they are learned, not when its budget's timer
+# fires: the same deletions, sooner (time to Ready summed 17 s less), the same holds.
 EXPECTED: dict[str, dict[str, Any]] = {
     "core": {
         "decisions": 29,
-        "decisions_sha256": "704973dd02db2f35c370351ddcd46b8c22f3cd51f96458f4eab3e674e6280976",
-        "ready_s_sum": 18793.988131,
+        "decisions_sha256": "44f43051e84d893a1f75a48d429d9f1d628714e28e52ad8b6f276ef7982ac989",
+        "ready_s_sum": 18797.988131,
         "stream_lines": 1412,
-        "stream_sha256": "00fd445e3fc7f6cfdef58b8babd8fcdf30e33a6c485328266f204757fa11f05b",
+        "stream_sha256": "8a8384cdefe774b7267c556566fe4d61c4a9eeca084bafec8cd9a6839f9c575b",
         "summary": {
             "actions": {
                 "cordon-node": 1,
@@ -103,10 +104,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
                 "p99": 1200.0,
                 "spread": 1154.3089627302888,
             },
-            "gpu_minutes": 233.7549693770178,
+            "gpu_minutes": 233.88830271035113,
             "hedge_gpu_minutes": 0.0,
             "hedges": 0,
-            "held": 69,
+            "held": 67,
             "kill_loops": 0,
             "kind": "policy-summary",
             "policy": "core",
@@ -123,10 +124,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
     },
     "core hedged": {
         "decisions": 29,
-        "decisions_sha256": "8312a29ae81b26a5c9f230d75b7ca9f0d0a1a22b95eeca0dee15041eb8c6d65b",
-        "ready_s_sum": 18693.944826,
+        "decisions_sha256": "bc10e8d5bffb97a4c7e8878d6227daed95ef918c0b0b72409a3789d3073799d9",
+        "ready_s_sum": 18697.944826,
         "stream_lines": 1414,
-        "stream_sha256": "cade187a13527714e6f79d979546a8050e714ccdcf1adc4a323529213f0e15b4",
+        "stream_sha256": "d5311b5c5ce84771abc74b8bc2fc72e92f4e6d0709b2310cc1435bd292cca64d",
         "summary": {
             "actions": {
                 "cordon-node": 1,
@@ -148,10 +149,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
                 "p99": 1200.0,
                 "spread": 1154.3089627302888,
             },
-            "gpu_minutes": 231.4547657873878,
+            "gpu_minutes": 231.58809912072113,
             "hedge_gpu_minutes": 0.9995263763891974,
             "hedges": 1,
-            "held": 75,
+            "held": 72,
             "kill_loops": 0,
             "kind": "policy-summary",
             "policy": "core hedged",
