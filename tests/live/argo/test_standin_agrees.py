@@ -6,6 +6,7 @@ cannot do on request (5xx on demand, scripted phases, no cluster needed)."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -166,16 +167,33 @@ def servers(
     }
     cluster.apply([sa])
     other = str(cluster.raw.token("argo", "no-role"))
+    real = Server(real_argo.server_url, argo_token, other)
+    _until_served(real)
     with ArgoStandin(token=argo_token) as standin:
-        yield (
-            Server(real_argo.server_url, argo_token, other),
-            Server(standin.url, argo_token, other),
-        )
+        yield real, Server(standin.url, argo_token, other)
     # What the real submits started: their Workflows (and, through ownership, their pods).
     path = "/apis/argoproj.io/v1alpha1/namespaces/argo/workflows"
     for wf in cluster.api("GET", path)["items"]:
         if wf["metadata"]["name"].startswith("agree-"):
             cluster.delete(f"{path}/{wf['metadata']['name']}")
+
+
+def _until_served(s: Server, timeout_s: float = 60.0) -> None:
+    """Until the real server answers the remediator's token, and one it cannot know, with
+    something other than 503 Unavailable. It is up once it serves its own ServiceAccount
+    (tests/cluster/argo.py), but a caller's token is reviewed by the API server per request:
+    on a loaded machine the first reviews time out, and it answers 503 (grpc Unavailable),
+    which the executor retries and these cases would take for its answer."""
+    deadline = time.monotonic() + timeout_s
+    probe = f"readiness-{uuid.uuid4().hex[:8]}"
+    while True:
+        answers = [answer(lambda t=t: s.api(t).get_workflow("argo", probe, _preload_content=False))
+                   for t in (None, "not-a-token")]  # fmt: skip
+        if all(status != 503 for status, _ in answers):
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"the real Argo Server still answers {answers} after {timeout_s:.0f}s")
+        time.sleep(0.5)
 
 
 @pytest.mark.parametrize("case", list(CASES.values()), ids=list(CASES))
