@@ -105,17 +105,15 @@ class _Sink:
 
     def suppressed(self, suppressed: Suppressed) -> None:
         self.held_count += 1
-        if self.notes is not None:
-            d = suppressed.decision
-            at = self.clock() if self.clock is not None else d.at
-            why = suppressed.reason
-            self.notes.append(Note(d.target, at, "held", d.action, why, suppressed.guardrail))
+        if self.notes is not None and self.clock is not None:
+            d, why = suppressed.decision, suppressed.reason
+            self.notes.append(Note(d.target, self.clock(), "held", d.action, why,
+                                   suppressed.guardrail))  # fmt: skip
 
     def ignored(self, ignored: Ignored) -> None:
-        if self.notes is not None:
+        if self.notes is not None and self.clock is not None:
             pod = ignored.subject.rpartition("/")[2]
-            at = self.clock() if self.clock is not None else ignored.at
-            self.notes.append(Note(pod, at, "ignored", "", ignored.reason))
+            self.notes.append(Note(pod, self.clock(), "ignored", "", ignored.reason))
 
 
 class CorePolicy:

@@ -534,7 +534,9 @@ class Simulation:
             self._see("hedge waits", (pod, f"for its Deployment's hedge of {dep.hedging.name}"))
             return
         if len(slot.live) > 1 or slot.ready is not None or dep.rolling or dep.hedging:
-            why = "rolling out" if dep.rolling else "its replica has a second pod already"
+            why = ("its Deployment is rolling out" if dep.rolling
+                   else "its replica is Ready" if slot.ready is not None
+                   else "its replica has a second pod already")  # fmt: skip
             self._see("hedge refused", (pod, why))
             return
         self.result.hedges += 1
