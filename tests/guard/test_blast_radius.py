@@ -17,7 +17,10 @@ from remediator.guard.state import GuardState, StateError
 
 from .factory import T0, make
 
-CONFIG = BlastRadiusConfig(max_pods=2, max_percent=25, window_s=600, max_pods_cluster=5)
+# (every deletion counted for the whole window: the span by cold starts is tested below)
+CONFIG = BlastRadiusConfig(
+    max_pods=2, max_percent=25, window_s=600, max_pods_cluster=5, cold_starts=0
+)
 STAGE = BlastRadius(CONFIG)
 VLLM = "ml/Deployment/vllm"
 
@@ -142,7 +145,9 @@ def _replacement(stage: BlastRadius, workload: str, created: float) -> Decision:
 def test_a_replacement_s_deletion_goes_on_from_its_pod_s_and_counts_in_its_place() -> None:
     """A replica whose replacement hangs too is not held for the window behind its own first
     deletion: the cap is on the workload's replicas being remediated, each counted once."""
-    stage = BlastRadius(BlastRadiusConfig(max_pods=1, window_s=600, max_pods_cluster=5))
+    stage = BlastRadius(
+        BlastRadiusConfig(max_pods=1, window_s=600, max_pods_cluster=5, cold_starts=0)
+    )
     state = stage.record(make(target="vllm-0"), T0, GuardState())  # counted: the cap is hit
     assert stage.check(make(target="vllm-1"), T0 + 60, state).reason is not None  # another pod
     replacement = _replacement(stage, VLLM, T0 + 5)  # created after that deletion
@@ -163,7 +168,9 @@ def test_a_replacement_s_deletion_goes_on_from_its_pod_s_and_counts_in_its_place
 def test_a_hedge_and_a_pod_of_unknown_age_go_on_from_nothing() -> None:
     """Nor a pod judged by a phase budget alone: as slow as the pod it replaced, the budget
     may be too tight (a kill loop), not the pod hung."""
-    stage = BlastRadius(BlastRadiusConfig(max_pods=1, window_s=600, max_pods_cluster=5))
+    stage = BlastRadius(
+        BlastRadiusConfig(max_pods=1, window_s=600, max_pods_cluster=5, cold_starts=0)
+    )
     state = stage.record(make(target="vllm-0"), T0, GuardState())
     hedge = make(action="hedge-pod", target="vllm-1", pod_created_at=T0 + 5, stalled="weights")
     assert stage.check(hedge, T0 + 60, state).reason is not None
@@ -189,7 +196,9 @@ def test_the_cluster_wide_cap_counts_a_replacement_s_deletion_too() -> None:
 
 
 def test_what_a_replacement_went_on_from_leaves_with_the_window() -> None:
-    stage = BlastRadius(BlastRadiusConfig(max_pods=1, window_s=600, max_pods_cluster=5))
+    stage = BlastRadius(
+        BlastRadiusConfig(max_pods=1, window_s=600, max_pods_cluster=5, cold_starts=0)
+    )
     state = stage.record(make(target="vllm-0"), T0, GuardState())
     state = stage.record(_replacement(stage, VLLM, T0 + 5), T0 + 60, state)
     later = stage.record(make(workload="ml/Deployment/b"), T0 + 600, state)
@@ -232,7 +241,7 @@ def test_a_workload_s_deletions_of_pods_no_one_replaced_stay_within_its_cap(
     """Any stream: in every window, of a workload's let-through pods, those created before
     all of its earlier ones in the window (nobody's replacement) are within the cap; and a
     pod created after one of those that nothing went on from yet is never held by the cap."""
-    config = BlastRadiusConfig(max_pods=cap, window_s=600, max_pods_cluster=1000)
+    config = BlastRadiusConfig(max_pods=cap, window_s=600, max_pods_cluster=1000, cold_starts=0)
     stage, state, now = BlastRadius(config), GuardState(), T0
     passed: list[tuple[Decision, float]] = []
     for n, (gap, workload, created, action, stalled) in enumerate(steps):
@@ -276,3 +285,42 @@ def test_a_workload_s_deletions_of_pods_no_one_replaced_stay_within_its_cap(
                 if workload_key(d) == workload and start <= t < start + 600
             ]  # fmt: skip
             assert len([i for i in window if not replacement(i)]) <= cap
+
+
+def test_a_workload_s_deletion_counts_while_its_replacement_may_still_be_cold_starting() -> None:
+    """For `cold_starts` (1) of its model's expected cold start, where that is shorter than the
+    window: a tuned model's replica (a 60 s cold start) healed in a minute is no longer being
+    remediated ten minutes on. In the simulator's random fleets with 20% of engine inits hung,
+    workloads of two or three replicas (cap 1) held a second replica's hung pod ~600 s behind
+    the first's deletion (bench/bench_random_fleets.py, fleets 106, 167, 259, 294, 314)."""
+    stage = BlastRadius(BlastRadiusConfig(max_pods=1, window_s=600, max_pods_cluster=5))
+    state = stage.record(make(target="vllm-0"), T0, GuardState())
+    tuned = make(target="vllm-1", expected_cold_start_s=60.0)
+    assert stage.check(tuned, T0 + 59, state).reason == (
+        "blast radius: 1 pod deletion(s) or hedge(s) in ml/Deployment/vllm in the last 60s "
+        "(1x its model's expected cold start, 60s); cap 1 (max_pods 1, 50% of 8 replicas)"
+    )
+    assert stage.check(tuned, T0 + 60, state).reason is None
+    twice = BlastRadius(BlastRadiusConfig(max_pods=1, window_s=600, cold_starts=2))
+    assert twice.check(tuned, T0 + 119, state).reason is not None
+    assert twice.check(tuned, T0 + 120, state).reason is None
+    # a slow model's, or one whose cold start is unknown (none, or nonsense): the whole window
+    for slow in (make(target="vllm-1", expected_cold_start_s=600.0),
+                 make(target="vllm-1", expected_cold_start_s=None),
+                 make(target="vllm-1", expected_cold_start_s=0.0)):  # fmt: skip
+        assert stage.check(slow, T0 + 599, state).reason is not None
+        assert stage.check(slow, T0 + 600, state).reason is None
+    # with `cold_starts: 0`, the whole window for every model
+    whole = BlastRadius(BlastRadiusConfig(max_pods=1, window_s=600, cold_starts=0))
+    assert whole.check(tuned, T0 + 599, state).reason is not None
+
+
+def test_the_cluster_wide_cap_counts_the_whole_window_whatever_the_model() -> None:
+    stage = BlastRadius(BlastRadiusConfig(max_pods=1, window_s=600, max_pods_cluster=2))
+    state = stage.record(make(workload="ml/Deployment/a"), T0, GuardState())
+    state = stage.record(make(workload="ml/Deployment/b"), T0 + 1, state)
+    tuned = make(workload="ml/Deployment/c", expected_cold_start_s=10.0)
+    assert stage.check(tuned, T0 + 500, state).reason == (
+        "blast radius: 2 pod deletion(s) or hedge(s) cluster-wide in the last 600s; "
+        "cap 2 (max_pods_cluster)"
+    )

@@ -40,6 +40,7 @@ configs = st.fixed_dictionaries(
             max_percent=st.sampled_from([0.0, 10.0, 25.0, 50.0, 100.0]),
             window_s=st.sampled_from([0.0, 60.0, 600.0]),
             max_pods_cluster=st.integers(0, 6),
+            cold_starts=st.sampled_from([0.0, 1.0, 2.0]),
         ),
         "rate_limit": st.builds(
             RateLimitConfig,
@@ -70,7 +71,7 @@ def runs(draw: st.DrawFn) -> tuple[dict[str | None, int | None], list[tuple[Deci
             at=now,
             workload=workload,
             pod_created_at=draw(st.sampled_from([T0 - 1000.0, T0 - 1000.0, None, now])),
-            expected_cold_start_s=draw(st.sampled_from([300.0, 300.0, 0.0, None])),
+            expected_cold_start_s=draw(st.sampled_from([300.0, 300.0, 45.0, 0.0, None])),
             replicas=replicas[workload],
             # a hedge's cost (hedge_budget; the fleet's cold starts pay plenty: `_let_through`)
             gpus=draw(st.sampled_from([2, 2, None])),
@@ -97,9 +98,10 @@ def _let_through(
 def test_pod_deletions_and_hedges_in_any_window_never_exceed_the_blast_radius(
     config: GuardConfig, run: tuple[dict[str | None, int | None], list[tuple[Decision, float]]]
 ) -> None:
-    """Cluster-wide, every one counts; per workload, every one but a replacement's deletion
-    (a pod found stalled, created after one of its workload's in the window: it goes on
-    from that one)."""
+    """Cluster-wide, every one counts in any window; per workload, every one but a
+    replacement's deletion (a pod found stalled, created after one of its workload's in the
+    window: it goes on from that one), each for its span: `cold_starts` of its model's
+    expected cold start where that is known and shorter than the window."""
     replicas, decisions = run
     blast = config.of("blast_radius", BlastRadiusConfig)
     deleted = [(d, t) for d, t in _let_through(config, decisions) if d.action in COUNTED]
@@ -117,15 +119,24 @@ def test_pod_deletions_and_hedges_in_any_window_never_exceed_the_blast_radius(
             )
         )
 
+    def span(d: Decision) -> float:
+        cold = d.expected_cold_start_s
+        if not blast.cold_starts or cold is None or cold <= 0:
+            return blast.window_s
+        return min(blast.window_s, blast.cold_starts * cold)
+
     for _, start in deleted:
         window = [i for i, (_, t) in enumerate(deleted) if start <= t < start + blast.window_s]
         assert len(window) <= blast.max_pods_cluster
-        for key in {workload_key(deleted[i][0]) for i in window}:
-            mine = [deleted[i][0] for i in window if workload_key(deleted[i][0]) == key]
-            counted = [
-                i for i in window if workload_key(deleted[i][0]) == key and not replacement(i)
-            ]
-            assert len(counted) <= workload_cap(blast, replicas[mine[0].workload])
+    for i, (d, at) in enumerate(deleted):
+        if replacement(i):
+            continue
+        key, since = workload_key(d), at - span(d)
+        counted = [
+            j for j, (e, t) in enumerate(deleted[: i + 1])
+            if workload_key(e) == key and t > since and not replacement(j)
+        ]  # fmt: skip
+        assert len(counted) <= workload_cap(blast, replicas[d.workload])
 
 
 @settings(max_examples=300, deadline=None)

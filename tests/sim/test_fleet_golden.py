@@ -260,7 +260,7 @@ engine_logs: {follow: true, max_pods: 8}
 guardrails:
   min_age: {factor: 1, stalled: true}
   cooldown: {seconds: 30}
-  blast_radius: {max_pods: 5, max_percent: 25, max_pods_cluster: 20}
+  blast_radius: {max_pods: 5, max_percent: 25, max_pods_cluster: 20, cold_starts: 0}
   hedge_budget: {charge_cold_starts: 1}
 """
 
