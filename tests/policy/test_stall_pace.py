@@ -60,6 +60,15 @@ def test_a_pod_three_times_as_slow_so_far_gets_a_limit_as_much_wider() -> None:
     assert f"limit {2 * FEW * pace:.3g}× that, widened {pace:.3g}× by its own pace" in reason
 
 
+def test_a_slow_pod_whose_one_ended_step_drew_fast_is_widened_still() -> None:
+    """A pod 3× slow whose weights happened to go fast (1.8× its siblings': 72 s against 40)
+    shows (72 + 30) / (40 + 30) = 1.46 with the floor counted in; judged unwidened, a
+    healthy pod was deleted in bench_random_fleets.py's fleet 346 (policy/pace.py)."""
+    pace = (72 + 30) / (40 + 30)
+    assert pace < 1.5
+    assert _after_weights(72) == pytest.approx(UNPACED * pace)
+
+
 def test_the_widening_stops_at_max_pace() -> None:
     assert _after_weights(1000) == pytest.approx(UNPACED * MAX_PACE)
 
@@ -75,8 +84,10 @@ def test_before_its_weights_the_stretch_to_its_first_step_line_tells_its_pace() 
 
 
 def test_a_short_stretch_slow_by_seconds_widens_nothing() -> None:
-    """25 s to the first step line against 10 s: 2.5 times, but 15 s beside a 30 s floor."""
-    t = _pod([(STARTED + 2, BANNER), (STARTED + 25, LOAD)])
+    """20 s to the first step line against 10 s: twice, but 10 s beside a 30 s floor, (20 +
+    30) / (10 + 30) = 1.25, under PACE_FROM."""
+    assert PACE_FROM > (20 + 30) / (10 + 30)
+    t = _pod([(STARTED + 2, BANNER), (STARTED + 20, LOAD)])
     stall = stall_of(t, CFG, _siblings())
     assert stall is not None and stall.pace == 1.0
     assert stall.limit == pytest.approx(2 * FEW * 40)
