@@ -15,9 +15,13 @@ deleted (fleet 346, untuned, first wave): on a 3× node, its weights had drawn f
 against the siblings' median 84 s: 1.58 with the floor counted in), and as the siblings'
 median rose the ratio fell under 1.5 and its compile (255 s against their P95 of 88 s) was
 judged unwidened. One step's spread is wide (σ 0.3 in the simulator: a 3× pod's single step
-may show 1.7×). From 1.3 none of the 1,000 fleets lost a pod, their P99s moved by nothing,
-and bench_sim's by under 2%; from 1.0 (any slowness widens) hung pods wait longer (untuned,
-20% hangs: +7%) and one unseen fleet went above the seed rule.
+may show 1.7×). From 1.3 (or 1.4) none of the 1,000 fleets lost a pod and their P99s moved
+by nothing. The price is a hung pod that ran a little slow before it hung: it is found later
+by as much. The quick bench_sim's rows moved by under 2%; docs/simulation-defaults.md's
+untuned fleet with no spare GPUs and 20% hangs went from 1,275 to 1,370 s (a replica whose
+second pod, 1.48× slow before it hung in graph capture, was deleted 99 s later). From 1.0
+(any slowness widens), more: untuned with 20% hangs +7% with spare GPUs too, and one unseen
+fleet above the seed rule.
 
 Until a pod has ended a step, what it has logged tells its pace little or nothing (the
 stretch to its first step line, or less): there the pace of the node's last cold starts
