@@ -10,8 +10,8 @@ GPUs for the peak and no more, node scoring spread or pack, a scale-up load, rol
 faults (engine-init hangs 0-20%, a slow or failing registry, driver hangs, unsettled GPU
 nodes where there are eight or more, healthy GPU nodes whose engine inits take 1.5-3 times
 as long). Prints every fleet where the default's P99 time to Ready is above the seed
-rule's, or it killed a healthy pod (a false kill) or looped, then how many of each; never
-fails.
+rule's, or it killed a healthy pod (a false kill) or looped, then how many of each (false
+kills over the goal, and any at all); never fails.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def main() -> None:
         PolicySpec("seed-rule", lambda: SeedRule("seed-rule")),
         PolicySpec("default", lambda: CorePolicy("default", config)),
     ]
-    above = unsafe = 0
+    above = unsafe = any_kill = 0
     for number in range(args.first, args.first + args.fleets):
         sc = fleet(number, args.hours)
         by = {s.policy: s for s in compare(sc, policies)[0]}
@@ -112,13 +112,15 @@ def main() -> None:
         killed = d.false_kill_pct > (MAX_FALSE_KILL_PCT if sc.faults.engine_init_hang else 0.0)
         above += worse
         unsafe += killed or d.kill_loops > 0
-        if worse or killed or d.kill_loops:
+        any_kill += d.false_kill_pct > 0  # under the goal, still a healthy pod deleted
+        if worse or d.false_kill_pct > 0 or d.kill_loops:
             print(f"fleet {number}: default P99 {dp:.0f}s, seed rule {sp:.0f}s; false kills "
                   f"{d.false_kill_pct:.2f}%, kill loops {d.kill_loops}; "
                   f"{describe(sc)}")  # fmt: skip
     print(f"{args.fleets} fleets ({args.first}..{args.first + args.fleets - 1}, "
           f"{args.hours:g} h each): default above the seed rule's P99 in {above}; "
-          f"false kills over the goal or kill loops in {unsafe}")  # fmt: skip
+          f"false kills over the goal or kill loops in {unsafe}; "
+          f"a healthy pod deleted at all in {any_kill}")  # fmt: skip
 
 
 if __name__ == "__main__":
