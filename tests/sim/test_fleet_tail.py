@@ -100,6 +100,16 @@ def test_causes_say_what_the_story_shows() -> None:
     ]  # fmt: skip
     rolling = _pod("x", said=((20.0, "no hedge: ns/Deployment/d is rolling out (...)"),))
     assert causes(_replica(rolling)) == ["hung", "no hedge mid-rollout"]
+    capped = _pod("x", said=(
+        (20.0, "held delete-pod by blast_radius: blast radius: 1 pod deletion(s) ..."),
+        (50.0, "held delete-pod by blast_radius: blast radius: 1 pod deletion(s) ..."),
+        (80.0, "held delete-pod by rate_limit: rate limit: 6/min ..."),
+    ))  # fmt: skip
+    assert causes(_replica(capped)) == [
+        "hung",
+        "deletion held by blast_radius",
+        "deletion held by rate_limit",
+    ]
 
 
 def test_render_names_the_replica_and_each_pod() -> None:

@@ -184,7 +184,8 @@ def _cut(text: str) -> str:
 def causes(r: ReplicaStory) -> list[str]:
     """What made the replica slow that the story shows, worst known first: what the
     simulator did to it (hung, twice; a replacement that pulled its image) and what held
-    its remediation back (its log read late, its hedge held, waiting or not decided)."""
+    its remediation back (its log read late, its hedge held, waiting or not decided, its
+    deletion held)."""
     hung = [p for p in r.pods if p.hung is not None]
     said = [what for p in r.pods for _, what in p.said]
     out = []
@@ -197,9 +198,8 @@ def causes(r: ReplicaStory) -> list[str]:
         out.append("log never read")
     if any(read is not None and read - start > LATE_READ_S for start, read in reads):
         out.append("log read late")
-    held = sorted({w.split(":", 1)[0].removeprefix("held hedge-pod by ") for w in said
-                   if w.startswith("held hedge-pod by ")})  # fmt: skip
-    out.extend(f"hedge held by {g}" for g in held)
+    out.extend(f"hedge held by {g}" for g in _held_by(said, "hedge-pod"))
+    out.extend(f"deletion held by {g}" for g in _held_by(said, "delete-pod"))
     if any(w.startswith("the hedge's step waits") for w in said):
         out.append("hedge waited for another")
     if any(w.startswith("no hedge:") and "rolling out" in w for w in said):
@@ -209,6 +209,13 @@ def causes(r: ReplicaStory) -> list[str]:
     if r.censored:
         out.append("never Ready")
     return out
+
+
+def _held_by(said: list[str], action: str) -> list[str]:
+    """The guardrails that held the replica's `action` (a deletion held by the blast radius
+    or the rate limit is as much its wait as a hedge held)."""
+    prefix = f"held {action} by "
+    return sorted({w.split(":", 1)[0].removeprefix(prefix) for w in said if w.startswith(prefix)})
 
 
 def render(policy: str, stories: list[ReplicaStory], replicas: int, p99: float) -> str:
