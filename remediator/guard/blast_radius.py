@@ -208,12 +208,10 @@ class BlastRadius:
     def _span(self, decision: Decision) -> tuple[float, str]:
         """How long a deletion of the decision's workload counts against its cap, and how
         that was set: while its replacement may still be cold-starting."""
-        window, cold = self.config.window_s, decision.expected_cold_start_s
-        if not self.config.cold_starts or cold is None or cold <= 0:
-            return window, ""  # (unknown: never guess)
-        if self.config.cold_starts * cold >= window:
-            return window, ""
-        n = self.config.cold_starts
+        window, n = self.config.window_s, self.config.cold_starts
+        cold = decision.expected_cold_start_s
+        if not n or cold is None or cold <= 0 or n * cold >= window:
+            return window, ""  # (a cold start not known: never guess)
         return n * cold, f" ({n:g}x its model's expected cold start, {fmt_s(cold)})"
 
     def _hedged(self, decision: Decision, now: float, state: GuardState) -> bool:
