@@ -114,6 +114,8 @@ class StuckPodConfig:
     # (docs/simulation-defaults.md).
     checks: int = 3
     check_interval_s: float = 10.0
+    # Per model: phase budgets, and `expected_cold_start_s` (MODEL_COLD_START) until its
+    # history has one.
     models: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
     progress: ProgressConfig = field(default_factory=ProgressConfig)
@@ -280,8 +282,28 @@ def _phases(raw: Any, path: str) -> tuple[str, ...]:
     return phases
 
 
+# A model's own expected cold start, beside its phase budgets: what its first pods are held to
+# (min_age, and the least a phase it has no history of gets) until one of its cold starts is
+# learned, where the fleet-wide `expected_cold_start_s` would hold a fast model's first wave
+# ten minutes.
+MODEL_COLD_START = "expected_cold_start_s"
+
+
 def _models(raw: Any, path: str) -> dict[str, dict[str, float]]:
-    return {m: _budgets(v, f"{path}.{m}") for m, v in _mapping(raw, path).items()}
+    out = {}
+    for model, value in _mapping(raw, path).items():
+        section = dict(_mapping(value, f"{path}.{model}"))
+        for key in section:
+            if key not in BUDGET_PHASES and key != MODEL_COLD_START:
+                known = ", ".join((*BUDGET_PHASES, MODEL_COLD_START))
+                raise ConfigError(f"{path}.{model}.{key}", f"unknown phase; known: {known}")
+        cold = section.pop(MODEL_COLD_START, None)
+        out[model] = _budgets(section, f"{path}.{model}")
+        if cold is not None:
+            out[model][MODEL_COLD_START] = float(
+                _number(1.0)(cold, f"{path}.{model}.{MODEL_COLD_START}")
+            )
+    return out
 
 
 def _section(cls: type[Any], parsers: Mapping[str, Parser]) -> Parser:

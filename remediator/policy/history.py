@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from remediator.policy.config import AdaptiveConfig, StuckPodConfig
+from remediator.policy.config import MODEL_COLD_START, AdaptiveConfig, StuckPodConfig
 
 
 class PhaseHistory:
@@ -158,12 +158,14 @@ def _lowered(cfg: AdaptiveConfig, learned: float, static: float, what: str) -> t
 
 
 def expected_cold_start(cfg: StuckPodConfig, history: PhaseHistory, model: str | None) -> float:
-    """What a cold start of this model takes: P99 of its recent totals, else the default."""
-    if model is not None:
-        p99 = history.p99(model, "total", cfg.adaptive.min_siblings)
-        if p99 is not None:
-            return p99
-    return cfg.expected_cold_start_s
+    """What a cold start of this model takes: P99 of its recent totals, else what the policy
+    says for the model (`models.<model>.expected_cold_start_s`), else the default."""
+    if model is None:
+        return cfg.expected_cold_start_s
+    p99 = history.p99(model, "total", cfg.adaptive.min_siblings)
+    if p99 is not None:
+        return p99
+    return cfg.models.get(model, {}).get(MODEL_COLD_START, cfg.expected_cold_start_s)
 
 
 for _step in (

@@ -35,11 +35,23 @@ def test_partial_budgets_keep_the_other_defaults() -> None:
     }
 
 
+def test_a_model_s_own_expected_cold_start_is_read_beside_its_budgets() -> None:
+    text = "stuck_pod:\n  models:\n    m: {engine_init: 300, expected_cold_start_s: 420}\n"
+    cfg = load_policy(text).rules.stuck_pod
+    assert cfg.models == {"m": {"engine_init": 300.0, "expected_cold_start_s": 420.0}}
+
+
 @pytest.mark.parametrize(
     ("text", "line", "says"),
     [
         ("stuck_pod:\n  budgets:\n    engine_init: -5\n", 3, "stuck_pod.budgets.engine_init"),
         ("stuck_pod:\n  budgets:\n    warmup: 5\n", 3, "unknown phase"),
+        ("stuck_pod:\n  models:\n    m: {warmup: 5}\n", 3, "stuck_pod.models.m.warmup"),
+        (
+            "stuck_pod:\n  models:\n    m: {expected_cold_start_s: 0}\n",
+            3,
+            "stuck_pod.models.m.expected_cold_start_s",
+        ),  # fmt: skip
         ("stuck_pod:\n  selector: 'app in (a'\n", 2, "bad label selector"),
         ("stuck_pod:\n  selector: 'app=$(x)'\n", 2, "invalid label value"),
         ("\n\nstuck_pod:\n  bogus: 1\n", 4, "unknown key"),

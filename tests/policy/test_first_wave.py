@@ -96,3 +96,23 @@ def test_no_healthy_first_wave_pod_is_deleted_however_its_phases_add_up(
     run.feed(pod(created=0, scheduled=1, started=started, ready=started + engine))
     run.at(T0 + started + engine + 3600)
     assert [d.action for d in run.decisions if d.action == "delete-pod"] == []
+
+
+def test_a_models_own_expected_cold_start_holds_its_first_wave_to_that() -> None:
+    """`models.<model>.expected_cold_start_s`: a model known to start in two minutes has its
+    first pods judged by that until one of its cold starts is learned, not by the fleet's
+    600 s (random fleets 330 and 836: a single replica hung in its first wave waited ten
+    minutes; 716 and 695 s against the seed rule's 181 and 260 s, 316 and 295 s so told)."""
+    told = f"stuck_pod: {{models: {{{MODEL}: {{expected_cold_start_s: 120}}}}}}"
+    for text, due in ((told, 140), ("", 620)):
+        run = make_run(text)
+        started = _slow_start(run, pull=20, start=4)
+        run.at(T0 + started + 700)
+        assert [d.at - T0 - started for d in run.decisions] == [due], text
+    run = make_run(told)
+    started = _slow_start(run, pull=20, start=4)
+    run.at(T0 + started + 139)
+    assert run.decisions == []  # its 120 s, and 2 more checks
+    run.feed(pod(created=0, scheduled=1, started=started, ready=started + 130))
+    run.at(T0 + started + 700)
+    assert run.decisions == []  # Ready inside them: nothing deleted
