@@ -88,7 +88,13 @@ class HedgeBudgetState:
         """The hours with `paid` and `spent` added to `at`'s, and those out of the window
         ending at `at` dropped."""
         hour = at - at % HOUR
-        hours = {h[0]: (h[1], h[2]) for h in self.hours if h[0] + HOUR > at - window_s}
+        kept = self.hours
+        if kept and kept[-1][0] == hour and kept[0][0] + HOUR > at - window_s:
+            # (most calls: a cold start heard in the hour going, no hour out of the window;
+            # the hours are sorted, unique and not empty, as below and as read)
+            last = kept[-1]
+            return (*kept[:-1], (hour, last[1] + paid, last[2] + spent))
+        hours = {h[0]: (h[1], h[2]) for h in kept if h[0] + HOUR > at - window_s}
         was_paid, was_spent = hours.get(hour, (0.0, 0.0))
         hours[hour] = (was_paid + paid, was_spent + spent)
         return tuple((h, p, s) for h, (p, s) in sorted(hours.items()) if p or s)
@@ -140,7 +146,9 @@ def _read_hours(raw: Any, path: str) -> Hours:
         if paid < 0 or spent < 0:
             raise StateError(where, "GPU-seconds must not be negative")
         out.append((hour, paid, spent))
-    return tuple(sorted(out))
+    # As `add` keeps them: one row an hour (the last read), none with nothing in it.
+    rows = {hour: (paid, spent) for hour, paid, spent in out}
+    return tuple((h, p, s) for h, (p, s) in sorted(rows.items()) if p or s)
 
 
 def _read_open(raw: Any, path: str) -> Open:

@@ -329,3 +329,49 @@ def test_blast_radius_state_with_hedges_round_trips() -> None:
     assert pipeline.load_state(state.to_json()) == state
     assert '"hedged"' in state.to_json()
     assert '"hedged"' not in RADIUS.record(make(), T0, GuardState()).to_json()
+
+
+def _added(
+    rows: list[tuple[float, float, float]], at: float, window: float, paid: float, spent: float
+) -> tuple[tuple[float, float, float], ...]:
+    """What `add` means: the hours overlapping the window ending at `at`, `at`'s hour with
+    the amounts added, each hour once, none with nothing in it, oldest first."""
+    hour = at - at % 3600.0
+    sums: dict[float, list[float]] = {}
+    for h, p, s in rows:
+        if h + 3600.0 > at - window:
+            sums[h] = [p, s]  # (a row read twice: the last one, as the reader keeps it)
+    sums.setdefault(hour, [0.0, 0.0])
+    sums[hour][0] += paid
+    sums[hour][1] += spent
+    return tuple((h, p, s) for h, (p, s) in sorted(sums.items()) if p or s)
+
+
+_AMOUNT = st.sampled_from([0.0, 1.5, 600.0, 12000.0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.integers(0, 30), _AMOUNT, _AMOUNT), max_size=8),
+    at_s=st.integers(0, 31 * 3600),
+    window_h=st.integers(1, 30),
+    amounts=st.lists(st.tuples(_AMOUNT, _AMOUNT), min_size=1, max_size=4),
+)
+def test_adding_to_the_hours_is_the_plain_sum_from_any_stored_state(
+    rows: list[tuple[int, float, float]],
+    at_s: int,
+    window_h: int,
+    amounts: list[tuple[float, float]],
+) -> None:
+    """`add` takes a shortcut for a cold start heard in the hour going (most calls): from
+    any stored state, unsorted, with an hour twice or one empty, the result is the same as
+    the plain definition's, call after call."""
+    stored = [(h * 3600.0, p, s) for h, p, s in rows]
+    state = HedgeBudgetState.from_doc({"hours": [list(r) for r in stored], "short": []}, "s")
+    expected = _added(stored, float(at_s), window_h * 3600.0, 0.0, 0.0)
+    assert _added(list(state.hours), float(at_s), window_h * 3600.0, 0.0, 0.0) == expected
+    for i, (paid_s, spent_s) in enumerate(amounts):
+        at, window = float(at_s + 60 * i), window_h * 3600.0
+        want = _added(list(state.hours), at, window, paid_s, spent_s)
+        state = HedgeBudgetState(state.add(at, window, paid_s, spent_s))
+        assert state.hours == want
