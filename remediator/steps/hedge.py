@@ -21,20 +21,18 @@ one. A count someone else changed during the hedge is left as they set it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from remediator.inputs.hedge_annotation import HEDGE, HEDGED, Hedge
 from remediator.steps.errors import StepError
 from remediator.steps.kube import API_ERRORS, REQUEST_TIMEOUT, api_failure
 from remediator.steps.report import ExitCode
 
-HEDGE = "remediator.io/hedge"  # on the Deployment while a hedge runs: what it is
-HEDGED = "remediator.io/hedged"  # the uid of the pod last hedged: a rerun finds it done
 _WRITES = 5  # optimistic writes retried on a 409 (someone else wrote the Deployment)
 _OBSERVED_S = 15.0  # how long the Deployment controller may take to observe a change
 
@@ -53,36 +51,13 @@ Outcome = Literal[
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Hedge:
-    """What the annotation says: the stalled pod, the count to return to, the pods from
-    before the surge, the deadline (seconds since the epoch, the steps' own clock)."""
-
-    pod: str
-    uid: str
-    replicas: int
-    before: tuple[str, ...]
-    deadline: float
-
-    def to_json(self) -> str:
-        doc = {"pod": self.pod, "uid": self.uid, "replicas": self.replicas,
-               "before": list(self.before), "deadline": self.deadline}  # fmt: skip
-        return json.dumps(doc, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str, where: str) -> Hedge:
-        try:
-            doc = json.loads(text)
-            return cls(
-                str(doc["pod"]),
-                str(doc["uid"]),
-                int(doc["replicas"]),
-                tuple(str(u) for u in doc["before"]),
-                float(doc["deadline"]),
-            )
-        except (ValueError, TypeError, KeyError) as e:
-            detail = f"{where}: annotation {HEDGE} is not a hedge this step wrote: {e}"
-            raise StepError(ExitCode.PRECONDITION, "bad_annotation", detail) from e
+def _plan(text: str, where: str) -> Hedge:
+    """The running hedge the annotation says; refused as a precondition where the step did
+    not write it."""
+    try:
+        return Hedge.from_json(text)
+    except ValueError as e:
+        raise StepError(ExitCode.PRECONDITION, "bad_annotation", f"{where}: {e}") from e
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +222,7 @@ def hedge(
         dep = _observed(apis.apps, namespace, deployment, clock)
         notes = _annotations(dep)
         if HEDGE in notes:
-            running = Hedge.from_json(notes[HEDGE], where)
+            running = _plan(notes[HEDGE], where)
             if running.uid == uid:
                 return _see_through(apis, namespace, deployment, running, clock, on_wait)
             if clock.now() < running.deadline:
@@ -321,13 +296,14 @@ def _see_through(
         notes = _annotations(dep)
         if HEDGE not in notes:  # ended meanwhile (a former run, after its last look)
             return Hedged("already_hedged", False, f"the hedge of {where} has ended")
-        plan = Hedge.from_json(notes[HEDGE], where)
+        plan = _plan(notes[HEDGE], where)
         pods = _pods(apis.core, namespace, dep, where)
         found = _judge(apis.core, namespace, plan, pods)
         if found is not None:
             outcome, detail, winner, deleted = found
             count = _end(apis.apps, namespace, deployment, plan, detail)
             return Hedged(outcome, True, detail, winner, deleted, count)
+        _say_racing(apis.apps, dep, plan, pods)
         if clock.now() >= plan.deadline:
             detail = f"neither {plan.pod} nor a new pod was Ready by the deadline"
             count = _end(apis.apps, namespace, deployment, plan, detail)
@@ -344,6 +320,25 @@ def _new(plan: Hedge, pods: list[Any]) -> list[Any]:
     known = set(plan.before) | {plan.uid}
     fresh = [p for p in pods if p.metadata.uid not in known]
     return sorted(fresh, key=lambda p: (p.metadata.creation_timestamp, p.metadata.name))
+
+
+def _racer(plan: Hedge, pods: list[Any]) -> str | None:
+    """The new pod racing the stalled one: the oldest scheduled and not going."""
+    return next(
+        (p.metadata.uid for p in _new(plan, pods)
+         if p.spec.node_name and p.metadata.deletion_timestamp is None),
+        None,
+    )  # fmt: skip
+
+
+def _say_racing(apps: client.AppsV1Api, dep: Any, plan: Hedge, pods: list[Any]) -> None:
+    """Keep the annotation's `racing` current, so the core leaves the stalled pod to the
+    hedge while a new pod races it, and deletes it for its stall when none does (the hedge
+    pod waits for GPUs the stalled pod holds). A conflict is left to the next look."""
+    racing = _racer(plan, pods)
+    if racing != plan.racing:
+        body = {"metadata": {"annotations": {HEDGE: replace(plan, racing=racing).to_json()}}}
+        _patch(apps, dep, body, dry_run=False)
 
 
 def _new_names(plan: Hedge, pods: list[Any]) -> str:
@@ -389,7 +384,7 @@ def _end(
         dep = _read_deployment(apps, namespace, deployment)
         notes = _annotations(dep)
         running = notes.get(HEDGE)
-        if running is None or Hedge.from_json(running, where).uid != plan.uid:
+        if running is None or _plan(running, where).uid != plan.uid:
             return int(dep.spec.replicas) if dep.spec.replicas is not None else None
         now = int(dep.spec.replicas) if dep.spec.replicas is not None else None
         body: dict[str, Any] = {"metadata": {"annotations": {HEDGE: None, HEDGED: plan.uid}}}
@@ -407,9 +402,9 @@ def give_up(apps: client.AppsV1Api, namespace: str, deployment: str, uid: str) -
     deleting nothing, so no surge outlives it."""
     where = f"{namespace}/{deployment}"
     running = _annotations(_read_deployment(apps, namespace, deployment)).get(HEDGE)
-    if running is None or Hedge.from_json(running, where).uid != uid:
+    if running is None or _plan(running, where).uid != uid:
         return Hedged("nothing_to_end", False, f"no hedge of {uid} runs on {where}")
-    plan = Hedge.from_json(running, where)
+    plan = _plan(running, where)
     count = _end(apps, namespace, deployment, plan, "given up")
     detail = f"hedge of {plan.pod} given up; {where} at {count} replicas, nothing deleted"
     return Hedged("given_up", True, detail, None, None, count)

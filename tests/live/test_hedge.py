@@ -116,6 +116,12 @@ def _surged(cluster: LiveCluster, name: str, stalled: dict[str, Any]) -> dict[st
     return wait_for(hedge_pod, 60, "the surge and the hedge pod in engine init")
 
 
+def _hedge_note(cluster: LiveCluster, name: str) -> dict[str, Any]:
+    """The hedge step's annotation as the Deployment has it now ({} when none)."""
+    note = _dep(cluster, name)["metadata"].get("annotations", {}).get(HEDGE)
+    return json.loads(note) if note else {}
+
+
 def _settled(cluster: LiveCluster, name: str, uid: str) -> dict[str, Any]:
     """The Deployment back at one replica, its hedge ended, one pod left."""
 
@@ -147,13 +153,18 @@ def test_the_hedge_pod_ready_first_wins_and_the_stalled_pod_is_deleted(
     uid = stalled["metadata"]["uid"]
     plan = json.loads(_dep(cluster, name)["metadata"]["annotations"][HEDGE])
     assert (plan["uid"], plan["replicas"], plan["before"]) == (uid, 1, [uid])
+    # The hedge pod has a node: the step names it racing, and the core leaves the stalled
+    # pod to the hedge meanwhile (policy.hedge.left_to_hedge).
+    racing = wait_for(lambda: _hedge_note(cluster, name).get("racing"), 30, "the hedge pod racing")
+    assert racing == hedge["metadata"]["uid"]
     _get_going(cluster, hedge)
     code, verdict = step.verdict()
     assert code == 0, verdict
     assert verdict["outcome"] == "hedged_hedge_won", verdict
     assert verdict["winner"] == hedge["metadata"]["name"]
     assert verdict["deleted"] == stalled["metadata"]["name"] and verdict["replicas"] == 1
-    assert _settled(cluster, name, uid)["metadata"]["generation"] == 3  # surge, return
+    # surge, the racer named (annotations count as changes), return
+    assert _settled(cluster, name, uid)["metadata"]["generation"] == 4
     (left,) = _pods(cluster, name)
     assert left["metadata"]["uid"] == hedge["metadata"]["uid"] and ready(left)
 
@@ -188,9 +199,10 @@ def test_a_step_killed_mid_hedge_is_carried_on_by_its_rerun_without_a_second_sur
     _get_going(cluster, hedge)
     code, verdict = rerun.verdict()
     assert (code, verdict["outcome"]) == (0, "hedged_hedge_won"), verdict
-    # The spec changed twice, the surge and the return: the rerun found the hedge and never
-    # surged again (generation 1 at creation).
-    assert _settled(cluster, name, uid)["metadata"]["generation"] == 3
+    # The Deployment changed three times, the surge, the racer named (by the first step or
+    # its rerun, once) and the return: the rerun found the hedge and never surged again
+    # (generation 1 at creation).
+    assert _settled(cluster, name, uid)["metadata"]["generation"] == 4
     assert {p["metadata"]["uid"] for p in _pods(cluster, name)} == {hedge["metadata"]["uid"]}
 
 
@@ -252,7 +264,9 @@ def test_refusals_change_nothing_and_an_orphaned_hedge_is_ended_by_the_next(
     verdict = json.loads(done.stdout)
     assert (done.returncode, verdict["outcome"]) == (4, "timeout"), done.stderr
     dep = _settled(cluster, name, uid)  # back to one, its own hedge recorded
-    assert dep["metadata"]["generation"] == generation + 3  # orphan ended; its surge, return
+    # The orphan ended; its own surge and return, and its racer named where the hedge pod got
+    # a node within the step's second (one more change): never a second surge.
+    assert dep["metadata"]["generation"] in (generation + 3, generation + 4)
     assert {p["metadata"]["uid"] for p in _pods(cluster, name)} == {uid}
 
 

@@ -159,6 +159,12 @@ def test_a_stalled_pod_is_hedged_the_first_ready_wins_and_a_killed_serve_doubles
     )  # fmt: skip
     assert held[0]["guardrail"] == "idempotency", held[0]
 
+    # The hedge pod has a node: the step names it racing (serve leaves the stalled pod to it).
+    def racing() -> object:
+        note = _dep(cluster, name)["metadata"].get("annotations", {}).get("remediator.io/hedge")
+        return json.loads(note).get("racing") if note else None
+
+    wait_for(lambda: racing() == hedge["metadata"]["uid"], 60, "the hedge pod racing")
     # The hedge pod gets going first: it wins, the stalled pod is deleted, back to one replica.
     patch = {"metadata": {"annotations": {HANG: None}}}
     cluster.api("PATCH", f"/api/v1/namespaces/{NS}/pods/{hedge['metadata']['name']}", patch,
@@ -174,7 +180,9 @@ def test_a_stalled_pod_is_hedged_the_first_ready_wins_and_a_killed_serve_doubles
         return dep if notes.get("remediator.io/hedged") == uid else None
 
     dep = wait_for(settled, 120, "one replica, the hedge ended")
-    assert dep["metadata"]["generation"] == 3  # one surge and one return: never a second surge
+    # One surge, the racer named, one return (a Deployment's annotations count as changes):
+    # never a second surge.
+    assert dep["metadata"]["generation"] == 4
     (left,) = [p for p in cluster.pods(NS, f"app.kubernetes.io/name={name}")
                if not p["metadata"].get("deletionTimestamp")]  # fmt: skip
     assert left["metadata"]["uid"] == hedge["metadata"]["uid"]
