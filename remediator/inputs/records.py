@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from remediator.inputs.hedge_annotation import Hedge
 from remediator.inputs.schema import ContainerStatus, PodSpec
 
 WatchType = Literal["ADDED", "MODIFIED", "DELETED"]
@@ -91,6 +92,9 @@ class WorkloadSeen(msgspec.Struct, frozen=True, gc=False):
     pods: int | None = None  # a Deployment's status.replicas: its pods of every ReplicaSet
     paused: bool = False  # a Deployment's spec.paused
     gpus: int = 0  # nvidia.com/gpu of the template's GPU container: what each pod needs
+    # A Deployment's hedge running (the hedge step's annotation, inputs/hedge_annotation.py):
+    # the stalled pod it races, the pods from before its surge, its deadline.
+    hedge: Hedge | None = None
 
 
 class AlertSeen(msgspec.Struct, frozen=True, gc=False):

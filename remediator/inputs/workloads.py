@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
+from remediator.inputs.hedge_annotation import HEDGE, Hedge
 from remediator.inputs.pods import spec_info
 from remediator.inputs.records import JSON, InputError, WatchType, WorkloadSeen
 from remediator.inputs.schema import PodSpec
@@ -62,4 +63,17 @@ def workload_seen(watch: WatchType, kind: str, obj: JSON) -> WorkloadSeen:
         pods=int(pods) if pods is not None else None,
         paused=spec.get("paused") is True,
         gpus=info.gpus,
+        hedge=_hedge(kind, meta),
     )
+
+
+def _hedge(kind: str, meta: JSON) -> Hedge | None:
+    """The hedge the Deployment's annotation says runs. One the step did not write is no
+    hedge (the step refuses it too): the Deployment itself is still seen."""
+    text = (meta.get("annotations") or {}).get(HEDGE) if kind == "Deployment" else None
+    if not isinstance(text, str):
+        return None
+    try:
+        return Hedge.from_json(text)
+    except ValueError:
+        return None

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remediator.inputs.decode import decode
+from remediator.inputs.hedge_annotation import HEDGE, Hedge
 from remediator.inputs.records import (
     AlertSeen,
     FirstToken,
@@ -198,6 +199,32 @@ def test_workloads(kind: str, replicas: int, ready: int, updated: int) -> None:
     paused["spec"]["paused"] = True
     (p,) = _decode(watch(paused))
     assert isinstance(p, WorkloadSeen) and p.paused
+
+
+HEDGE_RUNNING = Hedge("llama-70b-abc-1", "pod-1", 2, ("pod-0", "pod-1"), 1.76e9, "pod-2")
+
+
+@pytest.mark.parametrize(
+    ("kind", "note", "seen"),
+    [
+        ("Deployment", HEDGE_RUNNING.to_json(), HEDGE_RUNNING),
+        ("Deployment", '{"pod": "p", "uid": "u"}', None),  # not what the step writes
+        ("Deployment", "[1, 2]", None),
+        ("StatefulSet", HEDGE_RUNNING.to_json(), None),  # (the step hedges Deployments only)
+    ],
+)
+def test_a_hedge_running_is_read_off_the_deployment(
+    kind: str, note: str, seen: Hedge | None
+) -> None:
+    """The hedge step's annotation (inputs/hedge_annotation.py) says which pod a running
+    hedge races; one it did not write is no hedge, and the Deployment is still seen."""
+    doc = _workload(kind)
+    doc["metadata"]["annotations"] = {HEDGE: note, "other": "x"}
+    (w,) = _decode(watch(doc))
+    assert isinstance(w, WorkloadSeen)
+    assert (w.name, w.hedge) == ("llama-70b", seen)
+    (plain,) = _decode(watch(_workload(kind)))
+    assert isinstance(plain, WorkloadSeen) and plain.hedge is None
 
 
 def test_not_json_and_not_an_object() -> None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from remediator.contract.decision import Decision
+from remediator.inputs.hedge_annotation import Hedge
 from remediator.inputs.records import Input, WorkloadSeen
+from remediator.policy.config import MAX_HEDGE_S
 from remediator.policy_file import PolicyFile
 from remediator.sim.fleet.cluster import Pod
 from remediator.sim.fleet.compare import builtin_policies, without_hedging
@@ -35,6 +37,7 @@ class Scripted:
         self.out: list[Decision] = []
         self.applied_: list[Decision] = []
         self.replicas: list[int | None] = []
+        self.hedges: list[Hedge | None] = []  # the hedge step's annotation, as watched
 
     def at(self, virtual: float, action: str, pod: Pod) -> None:
         spec = pod.dep.spec
@@ -46,6 +49,7 @@ class Scripted:
     def feed(self, item: Input) -> None:
         if isinstance(item, WorkloadSeen):
             self.replicas.append(item.replicas)
+            self.hedges.append(item.hedge)
 
     def advance(self, now: float) -> None:
         self.out += [d for due, d in self.plan if due <= now]
@@ -95,9 +99,17 @@ def test_a_hedged_hung_pod_loses_to_its_hedge_and_the_deployment_returns_to_its_
     assert hung.slot.ready == hedge.ready
     assert result.hedges == 1 and result.actions["hedge-pod"] == 1
     assert result.deletions == 0  # the hedge, not a remediation, removed the hung pod
-    # The Deployment as its watch showed it: 2, surged to 3 by the hedge, back to 2.
+    # The Deployment as its watch showed it: 2, surged to 3 by the hedge (and seen again
+    # when the hedge pod got a node: the step's annotation names it racing), back to 2.
     assert ctl.replicas[0] == 2 and 3 in ctl.replicas and ctl.replicas[-1] == 2
-    assert ctl.replicas.count(3) == 1
+    assert ctl.replicas.count(3) == 2
+    surged, racing = [h for h in ctl.hedges if h is not None]
+    assert (surged.uid, surged.pod, surged.racing) == (hung.uid, hung.name, None)
+    assert racing == replace(surged, racing=hedge.uid)
+    assert hung.uid in surged.before and hedge.uid not in surged.before
+    applied = BASE_TIME + hung.started + 30  # the decision's time (and the executor's delay)
+    assert applied + MAX_HEDGE_S <= surged.deadline <= applied + MAX_HEDGE_S + 10  # (no param)
+    assert ctl.hedges[-1] is None  # the hedge ended: the annotation gone
     # The second pod's GPUs while both ran: 2 GPUs (TP) from its scheduling to its Ready.
     assert hedge.scheduled is not None
     assert result.hedge_gpu_seconds == (hedge.ready - hedge.scheduled) * 2
@@ -115,7 +127,7 @@ def test_a_stalled_pod_that_comes_ready_first_wins_and_the_hedge_pod_goes() -> N
     first = next(p for p in hedge.slot.live if not p.hedge)
     assert first.ready is not None and hedge.removed_by == "hedge"
     assert hedge.deleted == first.ready and hedge.ready is None
-    assert ctl.replicas[-1] == 2 and ctl.replicas.count(3) == 1
+    assert ctl.replicas[-1] == 2 and ctl.replicas.count(3) == 2  # surged; its pod races
 
 
 def test_the_hung_pod_deleted_during_its_hedge_is_replaced_by_the_hedge_pod_alone() -> None:
@@ -134,7 +146,7 @@ def test_the_hung_pod_deleted_during_its_hedge_is_replaced_by_the_hedge_pod_alon
     assert hung.removed_by == "remediation" and result.deletions == 1
     assert hedge.ready is not None and hung.slot.ready == hedge.ready
     assert result.cold_starts == 3  # two replicas and the hedge pod: no replacement besides
-    assert ctl.replicas.count(3) == 1 and ctl.replicas[-1] == 2
+    assert ctl.replicas.count(3) == 2 and ctl.replicas[-1] == 2  # surged; its pod races
     assert result.hedge_gpu_seconds > 0
 
 
@@ -148,7 +160,7 @@ def test_a_hedge_of_a_ready_pod_or_a_second_hedge_changes_nothing() -> None:
 
     ctl, _ = _run(hedge_twice_and_late)
     result = ctl.result  # type: ignore[attr-defined]
-    assert result.hedges == 1 and ctl.replicas.count(3) == 1
+    assert result.hedges == 1 and ctl.replicas.count(3) == 2  # surged; its pod races
     assert result.actions["hedge-pod"] >= 3  # all carried out; only one surged
 
 
@@ -169,6 +181,7 @@ def test_a_second_hedge_of_the_deployment_waits_for_the_first_as_its_workflow_do
     result = ctl.result  # type: ignore[attr-defined]
     hung = [p for w, p in seen if w == "started" and p.fate == "init_hang"]
     assert len(hung) == 2 and result.hedges == 2
-    assert max(r or 0 for r in ctl.replicas) == 3 and ctl.replicas.count(3) == 2
+    # each hedge: surged, then its pod races (a watch event each)
+    assert max(r or 0 for r in ctl.replicas) == 3 and ctl.replicas.count(3) == 4
     assert ctl.replicas[-1] == 2
     assert all(p.removed_by == "hedge" and p.slot.ready is not None for p in hung)

@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 from remediator.contract.decision import Decision
+from remediator.inputs.hedge_annotation import Hedge
 from remediator.sim.fleet.draws import PodDraws
 from remediator.sim.fleet.scenario import DeploymentSpec
 
@@ -106,7 +107,7 @@ class Pod:
 
 class Deployment:
     __slots__ = ("spec", "image", "rs_hash", "desired", "pods", "generation", "uid", "rolling",
-                 "old", "hedging", "hedges_waiting")  # fmt: skip
+                 "old", "hedging", "hedges_waiting", "hedge_note")  # fmt: skip
 
     def __init__(self, spec: DeploymentSpec) -> None:
         self.spec = spec
@@ -120,6 +121,7 @@ class Deployment:
         self.rolling = False
         self.hedging: Pod | None = None  # the stalled pod of the hedge running (surged by one)
         self.hedges_waiting: list[Decision] = []  # hedges of other pods, waiting for its end
+        self.hedge_note: Hedge | None = None  # the hedge step's annotation while it runs
 
 
 def pod_uid(u: float, index: int) -> str:

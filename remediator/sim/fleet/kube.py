@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from remediator.inputs.hedge_annotation import HEDGE, Hedge
+
 if TYPE_CHECKING:
     from remediator.sim.fleet.cluster import Pod
 
@@ -291,11 +293,12 @@ def event_object(p: Pod, reason: str, message: str, at: int, warning: bool) -> J
 def deployment_event(
     name: str, model: str, image: str, *, replicas: int, ready: int, generation: int,
     watch: str, namespace: str, at: int, pods: int | None = None, updated: int | None = None,
-    tp: int = 2,
+    tp: int = 2, hedge: Hedge | None = None,
 ) -> bytes:  # fmt: skip
     """One watch event of a vLLM Deployment; `generation` moves with its `image`. `pods`:
     its pods of every ReplicaSet (status.replicas), `updated`: of the current one (a rollout
-    leaves fewer updated than pods); both `replicas` when not given."""
+    leaves fewer updated than pods); both `replicas` when not given. `hedge`: the hedge step's
+    annotation, while one runs."""
     container = {"name": CONTAINER, "image": image,
                  "args": ["--model", model, "--tensor-parallel-size", str(tp),
                           "--gpu-memory-utilization", GPU_UTIL],
@@ -308,7 +311,8 @@ def deployment_event(
         "metadata": {"name": name, "namespace": namespace,
                      "uid": f"00000000-0000-4000-8000-{name.encode().hex()[:12]:0>12}",
                      "resourceVersion": str(at % 100_000 + generation), "generation": generation,
-                     "creationTimestamp": when, "labels": labels},
+                     "creationTimestamp": when, "labels": labels,
+                     **({"annotations": {HEDGE: hedge.to_json()}} if hedge else {})},
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": labels},

@@ -13,12 +13,15 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from itertools import chain, islice
 from typing import IO, Any
 
 from remediator.contract.decision import Decision
 from remediator.inputs.decode import decode
+from remediator.inputs.hedge_annotation import Hedge
 from remediator.inputs.records import Input, WatchType
+from remediator.policy.config import MAX_HEDGE_S
 from remediator.policy.incident import incident_id
 from remediator.sim.fleet import steps, wire
 from remediator.sim.fleet.calibration import PROFILES
@@ -272,6 +275,7 @@ class Simulation:
         pod.node, pod.scheduled = node, self.now
         self._pod(pod, "scheduled")
         self._see("scheduled", pod)
+        self._racing(pod)
         self._pull(pod)
 
     def _pick_node(self, pod: Pod) -> Node | None:
@@ -541,9 +545,22 @@ class Simulation:
             return
         self.result.hedges += 1
         dep.hedging = pod
+        before = tuple(sorted(p.uid for p in (*dep.pods.values(), *dep.old.values())))
+        timeout = float(dict(d.params).get("timeout", MAX_HEDGE_S))
+        dep.hedge_note = Hedge(pod.name, pod.uid, dep.desired, before, wall(self.now) + timeout)
         self._workload(dep)  # replicas + 1
         copy = self._create(dep, slot, old_rs=pod.rs_hash != dep.rs_hash)
         copy.hedge = True
+
+    def _racing(self, pod: Pod) -> None:
+        """A hedged replica's new pod has a node: the step says it races (its annotation)."""
+        dep, note = pod.dep, pod.dep.hedge_note
+        stalled = dep.hedging
+        if note is None or stalled is None or note.racing is not None:
+            return
+        if pod.slot is stalled.slot and pod is not stalled:
+            dep.hedge_note = replace(note, racing=pod.uid)
+            self._workload(dep)
 
     def _hedge_won(self, winner: Pod) -> None:
         """The first of the two Ready serves the replica: the other is deleted."""
@@ -560,7 +577,7 @@ class Simulation:
         second = max(live, key=lambda p: p.created)
         if second.scheduled is not None:
             self.result.hedge_gpu_seconds += (self.now - second.scheduled) * dep.spec.tp
-        dep.hedging = None
+        dep.hedging, dep.hedge_note = None, None
         self._workload(dep)
         if dep.hedges_waiting:  # the next hedge workflow of the Deployment gets its mutex
             self._push(self.now, _HEDGE, dep.hedges_waiting.pop(0))
@@ -650,7 +667,7 @@ class Simulation:
             dep.spec.name, dep.spec.model, dep.image, replicas=replicas, ready=ready,
             generation=dep.generation, watch=watch, namespace=dep.spec.namespace,
             at=int(wall(self.now)), pods=len(dep.pods) + len(dep.old), updated=len(dep.pods),
-            tp=dep.spec.tp,
+            tp=dep.spec.tp, hedge=dep.hedge_note,
         )  # fmt: skip
         self._emit_raw(line)
 
