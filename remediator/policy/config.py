@@ -83,6 +83,13 @@ class HedgeConfig:
     workload to its count. One hedge per pod, ever; guardrails weigh it (blast_radius counts
     it, hedge_budget caps its GPU-minutes).
 
+    `leave_to_race`: a stalled pod whose hedge pod has a node (the step's annotation names
+    it racing) is not deleted for its stall while the race runs: the first Ready of the two
+    wins (`policy.hedge.left_to_hedge`). Off by default, by simulation: it kept a healthy pod
+    on a node slower than its siblings' from deletion, but a hung pod then holds its GPUs
+    beside its hedge pod's until the race ends, and on a tight fleet of mixed sizes the
+    largest pods waited longer for whole nodes (docs/hedging.md).
+
     `at`: the share of the stall's limit the stretch has run when the hedge starts (1: at
     the stall itself). A hedge deletes nothing that is not beaten, so it may start before
     the pod counts as stalled; the pod's deletion, should it hang, still waits for the
@@ -93,6 +100,7 @@ class HedgeConfig:
     at: float = 0.5
     gpu_short_s: float = 600.0
     timeout_s: float = 1800.0
+    leave_to_race: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,7 +361,13 @@ _PROGRESS = _section(
 )
 _HEDGE = _section(
     HedgeConfig,
-    {"enabled": _bool, "at": _share, "gpu_short_s": _number(), "timeout_s": _number(1.0)},
+    {
+        "enabled": _bool,
+        "at": _share,
+        "gpu_short_s": _number(),
+        "timeout_s": _number(1.0),
+        "leave_to_race": _bool,
+    },  # fmt: skip
 )
 
 

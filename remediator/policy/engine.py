@@ -30,7 +30,15 @@ from remediator.inputs.records import (
 from remediator.inputs.vllm_log import LOG_ENDED
 from remediator.policy.alerts import alert_subject, node_of, pod_of
 from remediator.policy.config import PolicyConfig
-from remediator.policy.hedge import cold_start_gpu_s, decide_hedge, short_of_gpus
+from remediator.policy.hedge import (
+    RULE as HEDGE_RULE,
+)
+from remediator.policy.hedge import (
+    cold_start_gpu_s,
+    decide_hedge,
+    left_to_hedge,
+    short_of_gpus,
+)
 from remediator.policy.history import PhaseHistory, budget, expected_cold_start, step_key
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored, Outcome
@@ -98,6 +106,7 @@ class PolicyEngine:
         # unschedulable for GPUs, and the hedged pods whose stall ended (below).
         self._hedging = config.stuck_pod.hedge.enabled and config.stuck_pod.progress.enabled
         self._hedged: set[str] = set()
+        self._left: set[str] = set()  # stalled pods left to their hedge, told so
         # Those whose stall has not ended yet, and those whose did since the guard was last
         # told, with when: the guard settles each hedge's charge by it (guard.hedge_budget).
         self._hedge_open: set[str] = set()
@@ -156,6 +165,7 @@ class PolicyEngine:
         self._armed.pop(uid, None)
         self._deciding.pop(uid, None)
         self._hedged.discard(uid)
+        self._left.discard(uid)
         self._stall_ended(uid)
         for held in self._holding.values():
             held.discard(uid)
@@ -392,6 +402,7 @@ class PolicyEngine:
             if after == "deleted":
                 self._deciding.pop(t.uid, None)
                 self._hedged.discard(t.uid)
+                self._left.discard(t.uid)
             return
         armed = self._armed.get(t.uid)
         if armed is not None and armed[0] == after:
@@ -565,6 +576,10 @@ class PolicyEngine:
         stall = self._stall(t, phase)
         if stall is not None and self._may_hedge(t, stall):
             return self._hedge(t, stall, since, now)
+        leaves = stall is not None and self.config.stuck_pod.hedge.leave_to_race
+        raced = self._raced(t, now) if leaves else None
+        if stall is not None and raced is not None:
+            return self._leave_to_hedge(t, stall, since, now, raced)
         if stall is not None:
             seconds, sample = stall.limit, step_key(stall.timed_as)
             why = stall.reason(cfg.progress, t.model or "unknown", cfg.checks, now)
@@ -583,6 +598,25 @@ class PolicyEngine:
             self._deciding[t.uid] = key
         stalled = stall.timed_as if stall is not None else None
         return decide_stuck(t, phase, why, facts, now, self._init_deletes, stalled)
+
+    def _raced(self, t: PodTimeline, now: float) -> str | None:
+        """Why the stalled pod is left to its hedge (`left_to_hedge`), or None."""
+        workload = owner_workload(t.namespace, t.owner, t.labels)
+        known = self.workloads.get(workload) if workload else None
+        return left_to_hedge(t, known.hedge if known else None, now)
+
+    def _leave_to_hedge(
+        self, t: PodTimeline, stall: Stall, since: float, now: float, why: str
+    ) -> Outcome | None:
+        """Looked at again each check while its hedge races it; said once (an Ignored: why
+        it is not deleted)."""
+        cfg = self.config.stuck_pod
+        self._arm(now + cfg.check_interval_s, t, "engine_init", since)
+        if t.uid in self._left:
+            return None
+        self._left.add(t.uid)
+        stalled = stall.reason(cfg.progress, t.model or "unknown", cfg.checks, now)
+        return Ignored(HEDGE_RULE, f"{t.namespace}/{t.name}", f"{stalled}; not deleted: {why}", now)
 
     def _too_tight(
         self, t: PodTimeline, key: tuple[str, str], seconds: float, sample: str

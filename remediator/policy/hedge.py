@@ -17,6 +17,7 @@ every decider's, so a pod's hedge is judged by its workload's pods in every part
 from __future__ import annotations
 
 from remediator.contract.decision import Decision
+from remediator.inputs.hedge_annotation import Hedge
 from remediator.inputs.pods import GPU_RESOURCE
 from remediator.inputs.records import PodEvent, PodSeen
 from remediator.policy.config import HedgeConfig
@@ -49,6 +50,25 @@ def cold_start_gpu_s(t: PodTimeline) -> float:
         return 0.0
     phases = t.phase_values(skip=1 | 32)  # scheduled to Ready: the GPUs were held
     return t.gpus * sum(v for v in phases if v is not None)
+
+
+def left_to_hedge(t: PodTimeline, hedge: Hedge | None, now: float) -> str | None:
+    """Why a stalled pod is not deleted for its stall now, or None (it is, as any is).
+
+    Its Deployment's hedge of it runs, and a new pod races it: scheduled, not going (the hedge
+    step says which, in its annotation), until the hedge's deadline. The hedge ends the race:
+    the first of the two Ready serves and the other is deleted. Deleted for its stall
+    meanwhile, the stalled pod would gain its replica nothing (the racer is its replacement
+    already, started earlier than any new one), and it may be a healthy pod that is slow:
+    on a node slower than any its model's siblings ran on, a step's time past its stall
+    limit is not a hang (random fleet 628 with every pod's log read: a healthy pod deleted
+    223 s into a compile its siblings took 83 s for, its hedge racing it since 105 s before).
+    Where no new pod has a node (waiting for GPUs the stalled pod may hold), it is deleted
+    for its stall: its GPUs may be what the hedge pod waits for. (Only with
+    `hedge.leave_to_race`: a hung pod left to its hedge holds its GPUs until the race ends.)"""
+    if hedge is None or hedge.uid != t.uid or hedge.racing is None or now >= hedge.deadline:
+        return None
+    return f"its hedge runs: new pod {hedge.racing} races it, the first Ready of the two wins"
 
 
 def stalled(stall: Stall, model: str, now: float, share: float = 1.0) -> str:

@@ -180,6 +180,7 @@ def deployment(
     paused: bool = False,
     name: str = "vllm-70b",
     gpus: int = 2,
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """`pods`: status.replicas (every ReplicaSet's), `updated` (the current template's) and
     `observed` (observedGeneration) say a rollout's progress; by default there is none.
@@ -202,6 +203,7 @@ def deployment(
                 "uid": "dep-uid-1" if name == "vllm-70b" else f"dep-uid-{name}",
                 "generation": generation,
                 "creationTimestamp": ts(at),
+                **({"annotations": annotations} if annotations else {}),
             },
             "spec": {
                 "replicas": 4,

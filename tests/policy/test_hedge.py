@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 from remediator.contract.errors import ConfigError
 from remediator.core.guard import HedgeBudgetGauges
 from remediator.guard.hedge_budget import SETTLE_SLACK_S, HedgeBudgetState
+from remediator.inputs.hedge_annotation import HEDGE, Hedge
 from remediator.policy.hedge import hedge_incident
 from remediator.policy_file import load_policy
 from tests.policy.builders import T0, deployment, event, pod
@@ -33,8 +34,13 @@ guardrails:
 STALL_AT = 62 + 120  # the KV cache sized at 62 s, then silence: stalled at the 120 s floor
 
 
-def _run(enabled: bool = True, max_percent: float = 100, at: float = 1.0) -> Run:
-    return make_run(POLICY % ("true" if enabled else "false", at, max_percent))
+def _run(
+    enabled: bool = True, max_percent: float = 100, at: float = 1.0, leave: bool = False
+) -> Run:
+    policy = POLICY % ("true" if enabled else "false", at, max_percent)
+    if leave:
+        policy = policy.replace("hedge: {", "hedge: {leave_to_race: true, ")
+    return make_run(policy)
 
 
 def _acts(run: Run) -> list[str]:
@@ -291,3 +297,76 @@ def test_hedge_knobs_parse_strictly() -> None:
             load_policy(f"stuck_pod:\n  hedge: {{at: {bad}}}\n")
         assert caught.value.path == "stuck_pod.hedge.at", bad
     assert load_policy("stuck_pod:\n  hedge: {at: 0.6}\n").rules.stuck_pod.hedge.at == 0.6
+    assert cfg.leave_to_race is False  # (by simulation: docs/hedging.md)
+    on = load_policy("stuck_pod:\n  hedge: {leave_to_race: true}\n").rules.stuck_pod.hedge
+    assert on.leave_to_race is True
+    with pytest.raises(ConfigError) as caught:
+        load_policy("stuck_pod:\n  hedge: {leave_to_race: 1}\n")
+    assert caught.value.path == "stuck_pod.hedge.leave_to_race"
+
+
+IMAGE = "vllm/vllm-openai:v0.6.3"
+RACER = "uid-of-the-hedge-pod"
+
+
+def _hedge_runs(run: Run, at: float, **changes: object) -> None:
+    """The hedge step's annotation on the Deployment, as its watch says it at `at` (seconds
+    after T0): it hedges pod 9, the hedge pod has a node and races it, for 1800 s."""
+    fields: dict[str, object] = {
+        "pod": _name(9),
+        "uid": _uid(9),
+        "replicas": 4,
+        "before": tuple(_uid(i) for i in range(10)),
+        "deadline": T0 + at + 1800,
+        "racing": RACER,
+    }
+    note = Hedge(**{**fields, **changes})  # type: ignore[arg-type]
+    run.feed(deployment(IMAGE, at=at, annotations={HEDGE: note.to_json()}))
+
+
+def test_a_stalled_pod_its_hedge_races_is_left_to_the_hedge() -> None:
+    """Deleted for its stall, it would gain its replica nothing (the hedge pod is its
+    replacement already) and may be healthy and slow: the hedge ends the race. Said once;
+    once no pod races it (the hedge ended without a winner), deleted at the next check.
+    (`hedge.leave_to_race`, off by default.)"""
+    run = _run(leave=True)
+    started = _stalled(run)
+    run.at(T0 + started + STALL_AT + 1)
+    _hedge_runs(run, started + STALL_AT + 5)
+    run.at(T0 + started + 900)
+    assert _acts(run) == ["hedge-pod"]
+    (left,) = [n for n in run.notes if "not deleted" in n.reason]
+    assert left.rule == "hedge" and left.subject == f"llm/{_name(9)}"
+    assert "stalled in vLLM step kv_cache (timed as cuda_graphs)" in left.reason
+    assert f"its hedge runs: new pod {RACER} races it, the first Ready of the two wins" in (
+        left.reason
+    )
+    run.feed(deployment(IMAGE, at=started + 1000))  # the annotation gone: the hedge ended
+    run.at(T0 + started + 1100)
+    assert _acts(run) == ["hedge-pod", "delete-pod"]
+    assert started + 1000 <= run.decisions[-1].at - T0 <= started + 1010
+
+
+NO_RACE: dict[str, tuple[dict[str, object], bool]] = {
+    "its hedge pod has no node yet": ({"racing": None}, True),
+    "the hedge is another pod's": ({"uid": "uid-of-another-pod", "pod": "another-pod"}, True),
+    "the hedge is past its deadline": ({"deadline": T0}, True),
+    "leave_to_race is off (the default)": ({}, False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NO_RACE))
+def test_a_stalled_pod_nothing_races_is_deleted_as_ever(case: str) -> None:
+    """A hedge pod waiting for a node may wait for the GPUs the stalled pod holds: without a
+    racer, the stall deletes it as it would with no hedge at all."""
+    changes, leave = NO_RACE[case]
+    run = _run(leave=leave)
+    started = _stalled(run)
+    run.at(T0 + started + STALL_AT + 1)
+    _hedge_runs(run, started + STALL_AT + 5, **changes)
+    run.at(T0 + started + 900)
+    assert [(d.action, d.at - T0) for d in run.decisions] == [
+        ("hedge-pod", started + STALL_AT),
+        ("delete-pod", started + STALL_AT + 20),
+    ]
+    assert not [n for n in run.notes if "not deleted" in n.reason]
