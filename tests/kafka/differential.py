@@ -57,6 +57,7 @@ guardrails: {min_age: {factor: 0}}
 SEED_RULE = (ROOT / "remediator" / "sim" / "policies" / "seed-rule.yaml").read_text()
 HEDGED = "stuck_pod:\n  hedge: {enabled: true}\n"  # the defaults, hedging on
 HEDGED_WIDE = HEDGED + "guardrails:\n  hedge_budget: {max_percent: 50}\n"
+LEFT_TO_RACE = HEDGED_WIDE.replace("{enabled: true}", "{enabled: true, leave_to_race: true}")
 # The ingest's and the reference's local clock: it stands still, so the cluster's time is
 # the newest API-server stamp (delivery is instant here), the same in every run.
 FROZEN = VirtualClock(0.0)
@@ -184,6 +185,12 @@ FLEETS = {
     # partition (three hedges: 571 GPU-s spent once settled, of 3,232 charged).
     "fleet untuned, hedges settled": Fleet(
         "untuned", HEDGED_WIDE, ScaleLoad(900, 2, 6), seed=2, duration_s=7200.0
+    ),
+    # Stalled pods their hedge pods race, left to the race (`hedge.leave_to_race`): every
+    # partition reads the same Deployment annotation, whichever holds the racing pod (one
+    # Session: 6 decisions, 9 without it).
+    "fleet untuned, left to the race": Fleet(
+        "untuned", LEFT_TO_RACE, ScaleLoad(900, 2, 6), seed=1, duration_s=7200.0
     ),
 }
 
