@@ -16,8 +16,9 @@ class Hedge:
     """What the annotation says: the stalled pod, the count to return to, the pods from
     before the surge (uids), the deadline (seconds since the epoch, the step's own clock),
     and the new pod racing the stalled one: scheduled, not going (the step keeps it current;
-    None while every new pod waits for a node). While one races, the core leaves the stalled
-    pod to the hedge (policy.hedge.left_to_hedge)."""
+    None while every new pod waits for a node). While one races, a core with
+    `stuck_pod.hedge.leave_to_race` leaves the stalled pod to the hedge
+    (policy.hedge.left_to_hedge)."""
 
     pod: str
     uid: str

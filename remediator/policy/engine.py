@@ -576,10 +576,10 @@ class PolicyEngine:
         stall = self._stall(t, phase)
         if stall is not None and self._may_hedge(t, stall):
             return self._hedge(t, stall, since, now)
-        leaves = stall is not None and self.config.stuck_pod.hedge.leave_to_race
-        raced = self._raced(t, now) if leaves else None
-        if stall is not None and raced is not None:
-            return self._leave_to_hedge(t, stall, since, now, raced)
+        if stall is not None and self.config.stuck_pod.hedge.leave_to_race:
+            raced = self._raced(t, now)
+            if raced is not None:
+                return self._leave_to_hedge(t, stall, since, now, raced)
         if stall is not None:
             seconds, sample = stall.limit, step_key(stall.timed_as)
             why = stall.reason(cfg.progress, t.model or "unknown", cfg.checks, now)
