@@ -170,6 +170,6 @@ def expected_cold_start(cfg: StuckPodConfig, history: PhaseHistory, model: str |
 
 for _step in (
     "weights", "torch_compile", "memory_profiling", "kv_cache", "cuda_graphs", "api_server",
-    "until_ready", "torch_compile_missed", "before_first_step",
+    "until_ready", "torch_compile_missed", "before_first_step", "to_banner",
 ):  # fmt: skip
     _STEP_KEYS[_step] = f"step:{_step}"

@@ -23,11 +23,14 @@ second pod, 1.48× slow before it hung in graph capture, was deleted 99 s later)
 (any slowness widens), more: untuned with 20% hangs +7% with spare GPUs too, and one unseen
 fleet above the seed rule.
 
-Until a pod has ended a step, what it has logged tells its pace little or nothing (the
-stretch to its first step line, or less): there the pace of the node's last cold starts
-(`NodePaces`) does, where it is the larger. After, its own does: a hung pod on a slow node
-whose own steps showed it a little slow is not held to its node's pace (on a tuned random
-fleet, every widening by the node's pace after a step had ended was a hung pod's, 1.7× later).
+Until a pod has ended a step, what it has logged tells its pace little (the stretch to its
+first step line, or before that the one to its banner: imports and config, nothing of the GPUs
+yet, but a slow disk slows it, as the simulator's slow nodes slow every stretch; random fleets 1645 and 3410 lost a pod whose banner
+came at ~150 s against its siblings' ~35 s, judged in NCCL init at their pace): there the
+pace of the node's last cold starts (`NodePaces`) counts too, where it is the larger. After,
+its own does: a hung pod on a slow node whose own steps showed it a little slow is not held
+to its node's pace (on a tuned random fleet, every widening by the node's pace after a step
+had ended was a hung pod's, 1.7× later).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from collections.abc import Iterable
 from remediator.inputs.vllm_log import COMPILE_MISSED
 from remediator.policy.config import ProgressConfig
 from remediator.policy.history import PhaseHistory, step_key
-from remediator.timeline.engine_steps import BEFORE_FIRST_STEP
+from remediator.timeline.engine_steps import BEFORE_FIRST_STEP, TO_BANNER
 from remediator.timeline.model import PodTimeline
 
 MAX_PACE = 4.0
@@ -117,10 +120,13 @@ def _ended(t: PodTimeline, started: float | None) -> tuple[dict[str, float], boo
         return None
     own = t.engine.durations(started, None)  # (its first step timed from the container's start)
     if not own:
-        first = t.engine.first_step(started)
-        if started is None or first is None:
+        if started is None:
             return None
-        return {BEFORE_FIRST_STEP: max(0.0, first - started)}, True
+        first = t.engine.first_step(started)
+        if first is not None:
+            return {BEFORE_FIRST_STEP: max(0.0, first - started)}, True
+        banner = t.engine.banner(started)  # (NCCL init next: its banner is all it has told)
+        return ({TO_BANNER: max(0.0, banner - started)}, True) if banner is not None else None
     if "torch_compile" in own and t.engine.compile_missed(started):
         own = {COMPILE_MISSED if s == "torch_compile" else s: v for s, v in own.items()}
     return own, False

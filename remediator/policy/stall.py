@@ -25,11 +25,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from remediator.inputs.vllm_log import COMPILE_MISSED, ENGINE_STARTED, LOG_ENDED
+from remediator.inputs.vllm_log import COMPILE_MISSED, LOG_ENDED
 from remediator.policy.config import ProgressConfig
 from remediator.policy.history import PhaseHistory, step_key
 from remediator.policy.pace import PACE_FROM, NodePaces, pace_of
-from remediator.timeline.engine_steps import BEFORE_FIRST_STEP, TIMELINE_STEPS
+from remediator.timeline.engine_steps import BEFORE_FIRST_STEP, TIMELINE_STEPS, TO_BANNER
 from remediator.timeline.model import PodTimeline
 
 # The stretch before the first step line judges a pod before anything it logged has told its
@@ -207,15 +207,18 @@ def own_pace(t: PodTimeline, cfg: ProgressConfig) -> Pace | None:
 
 def learn_steps(t: PodTimeline, history: PhaseHistory) -> None:
     """What each vLLM step took a healthy cold start, beside its phases' times (a compile that
-    missed its cache once more, as what such compiles take)."""
+    missed its cache once more, as what such compiles take; where its banner is seen, the
+    stretches to it and to its first step line)."""
     model = t.model or "unknown"
     steps = t.engine_steps()
     for step, seconds in steps.items():
         history.add(model, step_key(step), seconds)
     started = t.started_at()
-    if t.engine is not None and t.engine.end(ENGINE_STARTED, started, None) is not None:
+    banner = t.engine.banner(started) if t.engine is not None else None
+    if t.engine is not None and banner is not None and started is not None:
+        history.add(model, step_key(TO_BANNER), max(0.0, banner - started))
         first = t.engine.first_step(started)
-        if started is not None and first is not None:
+        if first is not None:
             history.add(model, step_key(BEFORE_FIRST_STEP), max(0.0, first - started))
     compiled = steps.get("torch_compile")
     if compiled is not None and t.engine is not None and t.engine.compile_missed(started):

@@ -37,6 +37,10 @@ TIMELINE_STEPS = (*STEPS, UNTIL_READY)
 # Judged only where the banner says the log is read from the start; it overlaps `weights`
 # (which also runs from the container's start), so it is no step of `durations`.
 BEFORE_FIRST_STEP = "before_first_step"
+# The container's start to the engine's banner: imports, the engine's config, nothing of the
+# GPUs yet. No line ends it but the banner, so it is no step of `durations`; a pod's time
+# here tells its pace before its first step line (policy.pace), where nothing else does.
+TO_BANNER = "to_banner"
 # The lines that end the stretch before the first step: any mark of vLLM's but its banner.
 _STEP_LINES = frozenset(m for m in MARKS if m != ENGINE_STARTED)
 # Each step's marks: its own line and the lines that start the step after it.
@@ -199,10 +203,14 @@ class EngineSteps:
                     first = t
         return first
 
+    def banner(self, started: float | None) -> float | None:
+        """When this run's engine printed its banner; None where it is not seen."""
+        return self.end(ENGINE_STARTED, started, None)
+
     def before_first_step(self, started: float | None) -> bool:
         """This run's banner is seen and no step line after it: the engine is starting its
         workers and NCCL, and the log is known to be read (silence is then the engine's)."""
-        if started is None or self.end(ENGINE_STARTED, started, None) is None:
+        if started is None or self.banner(started) is None:
             return False
         return self.first_step(started) is None
 

@@ -217,3 +217,26 @@ def test_a_pod_slow_everywhere_is_not_taken_for_hung_before_its_first_step_line(
     run.at(T0 + started + 700)
     assert _deleted_after(run, started) == pytest.approx(2 * 1.5 * FEW * 20 + 20)
     assert "limit 4.62× that" in run.decisions[0].reason
+
+
+def test_a_pod_slow_to_its_banner_gets_as_much_longer_to_its_first_step_line() -> None:
+    """Found in the simulator's random fleets (1645, 3410: untuned, first wave, a GPU node 3×
+    slow): a healthy pod's banner came ~150 s after its container started, its siblings' at
+    ~35 s, and it was deleted before its first step line, judged by their pace. The stretch
+    to the banner tells its own: siblings 2 s, this pod 40 s, (40 + 30) / (2 + 30) = 2.19
+    times the 34.65 s limit. Its first step line at 70 s: left alone; a pod as slow to its
+    banner that then falls silent is deleted at 75.8 s and two checks."""
+    slow = [(40.0, BANNER[1]), *((at + 65.0, line) for at, line in STEPS)]
+    run = make_run(POLICY)
+    created = _siblings(run, WITH_BANNER)
+    started = _start(run, 9, created, slow)
+    run.feed(pod(_name(9), _uid(9), created=created, scheduled=created + 1, started=started,
+                 ready=started + READY + 65))  # fmt: skip
+    run.at(T0 + started + 3600)
+    assert run.decisions == []
+    run = make_run(POLICY)
+    started = _start(run, 9, _siblings(run, WITH_BANNER), [(40.0, BANNER[1])])
+    run.at(T0 + started + 700)
+    pace = (40 + 30) / (2 + 30)
+    assert _deleted_after(run, started) == pytest.approx(NCCL_LIMIT * pace + 20)
+    assert f"widened {pace:.3g}× by its own pace so far" in run.decisions[0].reason

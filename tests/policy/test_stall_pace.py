@@ -12,6 +12,7 @@ from remediator.policy.config import ProgressConfig
 from remediator.policy.history import PhaseHistory, few_samples_margin
 from remediator.policy.pace import MAX_PACE, NODE, OWN, PACE_FROM, NodePaces, pace_of
 from remediator.policy.stall import stall_of
+from remediator.timeline.engine_steps import BEFORE_FIRST_STEP
 from tests.policy.test_stall import STARTED, V0_WEIGHTS, _history, _line, _pod
 from tests.timeline.streams import MODEL
 
@@ -81,6 +82,23 @@ def test_before_its_weights_the_stretch_to_its_first_step_line_tells_its_pace() 
     assert stall is not None and stall.step == "weights"
     assert stall.pace == pytest.approx(130 / 40)
     assert stall.limit == pytest.approx(2 * FEW * 40 * 130 / 40)
+
+
+def test_before_its_first_step_line_the_stretch_to_its_banner_tells_its_pace() -> None:
+    """Banner only, 95 s after its container started (siblings: 5 s): NCCL init is judged at
+    (95 + 30) / (5 + 30) = 3.57 times the siblings' limit; a banner at 10 s, (10 + 30) / 35 =
+    1.14, widens nothing. Found by random fleets 1645 and 3410 (bench_random_fleets.py:
+    untuned, first wave, a GPU node 3× slow): a healthy pod's banner came at 148 s and 159 s
+    against its siblings' ~35 s, and it was deleted before its first step line."""
+    history = _history(to_banner=5, before_first_step=10, weights=40)
+    unpaced = max(CFG.floor_s, 2 * 1.5 * FEW * 10)
+    slow = stall_of(_pod([(STARTED + 95, BANNER)]), CFG, history)
+    assert slow is not None and slow.timed_as == BEFORE_FIRST_STEP
+    assert (slow.pace, slow.paced_by) == (pytest.approx(125 / 35), OWN)
+    assert slow.limit == pytest.approx(unpaced * 125 / 35)
+    assert slow.unpaced == pytest.approx(unpaced)  # (its hedge is not widened)
+    usual = stall_of(_pod([(STARTED + 10, BANNER)]), CFG, history)
+    assert usual is not None and usual.pace == 1.0 and usual.limit == pytest.approx(unpaced)
 
 
 def test_a_short_stretch_slow_by_seconds_widens_nothing() -> None:
