@@ -24,10 +24,11 @@ second pod, 1.48× slow before it hung in graph capture, was deleted 99 s later)
 fleet above the seed rule.
 
 Until a pod has ended a step, what it has logged tells its pace little (the stretch to its
-first step line, or before that the one to its banner: imports and config, nothing of the GPUs
-yet, but a slow disk slows it, as the simulator's slow nodes slow every stretch; random fleets 1645 and 3410 lost a pod whose banner
-came at ~150 s against its siblings' ~35 s, judged in NCCL init at their pace): there the
-pace of the node's last cold starts (`NodePaces`) counts too, where it is the larger. After,
+first step line, or before that the one to its banner: imports and config, nothing of the
+GPUs yet, but a slow disk slows it, as the simulator's slow nodes slow every stretch; random
+fleets 1645 and 3410 lost a pod whose banner came at ~150 s against its siblings' ~35 s,
+judged in NCCL init at their pace): there the pace of the node's last cold starts
+(`NodePaces`) counts too, where it is the larger. After,
 its own does: a hung pod on a slow node whose own steps showed it a little slow is not held
 to its node's pace (on a tuned random fleet, every widening by the node's pace after a step
 had ended was a hung pod's, 1.7× later).
