@@ -70,6 +70,11 @@ _POD_KINDS = (PodSeen, PodEvent)
 _STEP_KINDS = (EngineStep, EngineSpan)
 _TOO_TIGHT = "budget-too-tight"
 _SELECTIONS = 4096  # label sets whose selection is remembered (then forgotten, all at once)
+# How long a pod over its engine-init budget whose log was never read waits for its log
+# (`PolicyEngine.logs_wanted`) before it is judged without it: serve's follower looks once a
+# second and reads a log's lines so far at once; a runtime that follows no log costs this.
+READ_LOG_S = 20.0
+_WEIGHTS_KEY = step_key("weights")
 
 
 class PolicyEngine:
@@ -107,6 +112,11 @@ class PolicyEngine:
         self._hedging = config.stuck_pod.hedge.enabled and config.stuck_pod.progress.enabled
         self._hedged: set[str] = set()
         self._left: set[str] = set()  # stalled pods left to their hedge, told so
+        # Pods in engine init whose budget ran out while their log was never read (more in
+        # engine init than `engine_logs.max_pods`): when their log was asked for
+        # (`logs_wanted`), before anything is decided on the budget alone.
+        self._reading: dict[str, float] = {}
+        self._read_first = config.stuck_pod.progress.enabled and config.engine_logs.follow
         # Those whose stall has not ended yet, and those whose did since the guard was last
         # told, with when: the guard settles each hedge's charge by it (guard.hedge_budget).
         self._hedge_open: set[str] = set()
@@ -166,6 +176,7 @@ class PolicyEngine:
         self._deciding.pop(uid, None)
         self._hedged.discard(uid)
         self._left.discard(uid)
+        self._reading.pop(uid, None)
         self._stall_ended(uid)
         for held in self._holding.values():
             held.discard(uid)
@@ -396,6 +407,8 @@ class PolicyEngine:
             and after != "deleted"
         ):
             self._phase_done(t, before)
+        if after != "engine_init":
+            self._reading.pop(t.uid, None)
         if after not in UNFINISHED:
             self._armed.pop(t.uid, None)
             self._stall_ended(t.uid)
@@ -583,6 +596,8 @@ class PolicyEngine:
         if stall is not None:
             seconds, sample = stall.limit, step_key(stall.timed_as)
             why = stall.reason(cfg.progress, t.model or "unknown", cfg.checks, now)
+        elif phase == "engine_init" and self._read_log_first(t, since, now):
+            return self._reading_log(t, since, now)
         elif phase == "engine_init":
             why += step_note(t.engine, t.started_at(), now)
             pace = self._pace(t, since)
@@ -617,6 +632,37 @@ class PolicyEngine:
         self._left.add(t.uid)
         stalled = stall.reason(cfg.progress, t.model or "unknown", cfg.checks, now)
         return Ignored(HEDGE_RULE, f"{t.namespace}/{t.name}", f"{stalled}; not deleted: {why}", now)
+
+    def logs_wanted(self) -> list[str]:
+        """The pods whose log is asked for before they are judged (`_read_log_first`): the
+        log follower reads these first, beyond its `max_pods`."""
+        return list(self._reading)
+
+    def _read_log_first(self, t: PodTimeline, since: float, now: float) -> bool:
+        """Whether to read the pod's log before judging it by its phase budget: its log was
+        never read (eight logs are followed at once, and a first wave has more pods in
+        engine init) and has not been asked for longer than READ_LOG_S. Act on the truth:
+        in random fleets 3043, 3728 and 8569 (untuned, a GPU node 2-3× slow) a first-wave
+        pod there was deleted over a budget its siblings elsewhere set, its log unread; read,
+        it showed steps ending (one had logged its API server started). Only where a
+        sibling's log told its steps: a model whose pods log no vLLM step (another engine)
+        or none read yet is judged as before."""
+        if not self._read_first or t.engine is not None:
+            return False
+        if not self.history.count(t.model or "unknown", _WEIGHTS_KEY):
+            return False
+        asked = self._reading.setdefault(t.uid, now)
+        return now < asked + READ_LOG_S
+
+    def _reading_log(self, t: PodTimeline, since: float, now: float) -> Outcome | None:
+        """Looked at again when its lines are in (a step line re-arms its timer) or the
+        wait is over; said once."""
+        asked = self._reading[t.uid]
+        self._arm(asked + READ_LOG_S, t, "engine_init", since)
+        if asked < now:
+            return None
+        why = "engine_init over its budget, its log never read: read first, then judged"
+        return Ignored("stuck_pod", f"{t.namespace}/{t.name}", why, now)
 
     def _too_tight(
         self, t: PodTimeline, key: tuple[str, str], seconds: float, sample: str

@@ -36,7 +36,7 @@ class Observers:
         pods = self.session.tracker
         selected = self.session.engine.selected
         if self.follower is not None:
-            self.follower.sync(in_engine_init(pods, selected))
+            self.follower.sync(in_engine_init(pods, selected), self.session.engine.logs_wanted())
         if self.prober is not None:
             self.prober.sync(ready_without_first_token(pods, selected))
 

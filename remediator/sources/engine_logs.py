@@ -17,7 +17,7 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import cast
 
@@ -214,8 +214,10 @@ class EngineLogFollower:
         self._ended: dict[str, float] = {}  # uid → when its log ended: never read twice
         self.history: deque[tuple[str, int, float]] = deque(maxlen=256)  # (pod, bytes, CPU s)
 
-    def sync(self, in_engine_init: list[PodTimeline]) -> None:
-        """From the loop, about once a second: follow these pods, let go of all others."""
+    def sync(self, in_engine_init: list[PodTimeline], first: Collection[str] = ()) -> None:
+        """From the loop, about once a second: follow these pods, let go of all others.
+        `first`: the pods the core would judge on their phase budget alone, their log never
+        read (`PolicyEngine.logs_wanted`): followed now, up to `max_pods` beyond the bound."""
         wanted = {t.uid: t for t in in_engine_init}
         for uid, f in list(self._following.items()):
             if uid not in wanted or f.done:
@@ -226,9 +228,11 @@ class EngineLogFollower:
         if len(self._ended) > _FORGET_AFTER:
             for uid in sorted(self._ended, key=self._ended.__getitem__)[: _FORGET_AFTER // 2]:
                 del self._ended[uid]
-        for uid, t in wanted.items():
-            if len(self._following) >= self._cfg.max_pods:
-                break
+        bound = self._cfg.max_pods
+        for uid in (*(u for u in first if u in wanted), *wanted):
+            if len(self._following) >= (2 * bound if uid in first else bound):
+                continue
+            t = wanted[uid]
             container = t.endpoint.container if t.endpoint is not None else None
             if uid in self._following or uid in self._ended or container is None:
                 continue

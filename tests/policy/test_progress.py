@@ -9,6 +9,7 @@ import pytest
 from remediator.contract.errors import ConfigError
 from remediator.inputs.records import EngineStep
 from remediator.inputs.vllm_log import LOG_ENDED
+from remediator.policy.engine import READ_LOG_S
 from remediator.policy_file import load_policy
 from tests.data import vllm_logs
 from tests.policy.builders import T0, pod
@@ -155,10 +156,13 @@ def test_without_progress_the_same_slow_start_is_deleted_at_its_phase_budget() -
 
 
 def test_a_pod_whose_log_is_not_read_keeps_its_phase_budget() -> None:
+    """Its log is asked for when the budget runs out (tests/policy/test_read_log_first.py);
+    none comes, and the budget judges it READ_LOG_S later."""
     run = _run()
     started = _start(run, 9, _siblings(run), [])
     run.at(T0 + started + 1000)
-    assert _delete_at(run) == started + 620
+    assert _delete_at(run) == started + 620 + READ_LOG_S
+    assert "over its 600s budget" in run.decisions[0].reason
 
 
 def test_a_step_too_few_siblings_went_through_keeps_the_phase_budget() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from remediator.inputs.timefmt import parse_time
 from remediator.runtime.service import ServiceConfig
+from remediator.sources.engine_logs import in_engine_init
 from tests.data import vllm_logs
 from tests.runtime.conftest import NS, iso, running, stuck_pod, wait_until
 from tests.standins.kube_api import KubeApiServer
@@ -154,3 +155,26 @@ async def test_a_log_read_to_its_bound_says_so_and_progress_is_not_judged_by_its
         t = service.session.tracker.current(NS, "vllm-0")
         assert t is not None and t.engine is not None
         assert t.engine.seen["log_ended"] == t.engine.seen["weights"]  # at the last step line
+
+
+async def test_a_pod_the_core_would_judge_unread_is_followed_beyond_the_bound(
+    config: ServiceConfig, kube: KubeApiServer, tmp_path: Path
+) -> None:
+    """max_pods 1 and two pods in engine init: the older is followed; the other, which the
+    core asks for before judging it on its budget alone (`PolicyEngine.logs_wanted`), is
+    followed too, up to the bound again beyond it."""
+    for name, ago in (("vllm-0", 200), ("vllm-1", 100), ("vllm-2", 50)):
+        kube.store.create(stuck_pod(name, started_ago_s=ago))
+    cfg = replace(config, policy=policy(tmp_path, max_pods=1))
+    async with running(cfg) as service:
+        follower = service.observers.follower
+        assert follower is not None
+        await wait_until(lambda: follower.following() == [f"{NS}/vllm-0"], what="the oldest")
+        tracker, selected = service.session.tracker, service.session.engine.selected
+        uid = {t.name: t.uid for t in in_engine_init(tracker, selected)}
+        follower.sync(in_engine_init(tracker, selected), first=[uid["vllm-2"], uid["vllm-1"]])
+        # one beyond the bound (1 + 1): the first asked for, not the older one
+        assert sorted(follower.following()) == [f"{NS}/vllm-0", f"{NS}/vllm-2"]
+        await wait_until(lambda: len(kube.sent("GET", "/log")) == 2, what="its log read")
+        follower.sync(in_engine_init(tracker, selected))  # asked for no more: kept, no more
+        assert sorted(follower.following()) == [f"{NS}/vllm-0", f"{NS}/vllm-2"]

@@ -290,3 +290,28 @@ def test_slow_gpu_nodes_are_waited_for_not_remediated() -> None:
         assert result.deletions == result.false_kills == result.kill_loops == 0
     slow, usual = sorted(inits[True]), sorted(inits[False])
     assert len(slow) > 20 and slow[len(slow) // 2] > 2.5 * usual[len(usual) // 2]
+
+
+def test_a_first_wave_pod_whose_log_was_never_read_is_read_before_it_is_judged() -> None:
+    """Random fleet 8569 (bench/bench_random_fleets.py): untuned, two GPU nodes 2× slow, more
+    pods in engine init at once than the eight logs followed. A first-wave pod on a slow node,
+    its log never read, was deleted over its budget (a sibling's whole cold start) 1.7 s
+    before its log would have been read: its API server had started. Its log is now read
+    first (tests/policy/test_read_log_first.py)."""
+    deps = (
+        DeploymentSpec("vllm-0", "meta-llama/Llama-3.1-70B-Instruct", 12),
+        DeploymentSpec("vllm-1", "example/small-7B", 1, tp=1),
+        DeploymentSpec("vllm-2", "Qwen/Qwen2.5-72B-Instruct", 9),
+        DeploymentSpec("vllm-3", "meta-llama/Llama-3.1-70B-Instruct", 8),
+        DeploymentSpec("vllm-4", "example/small-7B", 10, tp=1),
+    )
+    scenario = Scenario(
+        name="unread-first-wave", profile="untuned", duration_s=3 * 3600, seeds=(8569,),
+        node_count=17, gpus_per_node=8, deployments=deps, scale=ScaleLoad(3600, 1, 4),
+        rollout_every_s=7200, node_scoring="pack",
+        faults=Faults(engine_init_hang=0.05, unsettled_gpu_nodes=2, slow_gpu_nodes=2,
+                      slow_gpu_factor=2.0),
+    )  # fmt: skip
+    result = Simulation(scenario, 8569, CorePolicy("default", PolicyFile())).run()
+    assert result.deletions > 0  # (its hung pods)
+    assert result.false_kills == result.kill_loops == 0

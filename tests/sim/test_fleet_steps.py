@@ -122,3 +122,58 @@ def test_step_lines_reach_the_core_only_through_its_log_follower() -> None:
         Simulation(FLEET, FLEET.seeds[0], ctl).run()
     assert "EngineStep" not in unfollowed.kinds
     assert followed.kinds["EngineStep"] > 5 * 50
+
+
+class _Reads:
+    """A controller that follows one log at a time and, with `asks`, asks for every pod's
+    log it has seen (as the core asks for a pod's it would judge on its budget alone)."""
+
+    name, wants_inputs, follows_logs = "reads", True, 1
+
+    def __init__(self, asks: bool) -> None:
+        self.asks, self.seen = asks, dict[str, None]()
+
+    def feed(self, item: Input) -> None:
+        uid = getattr(item, "uid", None)
+        if type(item).__name__ == "PodSeen" and uid:
+            self.seen[uid] = None
+
+    def logs_wanted(self) -> list[str]:
+        return list(self.seen) if self.asks else []
+
+    def advance(self, now: float) -> None:
+        return None
+
+    def take(self) -> list[Decision]:
+        return []
+
+    def applied(self, decision: Decision) -> None:
+        return None
+
+    def held(self) -> int:
+        return 0
+
+    def next_due(self) -> float | None:
+        return None
+
+
+def _most_followed_at_once(asks: bool) -> int:
+    pods: list[Pod] = []
+    fleet = Scenario(
+        name="one-wave", profile="untuned", duration_s=1800, seeds=(5,), node_count=2,
+        gpus_per_node=8, deployments=(DeploymentSpec("vllm-llama-70b", MODEL, 4),),
+    )  # fmt: skip
+    sim = Simulation(fleet, 5, _Reads(asks), observer=lambda what, now, obj: (
+        pods.append(obj) if what == "created" and isinstance(obj, Pod) else None))  # fmt: skip
+    sim.run()
+    spans = [(p.followed_at, p.ready or sim.end) for p in pods if p.followed_at is not None]
+    assert len(pods) == 4 and spans
+    return max(sum(1 for a, b in spans if a <= at < b) for at, _ in spans)
+
+
+def test_a_log_the_controller_asks_for_is_read_beyond_the_bound_and_no_further() -> None:
+    """The follower reads the oldest pods in engine init up to its bound (one here); a pod
+    the core asks for (`PolicyEngine.logs_wanted`) is read now, up to the bound again beyond
+    it, as serve's follower does (remediator/sources/engine_logs.py)."""
+    assert _most_followed_at_once(asks=False) == 1
+    assert _most_followed_at_once(asks=True) == 2

@@ -38,6 +38,13 @@ def log_follows(controller: object) -> int:
     return follows if isinstance(follows, int) else 0
 
 
+def logs_wanted(controller: object) -> Callable[[], list[str]] | None:
+    """The pods whose log the controller asks for before it judges them (a controller
+    running the core: `PolicyEngine.logs_wanted`); None for one that asks for none."""
+    wanted = getattr(controller, "logs_wanted", None)
+    return wanted if callable(wanted) else None
+
+
 def finds_hangs_after(controller: object) -> float | None:
     """Seconds after a hang begins that the controller is told of it (the simulator's ground
     truth: `Oracle`); None for every real controller."""
@@ -131,6 +138,7 @@ class CorePolicy:
         self._feed, self._advance = self.session.feed, self.session.advance
         self._decider = self.session.decider
         self._next_deadline = self._decider.engine.next_deadline
+        self.logs_wanted = self._decider.engine.logs_wanted
         self._forget = self.session.tracker.forget
 
     def keep_notes(self) -> None:

@@ -26,7 +26,12 @@ from remediator.policy.incident import incident_id
 from remediator.sim.fleet import steps, wire
 from remediator.sim.fleet.calibration import PROFILES
 from remediator.sim.fleet.cluster import Deployment, Node, Pod, Slot, node_name, rs_hash
-from remediator.sim.fleet.controllers import Controller, finds_hangs_after, log_follows
+from remediator.sim.fleet.controllers import (
+    Controller,
+    finds_hangs_after,
+    log_follows,
+    logs_wanted,
+)
 from remediator.sim.fleet.draws import PodDraws, mix, params, stable
 from remediator.sim.fleet.kube import BASE_TIME, deployment_event, wall
 from remediator.sim.fleet.results import RunResult
@@ -145,6 +150,8 @@ class Simulation:
         heap, end, pop, base = self.heap, self.end, heapq.heappop, BASE_TIME
         ctl = self.ctl
         next_due, advance, take, decided = ctl.next_due, ctl.advance, ctl.take, self._decided
+        # Pods the controller asks to read before it judges them (its timers fire in advance)
+        wanted = logs_wanted(ctl) if self._follow_max else None
         seen = -1  # the wall second the controller was last moved to by an event
         while True:
             t = heap[0][0] if heap else math.inf
@@ -155,6 +162,8 @@ class Simulation:
                     if virtual > self.now:
                         self.now = virtual
                     advance(due)
+                    if wanted is not None and (uids := wanted()):
+                        self._read_first(uids)
                     for d in take():
                         decided(d)
                     continue
@@ -166,6 +175,8 @@ class Simulation:
             if second != seen:  # (the controller's clock is there already otherwise)
                 seen = second
                 advance(float(second))
+                if wanted is not None and (uids := wanted()):
+                    self._read_first(uids)
             for d in take():  # (what the last event's inputs decided, too)
                 decided(d)
             handlers[kind](obj)
@@ -481,19 +492,37 @@ class Simulation:
         from its first line (each line with its own time)."""
         while self._following < self._follow_max and self._awaiting:
             pod = self._awaiting.popleft()
-            if not pod.alive or pod.ready is not None:
+            if not pod.alive or pod.ready is not None or pod.followed:
                 continue
-            pod.followed = True
-            if pod.followed_at is None:
-                pod.followed_at = self.now
-            self._following += 1
-            assert pod.started is not None
-            for i, offset in enumerate(pod.lines):
-                at = pod.started + offset
-                if at <= self.now:
-                    self._emit_line(pod, i)
-                else:
-                    self._push(at, _LINE, (pod, i))
+            self._follow(pod)
+
+    def _read_first(self, uids: list[str]) -> None:
+        """The pods the core would judge on their phase budget alone, their log never read
+        (`PolicyEngine.logs_wanted`): followed now, up to the bound again beyond it, as
+        serve's follower does."""
+        for uid in uids:
+            if self._following >= 2 * self._follow_max:
+                return
+            pod = self._by_uid.get(uid)
+            if pod is None or pod.followed or not pod.alive or pod.ready is not None:
+                continue
+            if pod.started is not None:
+                self._follow(pod)
+
+    def _follow(self, pod: Pod) -> None:
+        """Read the pod's log from its first line (each line with its own time), and each
+        line after as it is written."""
+        pod.followed = True
+        if pod.followed_at is None:
+            pod.followed_at = self.now
+        self._following += 1
+        assert pod.started is not None
+        for i, offset in enumerate(pod.lines):
+            at = pod.started + offset
+            if at <= self.now:
+                self._emit_line(pod, i)
+            else:
+                self._push(at, _LINE, (pod, i))
 
     def _let_go(self, pod: Pod) -> None:
         """The pod left engine init: its follow ends, another pod's may begin."""
