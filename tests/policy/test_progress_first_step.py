@@ -204,19 +204,27 @@ def test_a_pod_slow_everywhere_is_not_taken_for_hung_before_its_first_step_line(
     take 20 s, so the limit is 60 s, not 40 (92 s with five siblings: 1.54 times); a pod at
     70 s (3.5x) survives, a silent one is deleted at 92 s and two checks."""
     late = [BANNER, *((at + 15.0, line) for at, line in STEPS)]  # first step line at 20 s
-    run = make_run(DEFAULT_FACTOR)
-    created = _siblings(run, late)
     slow = [BANNER, *((at + 65.0, line) for at, line in STEPS)]  # ... at 70 s
-    started = _start(run, 9, created, slow)
-    run.feed(pod(_name(9), _uid(9), created=created, scheduled=created + 1, started=started,
-                 ready=started + READY + 65))  # fmt: skip
-    run.at(T0 + started + 3600)
-    assert run.decisions == []
+    _comes_up(DEFAULT_FACTOR, late, slow, READY + 65)
     run = make_run(DEFAULT_FACTOR)
     started = _start(run, 9, _siblings(run, late), [BANNER])
     run.at(T0 + started + 700)
     assert _deleted_after(run, started) == pytest.approx(2 * 1.5 * FEW * 20 + 20)
     assert "limit 4.62× that" in run.decisions[0].reason
+
+
+def _comes_up(
+    policy: str, siblings: list[tuple[float, str]], lines: list[tuple[float, str]], ready: float
+) -> None:
+    """A pod that logs `lines` after healthy siblings that logged theirs, Ready `ready` after
+    its container started, is never deleted."""
+    run = make_run(policy)
+    created = _siblings(run, siblings)
+    started = _start(run, 9, created, lines)
+    run.feed(pod(_name(9), _uid(9), created=created, scheduled=created + 1, started=started,
+                 ready=started + ready))  # fmt: skip
+    run.at(T0 + started + 3600)
+    assert run.decisions == []
 
 
 def test_a_pod_slow_to_its_banner_gets_as_much_longer_to_its_first_step_line() -> None:
@@ -227,13 +235,7 @@ def test_a_pod_slow_to_its_banner_gets_as_much_longer_to_its_first_step_line() -
     times the 34.65 s limit. Its first step line at 70 s: left alone; a pod as slow to its
     banner that then falls silent is deleted at 75.8 s and two checks."""
     slow = [(40.0, BANNER[1]), *((at + 65.0, line) for at, line in STEPS)]
-    run = make_run(POLICY)
-    created = _siblings(run, WITH_BANNER)
-    started = _start(run, 9, created, slow)
-    run.feed(pod(_name(9), _uid(9), created=created, scheduled=created + 1, started=started,
-                 ready=started + READY + 65))  # fmt: skip
-    run.at(T0 + started + 3600)
-    assert run.decisions == []
+    _comes_up(POLICY, WITH_BANNER, slow, READY + 65)
     run = make_run(POLICY)
     started = _start(run, 9, _siblings(run, WITH_BANNER), [(40.0, BANNER[1])])
     run.at(T0 + started + 700)

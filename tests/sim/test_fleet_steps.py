@@ -6,11 +6,11 @@ banner is all it logs)."""
 from __future__ import annotations
 
 from remediator.contract.decision import Decision
-from remediator.inputs.records import Input
+from remediator.inputs.records import Input, PodSeen
 from remediator.policy.history import budget
 from remediator.policy_file import PolicyFile, load_policy
 from remediator.sim.fleet.cluster import Pod
-from remediator.sim.fleet.controllers import CorePolicy
+from remediator.sim.fleet.controllers import CorePolicy, NoRemediation
 from remediator.sim.fleet.kube import BASE_TIME
 from remediator.sim.fleet.scenario import DeploymentSpec, Faults, ScaleLoad, Scenario
 from remediator.sim.fleet.simulation import Simulation
@@ -124,37 +124,22 @@ def test_step_lines_reach_the_core_only_through_its_log_follower() -> None:
     assert followed.kinds["EngineStep"] > 5 * 50
 
 
-class _Reads:
-    """A controller that follows one log at a time and, with `asks`, asks for every pod's
-    log it has seen (as the core asks for a pod's it would judge on its budget alone)."""
+class _Reads(NoRemediation):
+    """Decides nothing, follows one log at a time and, with `asks`, asks for every pod's log
+    it has seen (as the core asks for a pod's it would judge on its budget alone)."""
 
-    name, wants_inputs, follows_logs = "reads", True, 1
+    wants_inputs, follows_logs = True, 1
 
     def __init__(self, asks: bool) -> None:
+        super().__init__("reads")
         self.asks, self.seen = asks, dict[str, None]()
 
     def feed(self, item: Input) -> None:
-        uid = getattr(item, "uid", None)
-        if type(item).__name__ == "PodSeen" and uid:
-            self.seen[uid] = None
+        if isinstance(item, PodSeen):
+            self.seen[item.uid] = None
 
     def logs_wanted(self) -> list[str]:
         return list(self.seen) if self.asks else []
-
-    def advance(self, now: float) -> None:
-        return None
-
-    def take(self) -> list[Decision]:
-        return []
-
-    def applied(self, decision: Decision) -> None:
-        return None
-
-    def held(self) -> int:
-        return 0
-
-    def next_due(self) -> float | None:
-        return None
 
 
 def _most_followed_at_once(asks: bool) -> int:
