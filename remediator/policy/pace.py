@@ -28,10 +28,10 @@ first step line, or before that the one to its banner: imports and config, nothi
 GPUs yet, but a slow disk slows it, as the simulator's slow nodes slow every stretch; random
 fleets 1645 and 3410 lost a pod whose banner came at ~150 s against its siblings' ~35 s,
 judged in NCCL init at their pace): there the pace of the node's last cold starts
-(`NodePaces`) counts too, where it is the larger. After,
-its own does: a hung pod on a slow node whose own steps showed it a little slow is not held
-to its node's pace (on a tuned random fleet, every widening by the node's pace after a step
-had ended was a hung pod's, 1.7× later).
+(`NodePaces`) counts too, where it is the larger. After, its own does: a hung pod on a slow
+node whose own steps showed it a little slow is not held to its node's pace (on a tuned
+random fleet, every widening by the node's pace after a step had ended was a hung pod's,
+1.7× later).
 """
 
 from __future__ import annotations

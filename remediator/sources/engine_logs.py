@@ -228,9 +228,9 @@ class EngineLogFollower:
         if len(self._ended) > _FORGET_AFTER:
             for uid in sorted(self._ended, key=self._ended.__getitem__)[: _FORGET_AFTER // 2]:
                 del self._ended[uid]
-        bound = self._cfg.max_pods
-        for uid in (*(u for u in first if u in wanted), *wanted):
-            if len(self._following) >= (2 * bound if uid in first else bound):
+        bound, urgent = self._cfg.max_pods, {u: None for u in first if u in wanted}  # (in order)
+        for uid in (*urgent, *wanted):
+            if len(self._following) >= (2 * bound if uid in urgent else bound):
                 continue
             t = wanted[uid]
             container = t.endpoint.container if t.endpoint is not None else None
