@@ -42,7 +42,7 @@ from remediator.policy.hedge import (
 from remediator.policy.history import PhaseHistory, budget, expected_cold_start, step_key
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored, Outcome
-from remediator.policy.pace import NodePaces, ratio_of
+from remediator.policy.pace import NodePaces, first_wave_pace, ratio_of
 from remediator.policy.stall import Pace, Stall, learn_steps, own_pace, stall_of
 from remediator.policy.stuck import (
     Facts,
@@ -450,7 +450,7 @@ class PolicyEngine:
             if self._may_hedge(t, stall):  # a hedge starts at its share of the stall's limit
                 return stall.hedge_due(cfg.hedge.at)
             return stall.due(cfg.checks, cfg.check_interval_s)
-        seconds, _ = budget(cfg, self.history, t.model, state, unlearned)
+        seconds, _ = self._budget(t, state, unlearned)
         checks = (cfg.checks - 1) * cfg.check_interval_s
         due = since + seconds + checks
         if state == "engine_init":
@@ -463,6 +463,20 @@ class PolicyEngine:
             if look_again is not None and look_again < due and self._log_read(t):
                 return look_again
         return due
+
+    def _budget(self, t: PodTimeline, phase: str, unlearned: bool = True) -> tuple[float, str]:
+        """The pod's phase budget (`budget`); in engine init, before its log has told a step's
+        end, widened by its pace so far (`pace.first_wave_pace`): slow is not stuck."""
+        cfg = self.config.stuck_pod
+        seconds, how = budget(cfg, self.history, t.model, phase, unlearned)
+        if phase != "engine_init" or not self._log_read(t):
+            return seconds, how
+        model = t.model or "unknown"
+        pace, by = first_wave_pace(t, cfg.progress, self.history, model, self.node_paces,
+                                   cfg.adaptive.min_siblings)  # fmt: skip
+        if pace == 1.0:
+            return seconds, how
+        return seconds * pace, f"{how}; {pace:.2f}× {seconds:.0f}s for {by}"
 
     def _log_read(self, t: PodTimeline) -> bool:
         """Its engine's log is read (progress on, a line seen, the follow not ended)."""
@@ -580,7 +594,7 @@ class PolicyEngine:
         self, t: PodTimeline, phase: str, since: float, now: float
     ) -> Outcome | None:
         cfg = self.config.stuck_pod
-        seconds, how = budget(cfg, self.history, t.model, phase)
+        seconds, how = self._budget(t, phase)
         why = (
             f"{phase} for {now - since:.0f}s, over its {seconds:.0f}s budget ({how}) "
             f"for {cfg.checks} checks in a row"

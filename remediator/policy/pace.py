@@ -102,16 +102,43 @@ def pace_of(
     model: str,
     started: float | None,
     nodes: NodePaces | None = None,
+    min_samples: int | None = None,
 ) -> tuple[float, str]:
     """How much the pod's stall limit widens, and by whose pace: its own ratio so far; until
     it has ended a step (the stretch to its first step line is all it can tell, or less),
-    its node's where that is larger. 1 under PACE_FROM, at most MAX_PACE."""
+    its node's where that is larger. 1 under PACE_FROM, at most MAX_PACE. `min_samples`:
+    the siblings' times a stretch needs to count (the progress policy's by default)."""
     ended = _ended(t, started)
-    own = (_ratio(ended[0], cfg, history, model) if ended is not None else None) or 1.0
+    own = (_ratio(ended[0], cfg, history, model, min_samples) if ended is not None else None) or 1.0
     early = ended is None or ended[1]
     node = nodes.of(t.node) if nodes is not None and early else 1.0
     pace, by = (own, OWN) if own >= node else (node, NODE)
     return (min(MAX_PACE, pace), by) if pace >= PACE_FROM else (1.0, "")
+
+
+def first_wave_pace(
+    t: PodTimeline,
+    cfg: ProgressConfig,
+    history: PhaseHistory,
+    model: str,
+    nodes: NodePaces,
+    min_siblings: int,
+) -> tuple[float, str]:
+    """How much a pod's engine-init budget widens before it has ended a step: `pace_of`
+    judged against as few siblings as set its whole cold start (`adaptive.min_siblings`).
+
+    A model's first pods are judged by the phase budget, which stands for want of history at
+    the siblings' whole cold start; a pod on a slow node takes longer than that for its engine
+    init alone. Random fleets 3249 and 5142 (untuned, one node 3× slow): a Mixtral pod 81 s
+    to its first step line (its four siblings 33 s at the median) was deleted 569 s into
+    loading its weights, over a 533 s budget; a small model's pods there, 97-158 s against
+    22 s, were deleted one after another in a kill loop. What it has logged says how slow it
+    runs; once it ends a step, its own pace (`stall.own_pace`) judges it instead."""
+    started = t.started_at()
+    ended = _ended(t, started)
+    if ended is not None and not ended[1]:
+        return 1.0, ""
+    return pace_of(t, cfg, history, model, started, nodes, max(1, min_siblings))
 
 
 def _ended(t: PodTimeline, started: float | None) -> tuple[dict[str, float], bool] | None:
@@ -134,11 +161,16 @@ def _ended(t: PodTimeline, started: float | None) -> tuple[dict[str, float], boo
 
 
 def _ratio(
-    own: dict[str, float], cfg: ProgressConfig, history: PhaseHistory, model: str
+    own: dict[str, float],
+    cfg: ProgressConfig,
+    history: PhaseHistory,
+    model: str,
+    min_samples: int | None = None,
 ) -> float | None:
+    need = cfg.min_samples if min_samples is None else min_samples
     took = usual = 0.0
     for step, seconds in own.items():
-        median = history.quantile(model, step_key(step), PACE_QUANTILE, cfg.min_samples)
+        median = history.quantile(model, step_key(step), PACE_QUANTILE, need)
         if median is not None:
             took, usual = took + seconds, usual + median
     if usual <= 0.0:
