@@ -43,7 +43,15 @@ from remediator.policy.history import PhaseHistory, budget, expected_cold_start,
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored, Outcome
 from remediator.policy.pace import NodePaces, first_wave_pace, ratio_of
-from remediator.policy.stall import Pace, Stall, learn_steps, own_pace, stall_of
+from remediator.policy.stall import (
+    Pace,
+    Stall,
+    learn_steps,
+    own_pace,
+    stall_of,
+    stopped_behind,
+    stretches_ended,
+)
 from remediator.policy.stuck import (
     Facts,
     decide_stuck,
@@ -89,6 +97,7 @@ class PolicyEngine:
         # slow there (and which pod), and the pods held since because their replacement was
         # slow the same way.
         self._deleted: dict[tuple[str, str], tuple[float, str | None]] = {}
+        self._deleted_went: dict[tuple[str, str], dict[str, float]] = {}  # its stretches
         self._holding: dict[tuple[str, str], set[str]] = {}
         self._deciding: dict[str, tuple[str, str]] = {}  # uid -> key of a delete in flight
         # (workload, phase, budget) on-call was told of, as its note's incident id
@@ -305,6 +314,8 @@ class PolicyEngine:
             # through: a serve started again decides an overdue pod late, and must count a
             # replacement made since as one that ran on did.
             self._deleted[key] = (min(now, decision.at), decision.uid)
+            victim = self.tracker.get(decision.uid) if decision.uid else None
+            self._deleted_went[key] = stretches_ended(victim) if victim is not None else {}
         if self.tells_once(decision):
             self._told.add(decision.incident)
         self._held_nodes.pop(decision.incident, None)  # (through: nothing left to ask)
@@ -621,7 +632,7 @@ class PolicyEngine:
         facts = self._facts(t)
         key = (facts.workload or "", phase)
         if deletes(t, phase, self._init_deletes) and facts.workload:
-            evidence = self._too_tight(t, key, seconds, sample)
+            evidence = self._too_tight(t, key, seconds, sample, now)
             if evidence is not None:
                 return self._hold(t, key, seconds, how, evidence, now)
             self._deciding[t.uid] = key
@@ -679,14 +690,15 @@ class PolicyEngine:
         return Ignored("stuck_pod", f"{t.namespace}/{t.name}", why, now)
 
     def _too_tight(
-        self, t: PodTimeline, key: tuple[str, str], seconds: float, sample: str
+        self, t: PodTimeline, key: tuple[str, str], seconds: float, sample: str, now: float
     ) -> str | None:
         """Why the budget, not the pod, looks wrong; None when nothing says so.
 
         Most recent completions of the phase by the model's pods took longer than the budget
         (one healthy sibling is evidence enough); or, before any completed it, a pod created
         after we deleted one of its workload for being slow there is as slow (the
-        replacement of a kill loop's first victim)."""
+        replacement of a kill loop's first victim), unless its log shows it stopped where the
+        deleted pod went on (`stall.stopped_behind`): stuck, not slow."""
         n, within = self.history.share_within(t.model or "unknown", sample, seconds)
         if n:
             if within < 0.5:
@@ -700,12 +712,17 @@ class PolicyEngine:
             and t.uid != victim
             and t.created is not None
             and (t.created >= deleted - 1.0)
+            and self._stopped_behind(t, key, now) is None
         ):
             return (
                 f"a pod of it was deleted for exceeding it {t.created - deleted:.0f}s before "
                 f"{t.name} was created, and {t.name} is as slow"
             )
         return None
+
+    def _stopped_behind(self, t: PodTimeline, key: tuple[str, str], now: float) -> str | None:
+        went = self._deleted_went.get(key, {})
+        return stopped_behind(t, went, self.config.stuck_pod.progress, now)
 
     def _hold(
         self,

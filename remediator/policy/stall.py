@@ -223,3 +223,46 @@ def learn_steps(t: PodTimeline, history: PhaseHistory) -> None:
     compiled = steps.get("torch_compile")
     if compiled is not None and t.engine is not None and t.engine.compile_missed(started):
         history.add(model, step_key(COMPILE_MISSED), compiled)
+
+
+def stretches_ended(t: PodTimeline) -> dict[str, float]:
+    """The stretches the pod's engine ended in this run, by step: its steps, and the stretch
+    to its first step line where its banner was seen (a deleted pod's, to set its
+    replacement beside: `stopped_behind`)."""
+    started = t.started_at()
+    if t.engine is None or started is None:
+        return {}
+    ended = t.engine.durations(started, None)
+    first = t.engine.first_step(started)
+    if first is not None and t.engine.banner(started) is not None:
+        ended[BEFORE_FIRST_STEP] = max(0.0, first - started)
+    return ended
+
+
+def stopped_behind(
+    t: PodTimeline, ahead: dict[str, float], cfg: ProgressConfig, now: float
+) -> str | None:
+    """Where the pod has sat in a stretch past `factor` times (at least the floor) what
+    another pod took to end it (`ahead`: a pod of its workload deleted before it, by
+    `stretches_ended`); None where its log is not read or that pod never ended it.
+
+    The kill-loop guard holds a replacement as slow as the pod deleted before it; one stopped
+    where its predecessor went on is not slow, it is stuck (random fleet 1800, 20% hangs: a
+    Mixtral pod hung in graph capture was deleted, its replacement hung in NCCL init, which
+    its predecessor had ended in 10 s, and was held for the rest of the run with every pod of
+    the workload after it)."""
+    if not cfg.enabled or t.engine is None or not ahead:
+        return None
+    started = t.started_at()
+    if started is None or t.engine.end(LOG_ENDED, started, None) is not None:
+        return None
+    last = t.engine.last_end(started)
+    step = t.engine.current_after(last, started)
+    took = ahead.get(step)
+    if took is None:
+        return None
+    began = (last[1] if last is not None else started) - t.clock_skew()
+    limit = max(cfg.floor_s, cfg.factor * took)
+    if now - began <= limit:
+        return None
+    return f"in {step} for {now - began:.0f}s, which the pod deleted before it ended in {took:.0f}s"
