@@ -721,7 +721,11 @@ class PolicyEngine:
         return None
 
     def _stopped_behind(self, t: PodTimeline, key: tuple[str, str], now: float) -> str | None:
-        went = self._deleted_went.get(key, {})
+        """`stall.stopped_behind`, beside the pod deleted before it: as its timeline is now
+        where the tracker still has it (its lines may come in after its deletion), else as it
+        was when deleted."""
+        victim = self.tracker.get(self._deleted[key][1] or "")
+        went = stretches_ended(victim) if victim is not None else self._deleted_went[key]
         return stopped_behind(t, went, self.config.stuck_pod.progress, now)
 
     def _hold(
