@@ -124,19 +124,24 @@ def first_wave_pace(
     nodes: NodePaces,
     min_siblings: int,
 ) -> tuple[float, str]:
-    """How much a pod's engine-init budget widens before it has ended a step: `pace_of`
-    judged against as few siblings as set its whole cold start (`adaptive.min_siblings`).
+    """How much a pod's engine-init budget widens once it has logged its first step line and
+    before it has ended a step: `pace_of` judged against as few siblings as set its whole
+    cold start (`adaptive.min_siblings`).
 
     A model's first pods are judged by the phase budget, which stands for want of history at
     the siblings' whole cold start; a pod on a slow node takes longer than that for its engine
     init alone. Random fleets 3249 and 5142 (untuned, one node 3× slow): a Mixtral pod 81 s
     to its first step line (its four siblings 33 s at the median) was deleted 569 s into
     loading its weights, over a 533 s budget; a small model's pods there, 97-158 s against
-    22 s, were deleted one after another in a kill loop. What it has logged says how slow it
-    runs; once it ends a step, its own pace (`stall.own_pace`) judges it instead."""
+    22 s, were deleted one after another in a kill loop. Once it ends a step, its own pace
+    (`stall.own_pace`) judges it instead. Not before its first step line: its banner's time
+    against one sibling's is mostly noise (two draws of a step's spread), and widened by it,
+    20 of random fleets 1-3,000 found a hung first-wave pod later (P99 +50 to +965 s; 1782:
+    a pod hung in NCCL init, its banner 1.64× its one sibling's); from the first step line,
+    none of them moved."""
     started = t.started_at()
     ended = _ended(t, started)
-    if ended is not None and not ended[1]:
+    if ended is None or not ended[1] or BEFORE_FIRST_STEP not in ended[0]:
         return 1.0, ""
     return pace_of(t, cfg, history, model, started, nodes, max(1, min_siblings))
 

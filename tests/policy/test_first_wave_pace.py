@@ -1,6 +1,7 @@
-"""A model's first pods on a slow node: before a pod has ended a step, its engine-init budget
-(a whole cold start of its siblings, for want of history) widens by its pace so far, judged
-against as few siblings as set that budget (`pace.first_wave_pace`).
+"""A model's first pods on a slow node: once a pod has logged its first step line and before it
+has ended a step, its engine-init budget (a whole cold start of its siblings, for want of
+history) widens by its pace so far, judged against as few siblings as set that budget
+(`pace.first_wave_pace`).
 
 Random fleets 3249 and 5142 (untuned, one GPU node 3× slow): a Mixtral pod there was deleted
 569 s into loading its weights, over a 533 s budget set from four siblings' whole cold starts,
@@ -85,5 +86,15 @@ def test_a_pod_whose_siblings_logged_no_banner_is_judged_as_before() -> None:
     run = make_run(POLICY)
     created = _siblings(run, 2, STEPS)
     started = _start(run, 9, created, [(44.0, BANNER[1]), (45.0, STEPS[0][1])])
+    run.at(T0 + started + 3600)
+    assert _deleted_after(run, started) == pytest.approx(WHOLE + 20)
+
+
+def test_a_pod_slow_to_its_banner_alone_keeps_the_whole_cold_start() -> None:
+    """Its banner at 40 s against its siblings' 2 s, and no step line after it (hung in NCCL
+    init): a banner against one or two siblings' is mostly noise, so nothing widens."""
+    run = make_run(POLICY)
+    created = _siblings(run, 2, [BANNER, *STEPS])
+    started = _start(run, 9, created, [(40.0, BANNER[1])])
     run.at(T0 + started + 3600)
     assert _deleted_after(run, started) == pytest.approx(WHOLE + 20)
