@@ -94,10 +94,11 @@ class PolicyEngine:
         self._timers: list[tuple[float, int, str, str, float]] = []
         self._seq = count()
         # Kill-loop guard, per (workload, phase): when a pod of it was last deleted for being
-        # slow there (and which pod), and the pods held since because their replacement was
-        # slow the same way.
+        # slow there (and which pod, and the vLLM stretches it had ended: empty where this
+        # engine never saw it, as for another partition's deletion), and the pods held since
+        # because their replacement was slow the same way.
         self._deleted: dict[tuple[str, str], tuple[float, str | None]] = {}
-        self._deleted_went: dict[tuple[str, str], dict[str, float]] = {}  # its stretches
+        self._deleted_stretches: dict[tuple[str, str], dict[str, float]] = {}
         self._holding: dict[tuple[str, str], set[str]] = {}
         self._deciding: dict[str, tuple[str, str]] = {}  # uid -> key of a delete in flight
         # (workload, phase, budget) on-call was told of, as its note's incident id
@@ -315,7 +316,7 @@ class PolicyEngine:
             # replacement made since as one that ran on did.
             self._deleted[key] = (min(now, decision.at), decision.uid)
             victim = self.tracker.get(decision.uid) if decision.uid else None
-            self._deleted_went[key] = stretches_ended(victim) if victim is not None else {}
+            self._deleted_stretches[key] = stretches_ended(victim) if victim is not None else {}
         if self.tells_once(decision):
             self._told.add(decision.incident)
         self._held_nodes.pop(decision.incident, None)  # (through: nothing left to ask)
@@ -725,8 +726,8 @@ class PolicyEngine:
         where the tracker still has it (its lines may come in after its deletion), else as it
         was when deleted."""
         victim = self.tracker.get(self._deleted[key][1] or "")
-        went = stretches_ended(victim) if victim is not None else self._deleted_went[key]
-        return stopped_behind(t, went, self.config.stuck_pod.progress, now)
+        ended = stretches_ended(victim) if victim is not None else self._deleted_stretches[key]
+        return stopped_behind(t, ended, self.config.stuck_pod.progress, now)
 
     def _hold(
         self,
