@@ -135,10 +135,10 @@ def first_wave_pace(
     loading its weights, over a 533 s budget; a small model's pods there, 97-158 s against
     22 s, were deleted one after another in a kill loop. Once it ends a step, its own pace
     (`stall.own_pace`) judges it instead. Not before its first step line: its banner's time
-    against one sibling's is mostly noise (two draws of a step's spread), and widened by it,
-    20 of random fleets 1-3,000 found a hung first-wave pod later (P99 +50 to +965 s; 1782:
-    a pod hung in NCCL init, its banner 1.64× its one sibling's); from the first step line,
-    none of them moved."""
+    against one sibling's is mostly noise (two draws of a step's spread): widened by it, the
+    P99 of 30 of random fleets 1-3,000 moved, 24 later (by up to 965 s; 1782: a pod hung in
+    NCCL init, its banner 1.64× its one sibling's, found 549 s later), 6 sooner; with three
+    siblings needed, 14 moved. From the first step line, none of them moves."""
     started = t.started_at()
     ended = _ended(t, started)
     if ended is None or not ended[1] or BEFORE_FIRST_STEP not in ended[0]:
