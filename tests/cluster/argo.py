@@ -127,10 +127,14 @@ class Argo(Supervised):
         self._start("workflow-controller")
         self._wait(lambda: _http_ok(HEALTHZ), timeout, "workflow-controller /healthz")
         self._start("argo-server")
-        # Up when an authenticated call is served (503 Unavailable until its caches sync).
+        # Up when an authenticated call is served (503 Unavailable until its caches sync), by
+        # each service the tests call: the server's HTTP gateway dials each gRPC service on its
+        # own connection, so one answering says nothing of the next (a submit got 503 for the
+        # 10 ms after the templates' list answered, the whole of a virtual-clock test's retries).
         token = self.cluster.token(NAMESPACE, "argo-server", seconds=600)
-        url = f"{self.server_url}/api/v1/workflow-templates/{NAMESPACE}"
-        self._wait(lambda: _answers(url, token), timeout, "argo server")
+        for path in (f"workflow-templates/{NAMESPACE}", f"workflows/{NAMESPACE}"):
+            url = f"{self.server_url}/api/v1/{path}?listOptions.limit=1"
+            self._wait(lambda u=url: _answers(u, token), timeout, f"argo server ({path})")
 
     def start_controller(self, timeout: float = 90.0) -> None:
         """Start the workflow-controller again after `stop("workflow-controller")`: a test
