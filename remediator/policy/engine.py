@@ -477,8 +477,9 @@ class PolicyEngine:
         return due
 
     def _budget(self, t: PodTimeline, phase: str, unlearned: bool = True) -> tuple[float, str]:
-        """The pod's phase budget (`budget`); in engine init, before its log has told a step's
-        end, widened by its pace so far (`pace.first_wave_pace`): slow is not stuck."""
+        """The pod's phase budget (`budget`); in engine init, from its first step line until
+        it has ended a step, widened by its pace so far (`pace.first_wave_pace`): slow is not
+        stuck."""
         cfg = self.config.stuck_pod
         seconds, how = budget(cfg, self.history, t.model, phase, unlearned)
         if phase != "engine_init" or not self._log_read(t):

@@ -226,13 +226,15 @@ def learn_steps(t: PodTimeline, history: PhaseHistory) -> None:
 
 
 def stretches_ended(t: PodTimeline) -> dict[str, float]:
-    """The stretches the pod's engine ended in this run, by step: its steps, and the stretch
-    to its first step line where its banner was seen (a deleted pod's, to set its
-    replacement beside: `stopped_behind`)."""
+    """The stretches the pod's engine ended in this run, by step: its steps (a compile that
+    missed its cache as COMPILE_MISSED), and the stretch to its first step line where its
+    banner was seen (a deleted pod's, to set its replacement beside: `stopped_behind`)."""
     started = t.started_at()
     if t.engine is None or started is None:
         return {}
     ended = t.engine.durations(started, None)
+    if "torch_compile" in ended and t.engine.compile_missed(started):
+        ended[COMPILE_MISSED] = ended.pop("torch_compile")
     first = t.engine.first_step(started)
     if first is not None and t.engine.banner(started) is not None:
         ended[BEFORE_FIRST_STEP] = max(0.0, first - started)
@@ -244,7 +246,8 @@ def stopped_behind(
 ) -> str | None:
     """Where the pod has sat in a stretch past `factor` times (at least the floor) what
     another pod took to end it (`ahead`: a pod of its workload deleted before it, by
-    `stretches_ended`); None where its log is not read or that pod never ended it.
+    `stretches_ended`); None where its log is not read or that pod never ended it (a compile:
+    never ended one that missed its cache).
 
     The kill-loop guard holds a replacement as slow as the pod deleted before it; one stopped
     where its predecessor went on is not slow, it is stuck (random fleet 1800, 20% hangs: a
@@ -258,7 +261,9 @@ def stopped_behind(
         return None
     last = t.engine.last_end(started)
     step = t.engine.current_after(last, started)
-    took = ahead.get(step)
+    # A compile is set beside a compile that missed its cache only: one that hit it takes
+    # seconds, and whether this one misses may not be logged yet.
+    took = ahead.get(COMPILE_MISSED if step == "torch_compile" else step)
     if took is None:
         return None
     began = (last[1] if last is not None else started) - t.clock_skew()

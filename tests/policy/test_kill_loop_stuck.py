@@ -67,3 +67,12 @@ def test_a_replacement_stuck_where_the_deleted_pod_was_is_held_and_told() -> Non
 def test_a_replacement_whose_log_is_not_read_is_held_as_before() -> None:
     run, _ = _replaced([])
     assert [(d.action, d.target) for d in run.decisions][1:] == [("notify", B)]
+
+
+def test_a_replacement_in_a_compile_beside_a_compile_that_hit_its_cache_is_held() -> None:
+    """The first pod's compile took 20 s, a cache hit (no "Cache the graph" line); its
+    replacement has compiled for 60 s: a miss, perhaps, not yet logged. A hit's time bounds
+    no miss: held and told, as before."""
+    compiling = [BANNER, STEPS[0], (20.0, STEPS[1][1]), (28.0, STEPS[2][1])]
+    run, _ = _replaced(compiling)
+    assert [(d.action, d.target) for d in run.decisions][1:] == [("notify", B)]
