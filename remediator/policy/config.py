@@ -68,7 +68,10 @@ class ProgressConfig:
     factor: float = 2.0
     quantile: float = 0.95
     floor_s: float = 30.0
-    min_samples: int = 5
+    # Siblings' times of a stretch before it is judged (their few widen its limit:
+    # `history.few_samples_margin`); 3, not the search's 5, by random fleets
+    # (docs/simulation-defaults.md)
+    min_samples: int = 3
 
 
 @dataclass(frozen=True, slots=True)

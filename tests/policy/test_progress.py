@@ -174,12 +174,29 @@ def test_a_step_too_few_siblings_went_through_keeps_the_phase_budget() -> None:
     assert "stalled in vLLM step kv_cache for" in run.decisions[0].reason  # the step note
 
 
+@pytest.mark.parametrize(("siblings", "judged"), [(3, True), (2, False)])
+def test_three_siblings_times_judge_a_step_by_default(siblings: int, judged: bool) -> None:
+    """A small workload's first pods: three siblings through a stretch judge it (their few
+    widen its limit), two leave the phase budget (docs/simulation-defaults.md: in random
+    fleets, 5 kept many a hung first-wave pod to a sibling's whole cold start)."""
+    run = make_run(POLICY.replace("min_samples: %d, ", "") % "true")
+    started = _start(run, 9, _siblings(run, n=siblings), STEPS[:6])
+    run.at(T0 + started + 1000)
+    reason = run.decisions[0].reason
+    if judged:
+        assert _delete_at(run) == started + 62 + 120 + 20
+        assert "3 siblings of meta-llama/Llama-3.1-70B-Instruct took 38s there" in reason
+    else:
+        assert _delete_at(run) == started + 620
+        assert "over its 600s budget" in reason
+
+
 def test_progress_is_on_by_default_with_its_log_follower() -> None:
     """By simulation (docs/simulation-defaults.md); these tests pin the figures they use."""
     rules = load_policy("").rules
     cfg = rules.stuck_pod.progress
     assert cfg.enabled and rules.engine_logs.follow
-    assert (cfg.factor, cfg.quantile, cfg.floor_s, cfg.min_samples) == (2.0, 0.95, 30.0, 5)
+    assert (cfg.factor, cfg.quantile, cfg.floor_s, cfg.min_samples) == (2.0, 0.95, 30.0, 3)
 
 
 @pytest.mark.parametrize(
