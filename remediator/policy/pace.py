@@ -38,7 +38,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from remediator.inputs.vllm_log import COMPILE_MISSED
 from remediator.policy.config import ProgressConfig
 from remediator.policy.history import PhaseHistory, step_key
 from remediator.timeline.engine_steps import BEFORE_FIRST_STEP, TO_BANNER
@@ -151,7 +150,7 @@ def _ended(t: PodTimeline, started: float | None) -> tuple[dict[str, float], boo
     whether that is only the one to its first step line; None when it ended none."""
     if t.engine is None:
         return None
-    own = t.engine.durations(started, None)  # (its first step timed from the container's start)
+    own = t.engine.judged(started)  # (its first step timed from the container's start)
     if not own:
         if started is None:
             return None
@@ -160,8 +159,6 @@ def _ended(t: PodTimeline, started: float | None) -> tuple[dict[str, float], boo
             return {BEFORE_FIRST_STEP: max(0.0, first - started)}, True
         banner = t.engine.banner(started)  # (NCCL init next: its banner is all it has told)
         return ({TO_BANNER: max(0.0, banner - started)}, True) if banner is not None else None
-    if "torch_compile" in own and t.engine.compile_missed(started):
-        own = {COMPILE_MISSED if s == "torch_compile" else s: v for s, v in own.items()}
     return own, False
 
 

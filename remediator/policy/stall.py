@@ -232,9 +232,7 @@ def stretches_ended(t: PodTimeline) -> dict[str, float]:
     started = t.started_at()
     if t.engine is None or started is None:
         return {}
-    ended = t.engine.durations(started, None)
-    if "torch_compile" in ended and t.engine.compile_missed(started):
-        ended[COMPILE_MISSED] = ended.pop("torch_compile")
+    ended = t.engine.judged(started)
     first = t.engine.first_step(started)
     if first is not None and t.engine.banner(started) is not None:
         ended[BEFORE_FIRST_STEP] = max(0.0, first - started)

@@ -188,6 +188,14 @@ class EngineSteps:
             out[UNTIL_READY] = max(0.0, ready - prev)  # readiness probe, or lines not logged
         return out
 
+    def judged(self, started: float | None) -> dict[str, float]:
+        """The steps this run ended, by the step whose siblings' times judge them: a compile
+        that missed its cache as COMPILE_MISSED (minutes, where a hit takes seconds)."""
+        ended = self.durations(started, None)
+        if "torch_compile" not in ended or not self.compile_missed(started):
+            return ended
+        return {COMPILE_MISSED if s == "torch_compile" else s: v for s, v in ended.items()}
+
     def first_step(self, started: float | None) -> float | None:
         """When this run's first step line was written (its first worker's): the end of the
         stretch before the first step; None while only the banner (or nothing) is seen."""

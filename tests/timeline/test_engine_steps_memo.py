@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remediator.inputs.records import EngineStep
-from remediator.inputs.vllm_log import LOG_ENDED, MARKS, STEPS
+from remediator.inputs.vllm_log import COMPILE_MISSED, LOG_ENDED, MARKS, STEPS
 from remediator.timeline.engine_steps import EngineSteps
 
 LINE = st.builds(
@@ -41,3 +41,26 @@ def test_remembered_ends_are_the_ends_worked_out_afresh(
             assert kept.end(step, started, until) == fresh.end(step, started, until), step
         assert kept.last_end(started) == fresh.last_end(started)
         assert kept.current(started) == fresh.current(started)
+
+
+def _line(step: str, at: float) -> EngineStep:
+    return EngineStep("inference", "p", "u", step, None, None, at)
+
+
+def test_a_compile_that_missed_its_cache_is_judged_as_one() -> None:
+    """The policy sets a compile beside siblings' compiles that also missed (minutes), not
+    beside cache hits (seconds); the other steps keep their names and order."""
+    steps = EngineSteps()
+    for step, at in (("weights", 40.0), (COMPILE_MISSED, 45.0), ("torch_compile", 160.0)):
+        steps.see(_line(step, at))
+    steps.see(_line("memory_profiling", 165.0))
+    assert list(steps.judged(0.0).items()) == [
+        ("weights", 40.0),
+        (COMPILE_MISSED, 120.0),
+        ("memory_profiling", 5.0),
+    ]
+    hit = EngineSteps()
+    for step, at in (("weights", 40.0), ("torch_compile", 48.0)):
+        hit.see(_line(step, at))
+    assert hit.judged(0.0) == {"weights": 40.0, "torch_compile": 8.0}
+    assert steps.judged(200.0) == {}  # (a later run's: nothing of this one counts)
