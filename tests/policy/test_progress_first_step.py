@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from remediator.inputs.records import EngineStep
 from remediator.inputs.vllm_log import LOG_ENDED
+from remediator.policy.config import ProgressConfig
 from remediator.policy.history import few_samples_margin
 from tests.data import vllm_logs
 from tests.policy.builders import T0, pod
@@ -194,23 +195,25 @@ def test_a_node_clock_an_hour_behind_does_not_age_the_stretch() -> None:
     assert _deleted_after(run, started) == pytest.approx(NCCL_LIMIT + 20 - 9)
 
 
-DEFAULT_FACTOR = POLICY.replace("factor: 3, ", "")  # progress.factor at its default, 2
+DEFAULT_FACTOR = POLICY.replace("factor: 3, ", "")  # progress.factor at its default
+FACTOR = ProgressConfig().factor
 
 
 def test_a_pod_slow_everywhere_is_not_taken_for_hung_before_its_first_step_line() -> None:
     """Found in the simulator's random fleets: a healthy pod whose whole start drew twice the
     usual reached its first step line at 104 s against its siblings' 42 s, past 2x their P95
-    and its checks: deleted. The stretch now gets 3x (1.5 times the factor): here siblings
-    take 20 s, so the limit is 60 s, not 40 (92 s with five siblings: 1.54 times); a pod at
-    70 s (3.5x) survives, a silent one is deleted at 92 s and two checks."""
+    and its checks: deleted. The stretch now gets 1.5 times the factor: here siblings take
+    20 s, so at the default factor 2 the limit is 60 s, not 40 (92 s with five siblings:
+    1.54 times); a pod at 70 s (3.5x) survives, a silent one is deleted at 92 s and two
+    checks (the figures follow the default, should it move)."""
     late = [BANNER, *((at + 15.0, line) for at, line in STEPS)]  # first step line at 20 s
     slow = [BANNER, *((at + 65.0, line) for at, line in STEPS)]  # ... at 70 s
     _comes_up(DEFAULT_FACTOR, late, slow, READY + 65)
     run = make_run(DEFAULT_FACTOR)
     started = _start(run, 9, _siblings(run, late), [BANNER])
     run.at(T0 + started + 700)
-    assert _deleted_after(run, started) == pytest.approx(2 * 1.5 * FEW * 20 + 20)
-    assert "limit 4.62× that" in run.decisions[0].reason
+    assert _deleted_after(run, started) == pytest.approx(FACTOR * 1.5 * FEW * 20 + 20)
+    assert f"limit {round(FACTOR * 1.5 * FEW, 2):g}× that" in run.decisions[0].reason
 
 
 def _comes_up(

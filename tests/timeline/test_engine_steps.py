@@ -118,7 +118,8 @@ def test_where_the_engine_is_before_any_step_ended() -> None:
 
 def test_the_stuck_decision_names_the_step() -> None:
     policy = "stuck_pod: {selector: app=vllm, budgets: {engine_init: 90}, checks: 1,\n"
-    policy += "  adaptive: {enabled: false}}\n"  # the static budget, as the reason says
+    policy += "  adaptive: {enabled: false},\n"  # the static budget, as the reason says
+    policy += "  progress: {factor: 2}}\n"  # (pinned: the figures below are the factor's)
     policy += "guardrails: {min_age: {factor: 0}}\n"
     session = Session(load_policy(policy))
     out = JsonOutput(io.StringIO())
