@@ -575,11 +575,29 @@ class PolicyEngine:
         t = self.tracker.timeline_of(item)
         if t is None or not self._selected(t) or t.state() != "engine_init":
             return
+        self._learn_pace(t)
         since = t.since("engine_init")
         if since is not None:
             look_again = self._now_hint + self.config.stuck_pod.check_interval_s
             due = self._deadline(t, "engine_init", since, look_again=look_again)
             self._arm(due, t, "engine_init", since)
+
+    def _learn_pace(self, t: PodTimeline) -> None:
+        """Each step a pod's engine ends tells its node's pace so far (`NodePaces`), so a slow
+        node is known from its first pods, before one is Ready there: in random fleets 628 and
+        2448 (one node 2× slow) a pod whose weights had drawn fast, at its siblings' pace, was
+        deleted mid-compile while the node's other pods, still starting, ran at twice theirs."""
+        if t.node is None or t.engine is None:
+            return
+        started = t.started_at()
+        ended = len(t.engine.durations(started, None))
+        if ended == 0 or ended == t.paced:
+            return
+        t.paced = ended
+        model = t.model or "unknown"
+        ratio = ratio_of(t, self.config.stuck_pod.progress, self.history, model, started)
+        if ratio is not None:
+            self.node_paces.learn(t.node, ratio)
 
     def _arm(self, due: float, t: PodTimeline, state: str, since: float) -> None:
         seq = next(self._seq)

@@ -1,5 +1,6 @@
 """Slow is not stuck: how far behind its siblings a pod's engine init has run so far, or the
-last cold starts on its node ran, by which its stall limit is widened (`stall.stall_of`).
+last cold starts on its node ran (or are running), by which its stall limit is widened
+(`stall.stall_of`).
 Pure: the pod's timeline, the history, what was learned of its node.
 
 A pod that has run slow so far (a slow node: a throttled GPU, a slow local disk) runs as slow
@@ -28,10 +29,17 @@ first step line, or before that the one to its banner: imports and config, nothi
 GPUs yet, but a slow disk slows it, as the simulator's slow nodes slow every stretch; random
 fleets 1645 and 3410 lost a pod whose banner came at ~150 s against its siblings' ~35 s,
 judged in NCCL init at their pace): there the pace of the node's last cold starts
-(`NodePaces`) counts too, where it is the larger. After, its own does: a hung pod on a slow
-node whose own steps showed it a little slow is not held to its node's pace (on a tuned
-random fleet, every widening by the node's pace after a step had ended was a hung pod's,
-1.7× later).
+(`NodePaces`) counts too, where it is the larger. After, it still does: one step's spread is
+wide, and a pod on a node 2× slow whose weights had drawn at its siblings' pace (own pace
+1.26) was deleted mid-compile at 3.3 times their P95 (random fleets 628 and 2448, each once
+another knob moved). Its node's pace then came from no cold start, since none had ended
+there: each step a pod ends teaches its node's pace too (`PolicyEngine._learn_pace`), so
+the node's first pods, still starting, tell it. The price is a hung pod on a slow node found
+later by the node's pace. On bench_random_fleets' fleets 1-10,000 (2026-12-06) the default
+is above the seed rule in 216 against 212 before, no healthy pod deleted in either, and the
+four perturbations that had each lost one healthy pod (`progress.min_samples` 1 or 2,
+`progress.factor` 2.25, `engine_logs.max_pods` 32) lose none; bench_sim's headline figures
+do not move.
 """
 
 from __future__ import annotations
@@ -51,13 +59,15 @@ NODE_PREFIX, NODE_PHASE = "node:", "engine_pace"  # (no model's phase is called 
 
 
 class NodePaces:
-    """Each node's pace: the lower median ratio (`ratio_of`) of its last WINDOW healthy cold
-    starts. One is enough (a whole run's ratio, the floor counted in, is rarely PACE_FROM on a
-    node that is not slow; with two needed, a slow node's first Mixtral pod was deleted in NCCL
-    init in bench_sim's unseen fleets); one at the siblings' pace after it brings it back
-    (the lower of two). Kept in the model history, as samples of NODE_PHASE under the node's
-    key: where that history goes, they go (stored by serve across restarts, relayed between
-    a Kafka worker's partitions and from the others' like any cold start's phases)."""
+    """Each node's pace: the lower median ratio (`ratio_of`) of its last WINDOW samples: a healthy
+    cold start's whole run, learned when it is Ready, and a pod's run so far, learned each time
+    it ends a step (a slow node is known from its first pods). One is enough (a whole run's
+    ratio, the floor counted in, is rarely PACE_FROM on a node that is not slow; with two
+    needed, a slow node's first Mixtral pod was deleted in NCCL init in bench_sim's unseen
+    fleets); one at the siblings' pace after it brings it back (the lower of two). Kept in the
+    model history, as samples of NODE_PHASE under the node's key: where that history goes, they
+    go (stored by serve across restarts, relayed between a Kafka worker's partitions and from
+    the others' like any cold start's phases)."""
 
     WINDOW = 3
 
@@ -103,14 +113,14 @@ def pace_of(
     nodes: NodePaces | None = None,
     min_samples: int | None = None,
 ) -> tuple[float, str]:
-    """How much the pod's stall limit widens, and by whose pace: its own ratio so far; until
-    it has ended a step (the stretch to its first step line is all it can tell, or less),
-    its node's where that is larger. 1 under PACE_FROM, at most MAX_PACE. `min_samples`:
-    the siblings' times a stretch needs to count (the progress policy's by default)."""
+    """How much the pod's stall limit widens, and by whose pace: the larger of its own ratio
+    so far and its node's (a pod's steps vary: one on a node 2× slow may have drawn its
+    weights at its siblings' pace, then its compile at 3.6 times theirs). 1 under PACE_FROM,
+    at most MAX_PACE. `min_samples`: the siblings' times a stretch needs to count (the
+    progress policy's by default)."""
     ended = _ended(t, started)
     own = (_ratio(ended[0], cfg, history, model, min_samples) if ended is not None else None) or 1.0
-    early = ended is None or ended[1]
-    node = nodes.of(t.node) if nodes is not None and early else 1.0
+    node = nodes.of(t.node) if nodes is not None else 1.0
     pace, by = (own, OWN) if own >= node else (node, NODE)
     return (min(MAX_PACE, pace), by) if pace >= PACE_FROM else (1.0, "")
 

@@ -125,6 +125,7 @@ class PodTimeline:
     observed: int = 0  # bitmask of phases already exported to histograms
     counted: str | None = None  # the state the tracker counts this pod in (None: not yet)
     learned: bool = False  # its phases went into the policy's history
+    paced: int = 0  # its engine's steps ended when the policy last learned its node's pace
     engine: EngineSteps | None = None  # vLLM's own init steps, when its log was read
     endpoint: Endpoint | None = None  # where its server answers (first-token probe)
 

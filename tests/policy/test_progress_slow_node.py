@@ -137,3 +137,44 @@ def test_a_nodes_pace_is_stored_and_restored_with_the_history() -> None:
     after = make_run(POLICY, keeps_learned=True)
     after.session.restore_learned(before.session.learned())
     assert after.session.engine.node_paces.of(SLOW_NODE) == pace
+
+
+def _compile_beside(neighbour_node: str, compile_ends: float | None) -> Run:
+    """Five siblings; then, on `neighbour_node`, a pod still starting three times as slow
+    (through sizing its KV cache, no Ready yet); then one on SLOW_NODE whose banner and
+    weights came at its siblings' pace and whose compile, 20 s for them, ends `compile_ends`
+    seconds after its weights (None: never). Random fleets 628 and 2448 (one node 2× slow)
+    lost such a pod mid-compile: its own pace said 1, and no cold start on its node had
+    ended."""
+    run = make_run(POLICY)
+    created = _siblings(run, WITH_BANNER)
+    started = created + 10.0
+    for i, node, lines in ((10, neighbour_node, _slow(3.0)[:7]), (9, SLOW_NODE, WITH_BANNER)):
+        run.feed(pod(_name(i), _uid(i), created=created, scheduled=created + 1,
+                     started=started, node=node))  # fmt: skip
+        for at, line in lines:
+            if at > 40.0 and i == 9:  # (past its weights: its compile, then the rest)
+                if compile_ends is None:
+                    break
+                at += compile_ends - 20.0
+            run.feed(vllm_logs.engine_log("llm", _name(i), line, T0 + started + at))
+    run.at(T0 + started + 40.0 + (compile_ends or 600.0) + 1.0)
+    return run
+
+
+def test_a_pod_beside_slow_pods_still_starting_is_timed_by_their_pace() -> None:
+    """Its compile runs 150 s (7.5 times its siblings'), past its 92 s limit (3 × 1.54 ×
+    20 s): beside a pod ending its steps at three times its siblings' pace on the same node,
+    that limit is widened by the node's pace (2.3, the floor counted in) and it is not
+    deleted; beside the same pod on another node, it is."""
+    assert _compile_beside(SLOW_NODE, 150.0).decisions == []
+    (deleted,) = _compile_beside("gpu-node-2", 150.0).decisions
+    assert deleted.target == _name(9) and "stalled in vLLM step torch_compile" in deleted.reason
+
+
+def test_a_hang_beside_slow_pods_is_still_found_and_the_reason_says_whose_pace() -> None:
+    """Silent after its weights: deleted, its 92 s limit widened by its node's pace (2.3)."""
+    run = _compile_beside(SLOW_NODE, None)
+    (deleted,) = [d for d in run.decisions if d.target == _name(9)]
+    assert deleted.stalled == "torch_compile" and "over its 214s limit" in deleted.reason
+    assert "by the pace of its node's last cold starts" in deleted.reason

@@ -79,14 +79,16 @@ SCENARIO = Scenario(
 # fires: the same deletions, sooner (time to Ready summed 17 s less), the same holds.
 # `core hedged`'s stream again when the hedge step's annotation named the pod racing the
 # stalled one (inputs/hedge_annotation.py): one more watch event of the hedged Deployment, the
-# same decisions.
+# same decisions. `core` again when a node's pace was learned from each step a pod ends and
+# counted after the pod's first step too (policy/pace.py): the same 18 deletions, none false,
+# 66 holds against 67, time to Ready summed 12 s less.
 EXPECTED: dict[str, dict[str, Any]] = {
     "core": {
         "decisions": 29,
-        "decisions_sha256": "44f43051e84d893a1f75a48d429d9f1d628714e28e52ad8b6f276ef7982ac989",
-        "ready_s_sum": 18797.988131,
+        "decisions_sha256": "0b18f49e3c49fc7818fcfbc4caab04edd53df02e093d2d3783a64c2af2ff48ba",
+        "ready_s_sum": 18786.329184,
         "stream_lines": 1412,
-        "stream_sha256": "8a8384cdefe774b7267c556566fe4d61c4a9eeca084bafec8cd9a6839f9c575b",
+        "stream_sha256": "3fce566aeea671327fca65947c2114c8e3901624bcc6a40be7c4845ab4e3aaf7",
         "summary": {
             "actions": {
                 "cordon-node": 1,
@@ -107,10 +109,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
                 "p99": 1200.0,
                 "spread": 1154.3089627302888,
             },
-            "gpu_minutes": 233.88830271035113,
+            "gpu_minutes": 233.499671128091,
             "hedge_gpu_minutes": 0.0,
             "hedges": 0,
-            "held": 67,
+            "held": 66,
             "kill_loops": 0,
             "kind": "policy-summary",
             "policy": "core",
