@@ -159,7 +159,9 @@ def test_a_nodes_pace_is_the_lower_median_of_its_last_three_cold_starts() -> Non
     assert NodePaces(history).of("n1") == 1.1 and history.count("node:n1", "engine_pace") == 5
 
 
-def test_until_it_ends_a_step_its_nodes_pace_counts_where_larger_then_its_own_alone() -> None:
+def test_its_nodes_pace_counts_where_larger_before_and_after_it_ends_a_step() -> None:
+    """After a step too (random fleets 628 and 2448: a pod on a node 2× slow whose weights
+    had drawn at its siblings' pace was deleted mid-compile, its own pace 1.26)."""
     history = _siblings()
     node = NodePaces(history)
     early = _pod([(STARTED + 2, BANNER), (STARTED + 60, LOAD)])  # its own: 90 over 40, 2.25
@@ -169,8 +171,10 @@ def test_until_it_ends_a_step_its_nodes_pace_counts_where_larger_then_its_own_al
     banner_only = _pod([(STARTED + 2, BANNER)])
     assert pace_of(banner_only, CFG, history, MODEL, banner_only.started_at(), node) == (3.5, NODE)
     ended = _pod([(STARTED + 150, V0_WEIGHTS)])  # its weights in: 180 over 70, 2.57
-    assert pace_of(ended, CFG, history, MODEL, ended.started_at(), node) == (
-        pytest.approx(180 / 70),
+    assert pace_of(ended, CFG, history, MODEL, ended.started_at(), node) == (3.5, NODE)
+    ended_slower = _pod([(STARTED + 220, V0_WEIGHTS)])  # 250 over 70: 3.57, its own
+    assert pace_of(ended_slower, CFG, history, MODEL, ended_slower.started_at(), node) == (
+        pytest.approx(250 / 70),
         OWN,
     )
     slow_own = _pod([(STARTED + 400, V0_WEIGHTS)])  # 430 over 70: past MAX_PACE
