@@ -590,7 +590,7 @@ class PolicyEngine:
         if t.node is None or t.engine is None:
             return
         started = t.started_at()
-        ended = len(t.engine.durations(started, None))
+        ended = len(t.engine.judged(started))  # (the steps ended, as `ratio_of` reads them)
         if ended == 0 or ended == t.paced:
             return
         t.paced = ended

@@ -71,9 +71,15 @@ class EngineSteps:
     _ends: dict[tuple[str, float | None, float | None], float | None] = field(
         default_factory=dict, repr=False, compare=False
     )
+    # judged()'s answer since the last line seen, and the run it was for: asked three times
+    # per line (the node's pace learned, the pod's own pace, the stall's)
+    _judged: tuple[float | None, dict[str, float]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def see(self, item: EngineStep) -> None:
         self._forget(item)
+        self._judged = None
         if item.reprint and item.logged is not None:
             copies = self.reprinted.setdefault(item.step, [])
             if (item.logged, item.at) not in copies and len(copies) < _MAX_TIMES:
@@ -190,11 +196,16 @@ class EngineSteps:
 
     def judged(self, started: float | None) -> dict[str, float]:
         """The steps this run ended, by the step whose siblings' times judge them: a compile
-        that missed its cache as COMPILE_MISSED (minutes, where a hit takes seconds)."""
+        that missed its cache as COMPILE_MISSED (minutes, where a hit takes seconds). Shared
+        until the next line: read it, never change it."""
+        known = self._judged
+        if known is not None and known[0] == started:
+            return known[1]
         ended = self.durations(started, None)
-        if "torch_compile" not in ended or not self.compile_missed(started):
-            return ended
-        return {COMPILE_MISSED if s == "torch_compile" else s: v for s, v in ended.items()}
+        if "torch_compile" in ended and self.compile_missed(started):
+            ended = {COMPILE_MISSED if s == "torch_compile" else s: v for s, v in ended.items()}
+        self._judged = (started, ended)
+        return ended
 
     def first_step(self, started: float | None) -> float | None:
         """When this run's first step line was written (its first worker's): the end of the
