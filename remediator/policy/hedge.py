@@ -49,7 +49,7 @@ def cold_start_gpu_s(t: PodTimeline) -> float:
     if t.gpus <= 0:
         return 0.0
     phases = t.phase_values(skip=1 | 32)  # scheduled to Ready: the GPUs were held
-    return t.gpus * sum(v for v in phases if v is not None)
+    return t.gpus * sum((v for v in phases if v is not None), 0.0)  # (a float, if none)
 
 
 def left_to_hedge(t: PodTimeline, hedge: Hedge | None, now: float) -> str | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 from bisect import insort
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from remediator.timeline.endpoint import Endpoint
@@ -483,10 +483,13 @@ class PodTimeline:
         }
 
 
+_FIELDS = tuple(f.name for f in fields(PodTimeline))  # (no __slots__ where mypyc compiled it)
+
+
 def timeline_size(t: PodTimeline) -> int:
     """Bytes held by one timeline (object plus the floats and strings it owns alone)."""
     size = sys.getsizeof(t)
-    for name in PodTimeline.__slots__:
+    for name in _FIELDS:
         v = getattr(t, name)
         if isinstance(v, float):
             size += sys.getsizeof(v)

@@ -120,15 +120,23 @@ class Tracker:
             if self._unwatched and isinstance(item, PodSeen):
                 self._unwatched.pop(item.uid, None)  # the watch sees it: not webhook-only
             return self._apply(item, now)
-        self._new = None
+        self._take_new()
         self._watched = False  # a webhook's word proves nothing of a node's clock
         try:
             change = self._apply(item, now)
         finally:
             self._watched = True
-        if self._new is not None:
-            self._note_unwatched(self._new)
+        new = self._take_new()
+        if new is not None:
+            self._note_unwatched(new)
         return change
+
+    def _take_new(self) -> str | None:
+        """The timeline the input just applied created, if any; forgotten. (Read through a
+        call: set to None in `apply`, the attribute stays None to mypy's narrowing across
+        `_apply`, which a compiled core checks at run time.)"""
+        new, self._new = self._new, None
+        return new
 
     def _note_unwatched(self, uid: str) -> None:
         self._unwatched[uid] = None
