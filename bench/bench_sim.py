@@ -24,7 +24,9 @@
    cold starts per second of the simulator alone, with every input built for a listener,
    and driving the real core (goal, with the core: >= 10,000/s), per wall second and per
    CPU second of the process (the machine may be shared: wall time moves with its load),
-   and the core's share of that last run.
+   and the core's share of that last run. Run as above, the core is the pure-Python
+   package; `scripts/compiled python bench/bench_sim.py` runs it on the core compiled by mypyc,
+   as the image ships it (the speed rows say which they ran on).
 
 Prints figures and which goals were missed; never fails.
 """
@@ -207,12 +209,21 @@ def _rate(scenario: Scenario, make: Callable[[], Controller]) -> tuple[int, floa
     return result.cold_starts, time.perf_counter() - started, time.process_time() - cpu
 
 
+def _build() -> str:
+    """Which core the speed rows run on: compiled by mypyc (scripts/compiled) or not."""
+    import remediator.policy.engine as engine
+
+    if engine.__file__ is not None and not engine.__file__.endswith(".py"):
+        return "the core compiled by mypyc"
+    return "the core in pure Python (scripts/compiled runs it compiled)"
+
+
 def speed(quick: bool, config: PolicyFile) -> list[str]:
     day = load_scenario(EXAMPLES / "fleet-day.yaml").with_faults(engine_init_hang=0.0)
     if quick:
         day = replace(day, duration_s=day.duration_s / 6)
     print(f"\n== speed: {day.name}, {day.node_count} nodes x {day.gpus_per_node} GPUs, "
-          f"{day.duration_s / 3600:g} virtual hours ==")  # fmt: skip
+          f"{day.duration_s / 3600:g} virtual hours; {_build()} ==")  # fmt: skip
     missed = []
     rows: tuple[tuple[str, Callable[[], Controller]], ...] = (
         ("simulator alone", NoRemediation),

@@ -67,5 +67,5 @@ def test_digest_pinned_base_passes() -> None:
 def test_dockerignore_keeps_the_context_to_the_package() -> None:
     lines = (s.REPO / ".dockerignore").read_text().splitlines()
     assert "**" in lines  # allow-list: everything else (.git, .venv, tests) stays out
-    assert {"!pyproject.toml", "!README.md", "!remediator/"} <= set(lines)
+    assert {"!pyproject.toml", "!setup.py", "!README.md", "!remediator/"} <= set(lines)
     assert {"**/.env", "**/*.pem", "**/*.key"} <= set(lines)
