@@ -232,7 +232,7 @@ def stretches_ended(t: PodTimeline) -> dict[str, float]:
     started = t.started_at()
     if t.engine is None or started is None:
         return {}
-    ended = t.engine.judged(started)
+    ended = dict(t.engine.judged(started))  # (a copy: judged() is shared until the next line)
     first = t.engine.first_step(started)
     if first is not None and t.engine.banner(started) is not None:
         ended[BEFORE_FIRST_STEP] = max(0.0, first - started)

@@ -8,8 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remediator.inputs.records import EngineStep
-from remediator.inputs.vllm_log import COMPILE_MISSED, LOG_ENDED, MARKS, STEPS
-from remediator.timeline.engine_steps import EngineSteps
+from remediator.inputs.vllm_log import COMPILE_MISSED, ENGINE_STARTED, LOG_ENDED, MARKS, STEPS
+from remediator.policy.stall import stretches_ended
+from remediator.timeline.engine_steps import BEFORE_FIRST_STEP, EngineSteps
+from remediator.timeline.model import PodTimeline
 
 LINE = st.builds(
     EngineStep,
@@ -64,3 +66,15 @@ def test_a_compile_that_missed_its_cache_is_judged_as_one() -> None:
         hit.see(_line(step, at))
     assert hit.judged(0.0) == {"weights": 40.0, "torch_compile": 8.0}
     assert steps.judged(200.0) == {}  # (a later run's: nothing of this one counts)
+
+
+def test_the_stretches_a_deleted_pod_ended_leave_its_judged_steps_as_they_were() -> None:
+    """`stretches_ended` adds the stretch before the first step line to what `judged` answers;
+    `judged` shares its answer until the next line, so the pod's pace (which reads it) must not
+    see that stretch counted twice."""
+    t = PodTimeline("u", "inference", "p", started=0.0, engine=EngineSteps())
+    assert t.engine is not None
+    for step, at in ((ENGINE_STARTED, 5.0), ("weights", 40.0), ("torch_compile", 48.0)):
+        t.engine.see(_line(step, at))
+    assert stretches_ended(t) == {BEFORE_FIRST_STEP: 40.0, "weights": 40.0, "torch_compile": 8.0}
+    assert t.engine.judged(0.0) == {"weights": 40.0, "torch_compile": 8.0}
