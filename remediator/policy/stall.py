@@ -23,7 +23,7 @@ The factor widens when few siblings' times judge the stretch (`history.few_sampl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from remediator.inputs.vllm_log import COMPILE_MISSED, LOG_ENDED
 from remediator.policy.config import ProgressConfig
@@ -41,8 +41,10 @@ from remediator.timeline.model import PodTimeline
 FIRST_STRETCH_MARGIN = 1.5
 
 
-@dataclass(frozen=True, slots=True)
-class Stall:
+# Stall and Pace are msgspec structs, built in C: a frozen dataclass's __init__ stays
+# interpreted under mypyc and set each field through object.__setattr__ (~1.2 µs for Stall,
+# built on every step line).
+class Stall(msgspec.Struct, frozen=True, gc=False):
     """Where a pod's engine is, since when, and how long its siblings took there."""
 
     step: str  # where vLLM's log says the engine is
@@ -160,8 +162,7 @@ def stall_of(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Pace:
+class Pace(msgspec.Struct, frozen=True, gc=False):
     """How a pod's own engine has gone so far, where no sibling has timed its stretch."""
 
     moved: float  # its last step line, on the API server's clock
