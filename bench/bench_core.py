@@ -34,7 +34,7 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 from remediator.contract.decision import Decision, Suppressed  # noqa: E402
 from remediator.inputs.decode import decode  # noqa: E402
 from remediator.inputs.timefmt import parse_time  # noqa: E402
-from remediator.metrics.export import TimelineMetrics  # noqa: E402
+from remediator.metrics.timeline_metrics import TimelineMetrics  # noqa: E402
 from remediator.policy.outcome import Ignored  # noqa: E402
 from remediator.session import Session  # noqa: E402
 from remediator.timeline.tracker import StateChange, Tracker  # noqa: E402

@@ -13,7 +13,7 @@ apart (`remediator.core`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry
@@ -24,7 +24,7 @@ from remediator.core.decider import Decider
 from remediator.core.guard import Guard
 from remediator.guard import GuardState, Pipeline
 from remediator.inputs.records import Input
-from remediator.metrics.export import TimelineMetrics
+from remediator.metrics.timeline_metrics import TimelineMetrics
 from remediator.policy.engine import PolicyEngine
 from remediator.policy.history import expected_cold_start
 from remediator.policy.outcome import Ignored
@@ -42,7 +42,8 @@ class Sink(Protocol):
 class Session:
     """`keeps_learned`: the runtime stores each finished cold start's phases and steps
     (`learned`) and gives them back after a restart (`restore_learned`), so budgets and
-    the siblings' step times are not learned again from nothing."""
+    the siblings' step times are not learned again from nothing. `wall`: the runtime's wall
+    clock, where it serves `registry` (the histograms' `_created`)."""
 
     def __init__(
         self,
@@ -50,10 +51,11 @@ class Session:
         registry: CollectorRegistry | None = None,
         *,
         keeps_learned: bool = False,
+        wall: Callable[[], float] | None = None,
     ) -> None:
         self.policy = policy if policy is not None else PolicyFile()
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.decider = Decider(self.policy, self.registry, keep_learned=keeps_learned)
+        self.decider = Decider(self.policy, self.registry, keep_learned=keeps_learned, wall=wall)
         self.guard = Guard(self.policy.guardrails, self.registry)
         self._out: Sink | None = None  # the sink of the step under way
         self._settle_cb = self._settle

@@ -31,7 +31,8 @@ from remediator.contract.records import (
     RetryAt,
 )
 from remediator.inputs.records import EngineSpan, EngineStep, Input, Relisted
-from remediator.metrics.export import TimelineMetrics, TrackerCollector
+from remediator.metrics.export import TrackerCollector
+from remediator.metrics.timeline_metrics import TimelineMetrics
 from remediator.policy.engine import PolicyEngine
 from remediator.policy.history import PhaseHistory
 from remediator.policy.outcome import Ignored
@@ -95,10 +96,13 @@ def node_pace_gauges(deciders: Callable[[], Iterable[Decider]]) -> Collector:
     return _NodePaces(deciders)
 
 
-def timeline_metrics(registry: CollectorRegistry | None = None) -> TimelineMetrics:
+def timeline_metrics(
+    registry: CollectorRegistry | None = None, wall: Callable[[], float] | None = None
+) -> TimelineMetrics:
     """Cold-start metrics for deciders to share (one set per process), on `registry`
-    (None: a registry of their own, exported nowhere)."""
-    return TimelineMetrics(registry if registry is not None else CollectorRegistry())
+    (None: a registry of their own, exported nowhere). `wall`: the runtime's wall clock,
+    for each series' `_created` (the core reads none)."""
+    return TimelineMetrics(registry if registry is not None else CollectorRegistry(), wall)
 
 
 class _Recording(PhaseHistory):
@@ -119,8 +123,9 @@ class _Recording(PhaseHistory):
 
 class Decider:
     """`metrics`: the timeline metrics to observe into (several deciders of one process
-    share one), else new ones on `registry`. `keep_learned`: keep each finished cold
-    start's phases for `learned()` (a guard in another process weighs by them)."""
+    share one), else new ones on `registry` (`wall`: as `timeline_metrics`). `keep_learned`:
+    keep each finished cold start's phases for `learned()` (a guard in another process
+    weighs by them)."""
 
     def __init__(
         self,
@@ -129,11 +134,12 @@ class Decider:
         *,
         metrics: TimelineMetrics | None = None,
         keep_learned: bool = False,
+        wall: Callable[[], float] | None = None,
     ) -> None:
         self.policy = policy
         self.tracker = Tracker(policy.rules.stuck_pod.engine_containers)
         if metrics is None:
-            metrics = TimelineMetrics(registry if registry is not None else CollectorRegistry())
+            metrics = timeline_metrics(registry, wall)
         self.metrics = metrics
         self.engine = PolicyEngine(policy.rules, self.tracker)
         self._learning: _Recording | None = None

@@ -106,7 +106,9 @@ class Service:
         self.cfg = cfg
         self.clock = clock or SystemClock()  # one clock for the runtime, outbox and Lease
         self.registry = CollectorRegistry()
-        self.session = Session(load_policy(cfg), self.registry, keeps_learned=True)
+        self.session = Session(
+            load_policy(cfg), self.registry, keeps_learned=True, wall=self.clock.now
+        )
         self.session.tracker.max_unwatched = cfg.max_webhook_pods
         leader = leader or self._leadership()
         self.outbox, self.inbox = self._open_state()

@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from remediator.inputs.records import FirstToken, Input
 from remediator.logfields import get_logger
-from remediator.metrics.export import COLD_START_BUCKETS
+from remediator.metrics.timeline_metrics import COLD_START_BUCKETS
 from remediator.policy.config import FirstTokenProbeConfig
 from remediator.timeline.model import PodTimeline
 

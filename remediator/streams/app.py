@@ -225,7 +225,8 @@ def build_app(
     pods = app.Table("pods", partitions=streams.inputs.partitions, schema=as_json)
     guard_table = app.Table("guard", partitions=guards, schema=as_json)
     metrics = WorkerMetrics(registry)
-    observed = timeline_metrics(registry)  # every partition this worker holds observes here
+    # every partition this worker holds observes here
+    observed = timeline_metrics(registry, time.time)
     verdicts = Verdicts(registry)  # and its guard counts here
     held = Partitions(policy, streams.inputs.partitions)
     window = policy.rules.stuck_pod.adaptive.window  # the history a pod is judged by
