@@ -68,7 +68,12 @@ class EngineSteps:
     sized: list[float] = field(default_factory=list)
     # end()'s answers since the last line seen: the policy asks for the same ends many times
     # per line (each step's, the last one's, the current step's), and only see() changes them.
-    _ends: dict[tuple[str, float | None, float | None], float | None] = field(
+    # Those with no `until` (most) by step alone, with the run's start they were for: a key
+    # tuple per ask cost more than the rest of the lookup.
+    _ends: dict[str, tuple[float | None, float | None]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    _ends_until: dict[tuple[str, float | None, float], float | None] = field(
         default_factory=dict, repr=False, compare=False
     )
     # judged()'s answer since the last line seen, and the run it was for: asked three times
@@ -102,23 +107,33 @@ class EngineSteps:
     def _forget(self, item: EngineStep) -> None:
         """The ends this line can change: its own mark's steps'; every end where it may move
         the pod's zone (a reprint is placed by it) or is itself a reprint."""
-        if not self._ends:
+        if not self._ends and not self._ends_until:
             return
         if item.reprint or item.step in _ENTANGLED or (self.reprinted and item.logged is not None):
             self._ends.clear()
+            self._ends_until.clear()
             return
         mark = item.step
-        for key in [k for k in self._ends if mark in _MARKS_OF.get(k[0], (k[0],))]:
-            del self._ends[key]
+        for step in [s for s in self._ends if mark in _MARKS_OF.get(s, (s,))]:
+            del self._ends[step]
+        for key in [k for k in self._ends_until if mark in _MARKS_OF.get(k[0], (k[0],))]:
+            del self._ends_until[key]
 
     def end(self, step: str, started: float | None, until: float | None) -> float | None:
         """The last time the step's line, or a line that starts the next step, was seen in
         this run (the slowest worker's)."""
+        if until is None:
+            known = self._ends.get(step)
+            if known is not None and known[0] == started:
+                return known[1]
+            found = self._end(step, started, None)
+            self._ends[step] = (started, found)
+            return found
         key = (step, started, until)
-        if key in self._ends:
-            return self._ends[key]
+        if key in self._ends_until:
+            return self._ends_until[key]
         found = self._end(step, started, until)
-        self._ends[key] = found
+        self._ends_until[key] = found
         return found
 
     def _end(self, step: str, started: float | None, until: float | None) -> float | None:
