@@ -48,6 +48,12 @@ _MARKS_OF = {
     step: (step, *(m for m, ends in ENDS_BEFORE.items() if ends == step))
     for step in (*STEPS, *ENDS_BEFORE, COMPILE_STARTED, COMPILE_MISSED, SERVER_STARTED)
 }
+# The steps whose end a mark's line can move (`_forget`): those it is a mark of (a step not
+# in `_MARKS_OF` has only its own line).
+_MOVES = {
+    mark: tuple(step for step, marks in _MARKS_OF.items() if mark in marks)
+    for mark in {m for marks in _MARKS_OF.values() for m in marks}
+}
 # Lines whose ends depend on each other's (`_counts`): one of them seen forgets every end.
 _ENTANGLED = frozenset({"memory_profiling", "cuda_graphs", KV_CACHE_STARTED})
 _MAX_TIMES = 32  # per step: TP workers × a few restarts; bounded memory on a chatty pod
@@ -114,8 +120,8 @@ class EngineSteps:
             self._ends_until.clear()
             return
         mark = item.step
-        for step in [s for s in self._ends if mark in _MARKS_OF.get(s, (s,))]:
-            del self._ends[step]
+        for step in _MOVES.get(mark, (mark,)):
+            self._ends.pop(step, None)
         for key in [k for k in self._ends_until if mark in _MARKS_OF.get(k[0], (k[0],))]:
             del self._ends_until[key]
 
