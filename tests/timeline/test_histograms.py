@@ -5,16 +5,22 @@ infinities and NaN included, children in the order made."""
 
 from __future__ import annotations
 
+import io
 import math
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
+from remediator.inputs.decode import decode
 from remediator.metrics.export import HistogramCollector
 from remediator.metrics.histograms import HistogramFamily
 from remediator.metrics.timeline_metrics import COLD_START_BUCKETS
+from remediator.output import TextOutput
+from remediator.session import Session
+from tests.timeline.streams import cold_start
 
 EDGES = [float(b) for b in COLD_START_BUCKETS] + [0.0, -1.0, 0.5, 1800.5, math.inf, -math.inf]
 VALUES = st.one_of(st.sampled_from(EDGES), st.floats(allow_nan=True, width=64))
@@ -101,3 +107,35 @@ def _ours_created() -> list[str]:
     h.labels("b").observe(1.0)
     h.labels("a").observe(2.0)
     return _lines(registry, created=True)
+
+
+def _session_exposition(wall: float | None) -> str:
+    session = Session(wall=(lambda: wall) if wall is not None else None)
+    out = TextOutput(io.StringIO())
+    for o in cold_start():
+        for item in decode(orjson.dumps(o)):
+            session.feed(item, out)
+    return generate_latest(session.registry).decode()
+
+
+def test_a_session_with_the_runtimes_wall_clock_writes_created_series() -> None:
+    """serve and the Kafka worker pass their wall clock: each series made says when."""
+    text = _session_exposition(1_700_000_000.0)
+    created = [line for line in text.splitlines() if "_created{" in line]
+    assert created and all(line.endswith(" 1.7e+09") for line in created)
+    names = {line.split("_created{")[0] for line in created}
+    assert names == {
+        "remediator_cold_start_phase_seconds",
+        "vllm_engine_init_duration_seconds",
+    }
+
+
+def test_a_session_without_one_writes_the_same_counts_and_no_created() -> None:
+    with_wall = _session_exposition(1_700_000_000.0).splitlines()
+    without = _session_exposition(None).splitlines()
+    assert not [line for line in without if "_created" in line]
+    assert without == [line for line in with_wall if "_created" not in line]
+    assert any(
+        line.startswith("remediator_cold_start_phase_seconds_count{") and not line.endswith(" 0.0")
+        for line in without
+    )
