@@ -179,6 +179,13 @@ def hear(state: GuardState, news: GpuNews, at: float, window_s: float = DAY) -> 
     sighting of each is kept; one over by `at` is forgotten), and hedged pods whose stall
     ended (their hedges settled)."""
     budget = before = state.of(HedgeBudget.name, HedgeBudgetState)
+    if not (news.short or news.ended or budget.short or budget.open):
+        # (most calls: a cold start's pay, nothing short of GPUs, no hedge open; what the
+        # rest below comes to then, at about half its cost: it runs once per cold start)
+        hours = budget.add(at, window_s, paid=max(news.gpu_s, 0.0))
+        if hours == budget.hours:
+            return state
+        return state.put(HedgeBudget.name, HedgeBudgetState(hours, (), ()))
     short = {w: (seen, until) for w, seen, until in budget.short if until > at}
     for workload, seen, until in news.short:
         if until > at and seen >= short.get(workload, (seen, until))[0]:
