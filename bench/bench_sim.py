@@ -24,9 +24,9 @@
    cold starts per second of the simulator alone, with every input built for a listener,
    and driving the real core (goal, with the core: >= 10,000/s), per wall second and per
    CPU second of the process (the machine may be shared: wall time moves with its load),
-   and the core's share of that last run. Run as above, the core is the pure-Python
-   package; `scripts/compiled python bench/bench_sim.py` runs it on the core compiled by mypyc,
-   as the image ships it (the speed rows say which they ran on).
+   and the core's share of that last run. Run as above, the core and the simulator are the
+   pure-Python package; `scripts/compiled python bench/bench_sim.py` runs them compiled by
+   mypyc, as the image ships them (the speed rows say which they ran on).
 
 Prints figures and which goals were missed; never fails.
 """
@@ -210,12 +210,13 @@ def _rate(scenario: Scenario, make: Callable[[], Controller]) -> tuple[int, floa
 
 
 def _build() -> str:
-    """Which core the speed rows run on: compiled by mypyc (scripts/compiled) or not."""
+    """What the speed rows run on: the core and the simulator compiled by mypyc
+    (scripts/compiled) or not."""
     import remediator.policy.engine as engine
 
     if engine.__file__ is not None and not engine.__file__.endswith(".py"):
-        return "the core compiled by mypyc"
-    return "the core in pure Python (scripts/compiled runs it compiled)"
+        return "the core and the simulator compiled by mypyc"
+    return "the core and the simulator in pure Python (scripts/compiled runs them compiled)"
 
 
 def speed(quick: bool, config: PolicyFile) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from remediator.contract.decision import Decision
@@ -145,7 +145,8 @@ class Summary:
     actions: dict[str, int]
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": "policy-summary", **{k: getattr(self, k) for k in self.__slots__}}
+        # (its fields, not __slots__: compiled by mypyc, the class has none to read)
+        return {"kind": "policy-summary", **{f.name: getattr(self, f.name) for f in fields(self)}}
 
 
 def _stats(values: list[float]) -> dict[str, float]:
