@@ -33,6 +33,12 @@ class HistogramCollector(Collector):
     def __init__(self, *families: HistogramFamily) -> None:
         self._families = families
 
+    def describe(self) -> Iterable[Metric]:
+        """The names, without samples: a registry refuses a second collector of one of
+        them, as it refuses a second Histogram of the same name."""
+        for family in self._families:
+            yield HistogramMetricFamily(family.name, family.documentation, labels=family.labelnames)
+
     def collect(self) -> Iterable[Metric]:
         for family in self._families:
             yield _histogram(family)

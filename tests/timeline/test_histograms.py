@@ -139,3 +139,13 @@ def test_a_session_without_one_writes_the_same_counts_and_no_created() -> None:
         line.startswith("remediator_cold_start_phase_seconds_count{") and not line.endswith(" 0.0")
         for line in without
     )
+
+
+def test_a_registry_refuses_the_same_histograms_twice_as_with_the_stock_one() -> None:
+    registry = CollectorRegistry()
+    h = HistogramFamily("h_seconds", "help", ["phase"], COLD_START_BUCKETS, None)
+    registry.register(HistogramCollector(h))
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        registry.register(HistogramCollector(h))
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        Histogram("h_seconds", "help", ["phase"], registry=registry)
