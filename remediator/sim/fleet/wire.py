@@ -41,8 +41,8 @@ from remediator.sim.fleet.kube import (
 
 # Shared by every pod of a model, tp and image, so the core parses a spec once (its memo is by
 # identity); bounded by the images a run rolls out. A pod's spec once it has a node is its
-# own (`_node_spec`): one kept per (image, node) would grow with every rollout × node, and
-# a collector that walks it slowed a fleet-day run by ~10%.
+# own (`_node_spec`): one kept per (image, node) grew with every rollout × node, across runs
+# (17,500 after two of the fleet day), each with lists and dicts the garbage collector walks.
 _specs: dict[tuple[str, int, str], PodSpec] = {}
 _labels: dict[tuple[str, str], dict[str, str]] = {}
 _owners: dict[tuple[str, str], str] = {}
