@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from mypy_extensions import mypyc_attr
+
 from remediator.contract.decision import Decision, Suppressed
 from remediator.inputs.pods import engine_run
 from remediator.inputs.records import Input, PodSeen
@@ -52,6 +54,7 @@ def finds_hangs_after(controller: object) -> float | None:
     return float(after) if isinstance(after, (int, float)) else None
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # (tests watch the simulation through one)
 class NoRemediation:
     """No remediation: pods are left to the Deployment and to on-call."""
 
@@ -123,6 +126,7 @@ class _Sink:
             self.notes.append(Note(pod, self.clock(), "ignored", "", ignored.reason))
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # (tests record its stream through one)
 class CorePolicy:
     """remediator's own core (Session: tracker, policy engine, guardrails), unchanged."""
 
