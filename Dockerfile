@@ -14,8 +14,8 @@ WORKDIR /src
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 # The core's and the simulator's hot modules are compiled to C by mypyc (pyproject.toml,
-# [tool.remediator] compiled; setup.py). The compiler and mypy stay in this stage: the wheel is built in a venv
-# of its own, and only the wheel goes into the one the runtime copies.
+# [tool.remediator] compiled; setup.py). The compiler and mypy stay in this stage: the wheel
+# is built in a venv of its own, and only the wheel goes into the one the runtime copies.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/* \
