@@ -49,8 +49,6 @@ __all__ = [
     "tracker_gauges",
 ]
 
-_STEP_KINDS = (EngineStep, EngineSpan)  # (a tuple: `A | B` makes a union on every call)
-
 
 class DeciderSink(Protocol):
     """What the decider tells besides its candidates."""
@@ -213,7 +211,7 @@ class Decider:
         server's clock, where the caller keeps one (the live runtime: `ClusterTime`); then
         the input's own times (a kubelet's, an alert's) never move the decider's."""
         at = item.at if now is None else now
-        if isinstance(item, Relisted):
+        if type(item) is Relisted:  # (input kinds are final: inputs/records.py)
             # What is gone goes first: no timer of a deleted pod fires on the way to the
             # list's time.
             self.relisted(item, out)
@@ -231,7 +229,7 @@ class Decider:
         if change is not None:
             self.metrics.observe(change)
             out.transition(change)
-        elif isinstance(item, _STEP_KINDS):
+        elif type(item) is EngineStep or type(item) is EngineSpan:
             t = self.tracker.timeline_of(item)
             if t is not None:
                 self.metrics.init_steps(t)

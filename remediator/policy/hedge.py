@@ -38,7 +38,7 @@ def hedge_incident(uid: str) -> str:
 def short_of_gpus(item: PodSeen | PodEvent) -> bool:
     """The scheduler said this pod does not fit for want of GPUs (the condition's message,
     or a FailedScheduling Event's)."""
-    if isinstance(item, PodSeen):
+    if type(item) is PodSeen:
         return item.unschedulable is not None and GPU_RESOURCE in item.unschedulable
     return item.reason == "FailedScheduling" and GPU_RESOURCE in item.message
 
