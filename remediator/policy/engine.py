@@ -30,6 +30,7 @@ from remediator.inputs.records import (
 from remediator.inputs.vllm_log import LOG_ENDED
 from remediator.policy.alerts import alert_subject, node_of, pod_of
 from remediator.policy.config import PolicyConfig
+from remediator.policy.due import DueQueue
 from remediator.policy.hedge import (
     RULE as HEDGE_RULE,
 )
@@ -74,7 +75,6 @@ from remediator.timeline.tracker import StateChange, Tracker
 
 _DONE = ("ready", "serving")
 # Kinds tested on every input: tuples (`A | B` builds a union object on each call).
-_POD_KINDS = (PodSeen, PodEvent)
 _STEP_KINDS = (EngineStep, EngineSpan)
 _TOO_TIGHT = "budget-too-tight"
 _SELECTIONS = 4096  # label sets whose selection is remembered (then forgotten, all at once)
@@ -91,7 +91,7 @@ class PolicyEngine:
         self.tracker = tracker
         self.history = PhaseHistory(config.stuck_pod.adaptive.window)
         self.workloads: dict[str, Workload] = {}
-        self._timers: list[tuple[float, int, str, str, float]] = []
+        self._timers: DueQueue[tuple[int, str, str, float]] = DueQueue()  # (seq, uid, state, since)
         self._seq = count()
         # Kill-loop guard, per (workload, phase): when a pod of it was last deleted for being
         # slow there (and which pod, and the vLLM stretches it had ended: empty where this
@@ -146,11 +146,11 @@ class PolicyEngine:
     def on_input(self, item: Input, change: StateChange | None, now: float) -> list[Outcome]:
         if now > self._now_hint:
             self._now_hint = now
-        if self._hedging and isinstance(item, _POD_KINDS):
+        if self._hedging and (type(item) is PodSeen or type(item) is PodEvent):  # (final kinds)
             self._note_gpus(item, now)
         if change is not None:
             self._on_change(change.timeline, change.before, change.after)
-        elif isinstance(item, PodSeen):
+        elif type(item) is PodSeen:
             # No state change, but the pod may have just become known (its Events came
             # first): every way into the tracker must arm the same timer.
             t = self.tracker.get(item.uid)
@@ -193,11 +193,10 @@ class PolicyEngine:
         if len(self._timers) > 2 * len(self._armed) + 1024:
             # Stale timers would wait in the heap till due: a flood of forgotten pods must
             # not grow it. A live timer is the one `_armed` names; keep only those.
-            self._timers = [x for x in self._timers if self._armed.get(x[2]) == (x[3], x[1])]
-            heapq.heapify(self._timers)
+            self._timers.keep(lambda x: self._armed.get(x[1]) == (x[2], x[0]))
 
     def next_deadline(self) -> float | None:
-        due = self._timers[0][0] if self._timers else None
+        due = self._timers.first()
         for heap in (self._work_timers, self._node_timers):
             if heap and (due is None or heap[0][0] < due):
                 due = heap[0][0]
@@ -210,8 +209,8 @@ class PolicyEngine:
             out.extend(self._work_due(now))
         if self._node_timers and self._node_timers[0][0] <= now:
             out.extend(self._nodes_due(now))
-        while self._timers and self._timers[0][0] <= now:
-            due, seq, uid, state, since = heapq.heappop(self._timers)
+        while (first := self._timers.first()) is not None and first <= now:
+            due, (seq, uid, state, since) = self._timers.pop()
             t = self.tracker.get(uid)
             if t is None or t.state() != state or self._armed.get(uid) != (state, seq):
                 continue  # the pod moved on since the timer was set, or a newer one stands
@@ -278,7 +277,7 @@ class PolicyEngine:
             return
         due = max(now + max(self.config.stuck_pod.check_interval_s, 30.0), not_before)
         uid, seq = t.uid, armed[1]
-        if due < min((x[0] for x in self._timers if x[1] == seq and x[2] == uid), default=due):
+        if due < min((at for at, x in self._timers.items() if x[:2] == (seq, uid)), default=due):
             self._arm(due, t, armed[0], since)
 
     def deciding(self, uid: str | None) -> str | None:
@@ -602,7 +601,7 @@ class PolicyEngine:
     def _arm(self, due: float, t: PodTimeline, state: str, since: float) -> None:
         seq = next(self._seq)
         self._armed[t.uid] = (state, seq)
-        heapq.heappush(self._timers, (due, seq, t.uid, state, since))
+        self._timers.push(due, (seq, t.uid, state, since))
 
     def _learn(self, t: PodTimeline) -> None:
         model = t.model or "unknown"
