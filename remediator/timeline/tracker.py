@@ -6,8 +6,6 @@ import sys
 from collections import deque
 from collections.abc import Iterator
 
-import msgspec
-
 from remediator.inputs.kubelet import already_present, pull_seconds
 from remediator.inputs.pods import SpecInfo, engine_run, init_times, spec_info
 from remediator.inputs.records import (
@@ -48,13 +46,23 @@ LISTED_SLACK_S = 2.0
 _NO_TIME = float("-inf")  # a Pod object without any timestamp: older than any with one
 
 
-class StateChange(msgspec.Struct, frozen=True, gc=False):
-    """A timeline moved from one state to another (or was first seen)."""
+class StateChange:
+    """A timeline moved from one state to another (or was first seen). Read, never changed.
+    (A plain class: where the core is compiled its fields are read as a C struct's, where a
+    msgspec struct's are looked up by name; the metrics and the policy read each change's.)"""
 
-    timeline: PodTimeline
-    before: str | None
-    after: str
-    at: float
+    __slots__ = ("timeline", "before", "after", "at")
+
+    def __init__(self, timeline: PodTimeline, before: str | None, after: str, at: float) -> None:
+        self.timeline = timeline
+        self.before = before
+        self.after = after
+        self.at = at
+
+    def __repr__(self) -> str:
+        return (
+            f"StateChange({self.timeline.uid!r}, {self.before!r} -> {self.after!r}, at={self.at})"
+        )
 
 
 class Tracker:
@@ -68,7 +76,9 @@ class Tracker:
         self.engines = engines
         self.by_uid: dict[str, PodTimeline] = {}
         self._by_name: dict[tuple[str, str], str] = {}
-        self.in_state: dict[tuple[str, str], int] = {}  # (namespace, state) → pods
+        # namespace -> state -> pods (by string twice: a (namespace, state) tuple per count
+        # was built, hashed and compared twice on every state change)
+        self._in_state: dict[str, dict[str, int]] = {}
         self._parked: dict[tuple[str, str], float] = {}  # name-only first tokens, pod unseen
         self._parked_steps: dict[tuple[str, str], list[EngineStep]] = {}  # likewise, log steps
         self._label_sets: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
@@ -117,7 +127,7 @@ class Tracker:
         known from webhooks alone are capped at `max_unwatched`, the oldest forgotten first:
         anyone with the webhook token could otherwise post pods until memory runs out."""
         if watched:
-            if self._unwatched and isinstance(item, PodSeen):
+            if self._unwatched and type(item) is PodSeen:
                 self._unwatched.pop(item.uid, None)  # the watch sees it: not webhook-only
             return self._apply(item, now)
         self._take_new()
@@ -151,21 +161,21 @@ class Tracker:
     def _apply(self, item: Input, now: float) -> StateChange | None:
         if self._gone and _uid_of(item) in self._gone:
             return None  # a late word about a pod already deleted and forgotten
-        if isinstance(item, PodSeen):
+        if type(item) is PodSeen:  # (a pointer compare: input kinds are final, inputs/records.py)
             t = self.by_uid.get(item.uid)  # (_timeline() only for a new one: a call less)
             if t is None:
                 t = self._timeline(item.uid, item.namespace, item.name)
             self._pod(t, item)
             if self._watched:
                 self._proved_by_pod(t, item)
-        elif isinstance(item, PodEvent):
+        elif type(item) is PodEvent:
             t = self._event_timeline(item)
             _event(t, item, self._watched)
             if not t.pod_seen and not t.deleted and self._pods_listed:
                 self._unlisted(t, item)
             if self._watched and t.skew_lo is not None and t.node:
                 self._note_skew(t)
-        elif isinstance(item, FirstToken):
+        elif type(item) is FirstToken:
             if item.uid:
                 t = self._timeline(item.uid, item.namespace, item.pod)
             else:
@@ -175,10 +185,10 @@ class Tracker:
                     return None
                 t = found
             t.first_token = item.at if t.first_token is None else min(t.first_token, item.at)
-        elif isinstance(item, EngineStep):
+        elif type(item) is EngineStep:
             self._engine_step(item)
             return None  # a step inside engine init: no state changes
-        elif isinstance(item, EngineSpan):
+        elif type(item) is EngineSpan:
             for mark in marks(item):  # read as the log lines it stands for
                 self._engine_step(mark)
             return None
@@ -408,7 +418,8 @@ class Tracker:
         t.counted = orphan.counted
 
     def _pod(self, t: PodTimeline, p: PodSeen) -> None:
-        spec = p.spec
+        # (each field read once: a msgspec struct's field is looked up by name, compiled too)
+        spec, created, node, at = p.spec, p.created, p.node, p.at
         if not t.pod_seen:
             t.pod_seen = True
             if t.deleted and p.watch != "DELETED":
@@ -422,19 +433,20 @@ class Tracker:
             model = _intern(info.served_model) if info.served_model else t.model
             ep = Endpoint(_intern(info.container), p.pod_ip, port_of(info.port), model)
             t.endpoint = ep
-            if p.created is not None or (p.namespace, p.name) not in self._by_name:
-                self._claim_name(t, p.created)
-            self._adopt_steps(t, p.created)
-            parked = self._parked.pop((p.namespace, p.name), None)
-            if parked is not None and (p.created is None or parked >= p.created):
+            key = (p.namespace, p.name)
+            if created is not None or key not in self._by_name:
+                self._claim_name(t, created)
+            self._adopt_steps(t, created)
+            parked = self._parked.pop(key, None)
+            if parked is not None and (created is None or parked >= created):
                 t.first_token = parked if t.first_token is None else min(t.first_token, parked)
-        if p.created is not None:
-            t.created = p.created
+        if created is not None:
+            t.created = created
         ip, was = p.pod_ip, t.endpoint
         if ip and was is not None and ip != was.ip:
             t.endpoint = Endpoint(was.container, ip, was.port, was.model)  # (replace() is slow)
-        if p.node and p.node != t.node:
-            t.node = sys.intern(p.node)
+        if node and node != t.node:
+            t.node = sys.intern(node)
         scheduled = p.scheduled
         if scheduled is not None and (t.scheduled is None or scheduled < t.scheduled):
             t.scheduled = scheduled
@@ -456,7 +468,8 @@ class Tracker:
         if version > t.version:
             t.version = version
         # What the pod shows now: the newest object decides, whatever order they came in.
-        at = p.at if p.at is not None else _NO_TIME
+        if at is None:
+            at = _NO_TIME
         shown = t.waiting_at
         if shown is None or at > shown[0] or (at == shown[0] and version >= shown[1]):
             t.waiting_at, t.waiting_reason = (at, version), run.waiting
@@ -469,7 +482,7 @@ class Tracker:
         if p.deleting:
             t.terminating = True
         if p.watch == "DELETED" and not t.deleted:
-            t.deleted, t.deleted_at = True, p.at
+            t.deleted, t.deleted_at = True, p.at  # (None where it has no time)
 
     def _init(self, t: PodTimeline, p: PodSeen) -> None:
         first, done = init_times(p.spec, p.init_statuses)
@@ -499,18 +512,27 @@ class Tracker:
     def _count(self, namespace: str, state: str | None, delta: int) -> None:
         if state is None:
             return
-        key = (namespace, state)
-        n = self.in_state.get(key, 0) + delta
+        states = self._in_state.get(namespace)
+        if states is None:
+            states = self._in_state[namespace] = {}
+        n = states.get(state, 0) + delta
         if n:
-            self.in_state[key] = n
+            states[state] = n
         else:
-            self.in_state.pop(key, None)
+            states.pop(state, None)
+            if not states:
+                del self._in_state[namespace]
+
+    @property
+    def in_state(self) -> dict[tuple[str, str], int]:
+        """(namespace, state) → pods in it (a copy, for the metrics and the tests)."""
+        return {(ns, st): n for ns, states in self._in_state.items() for st, n in states.items()}
 
 
 def _uid_of(item: Input) -> str | None:
-    if isinstance(item, PodSeen):
+    if type(item) is PodSeen:
         return item.uid
-    if isinstance(item, PodEvent):
+    if type(item) is PodEvent:
         return item.pod_uid
     return None
 
