@@ -213,19 +213,33 @@ def _bool(raw: Any, path: str) -> bool:
     return raw
 
 
-def _number(minimum: float = 0.0, integer: bool = False) -> Parser:
+def _number(minimum: float = 0.0) -> Parser:
     def parse(raw: Any, path: str) -> float:
-        ok = isinstance(raw, int) if integer else isinstance(raw, int | float)
-        if isinstance(raw, bool) or not ok or not math.isfinite(raw):
-            kind = "a whole number" if integer else "a number"
-            raise ConfigError(path, f"expected {kind}, got {raw!r}")
-        if raw < minimum:
-            word = "negative" if minimum == 0 else f"below {minimum:g}"
-            raise ConfigError(path, f"must not be {word}, got {raw!r}")
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+            raise ConfigError(path, f"expected a number, got {raw!r}")
+        _at_least(raw, minimum, path)
         value: float = raw
         return value
 
     return parse
+
+
+def _whole(minimum: int) -> Parser:
+    """A whole number, kept an int (the core compiled refuses a float for an int field)."""
+
+    def parse(raw: Any, path: str) -> int:
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise ConfigError(path, f"expected a whole number, got {raw!r}")
+        _at_least(raw, minimum, path)
+        return raw
+
+    return parse
+
+
+def _at_least(raw: float, minimum: float, path: str) -> None:
+    if raw < minimum:
+        word = "negative" if minimum == 0 else f"below {minimum:g}"
+        raise ConfigError(path, f"must not be {word}, got {raw!r}")
 
 
 def _fraction(raw: Any, path: str) -> float:
@@ -345,9 +359,9 @@ _ADAPTIVE = _section(
     {
         "enabled": _bool,
         "factor": _number(1.0),
-        "min_samples": _number(1, integer=True),
-        "min_siblings": _number(1, integer=True),
-        "window": _number(1, integer=True),
+        "min_samples": _whole(1),
+        "min_siblings": _whole(1),
+        "window": _whole(1),
         "lower": _phases,
         "lower_floor_s": _number(1.0),
     },
@@ -359,7 +373,7 @@ _PROGRESS = _section(
         "factor": _number(1.0),
         "quantile": _fraction,
         "floor_s": _number(),
-        "min_samples": _number(1, integer=True),
+        "min_samples": _whole(1),
     },
 )
 _HEDGE = _section(
@@ -412,7 +426,7 @@ _SECTIONS: dict[str, Parser] = {
                 "selector": _selector,
                 "namespaces": _strings,
                 "budgets": _budgets,
-                "checks": _number(1, integer=True),
+                "checks": _whole(1),
                 "check_interval_s": _number(),
                 "models": _models,
                 "adaptive": _ADAPTIVE,
@@ -439,7 +453,7 @@ _SECTIONS: dict[str, Parser] = {
         GpuMemoryConfig,
         {
             "cordon": _bool,
-            "samples": _number(2, integer=True),
+            "samples": _whole(2),
             "interval_s": _number(),
             "max_spread_mib": _number(),
         },
@@ -449,12 +463,12 @@ _SECTIONS: dict[str, Parser] = {
         FirstTokenProbeConfig,
         {
             "enabled": _bool,
-            "port": _number(1, integer=True),
+            "port": _whole(1),
             "path": _str,
             "model": _str,
             "timeout_s": _number(0.1),
-            "max_concurrent": _number(1, integer=True),
-            "attempts": _number(1, integer=True),
+            "max_concurrent": _whole(1),
+            "attempts": _whole(1),
             "retry_s": _number(),
         },
     ),
@@ -462,8 +476,8 @@ _SECTIONS: dict[str, Parser] = {
         EngineLogsConfig,
         {
             "follow": _bool,
-            "max_pods": _number(1, integer=True),
-            "max_bytes": _number(1024, integer=True),
+            "max_pods": _whole(1),
+            "max_bytes": _whole(1024),
         },
     ),
 }

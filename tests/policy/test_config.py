@@ -35,6 +35,15 @@ def test_partial_budgets_keep_the_other_defaults() -> None:
     }
 
 
+def test_whole_numbers_stay_whole() -> None:
+    """Counts are read as ints: the core compiled by mypyc refuses a float for an int field
+    (its int parser once returned a float, which pure Python let by)."""
+    text = "stuck_pod:\n  checks: 2\n  adaptive: {window: 20, min_samples: 4}\n"
+    cfg = load_policy(text).rules.stuck_pod
+    got = (cfg.checks, cfg.adaptive.window, cfg.adaptive.min_samples)
+    assert got == (2, 20, 4) and all(type(n) is int for n in got)
+
+
 def test_a_model_s_own_expected_cold_start_is_read_beside_its_budgets() -> None:
     text = "stuck_pod:\n  models:\n    m: {engine_init: 300, expected_cold_start_s: 420}\n"
     cfg = load_policy(text).rules.stuck_pod
