@@ -6,11 +6,13 @@ test pass runs this compiled, where the halves are C's 64-bit integers."""
 from __future__ import annotations
 
 import math
+import uuid
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remediator.sim.fleet.draws import PodDraws, uniform
+from remediator.sim.fleet.cluster import pod_uid
+from remediator.sim.fleet.draws import PodDraws, mix, uniform
 
 KEYS = st.one_of(
     st.integers(min_value=0, max_value=(1 << 64) - 1),
@@ -39,3 +41,38 @@ def test_the_known_first_draws_of_a_key() -> None:
     expected = [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F]
     for i, out in enumerate(expected):
         assert PodDraws(0, {}).u(i) == ((out >> 11) + 0.5) / (1 << 53)
+
+
+def _mix_64(*xs: int) -> int:
+    """`mix` as it was written over big integers: the reference."""
+    m = (1 << 64) - 1
+    h = 0x9E3779B97F4A7C15
+    for x in xs:
+        h = ((h ^ (x & m)) * 0xBF58476D1CE4E5B9) & m
+        h ^= h >> 31
+        h = (h * 0x94D049BB133111EB) & m
+        h ^= h >> 29
+    return h
+
+
+@given(
+    st.lists(st.one_of(KEYS, st.integers(), st.integers(min_value=0, max_value=1000)), max_size=5)
+)
+def test_mix_is_the_64_bit_mix_to_the_bit(xs: list[int]) -> None:
+    """Slots' and pods' keys (seed, workload, wave, replica; slot, attempt), negative and
+    wider than 64 bits taken mod 2^64 as before."""
+    assert mix(*xs) == _mix_64(*xs)
+
+
+@given(st.floats(0.0, 1.0, exclude_max=True), st.integers(min_value=0, max_value=(1 << 31) - 1))
+def test_a_pods_uid_is_the_big_integer_formulas(u: float, index: int) -> None:
+    """`pod_uid` on native integers is the formula it was written as over big integers,
+    and a version-4 UUID."""
+    a = int(u * (1 << 52)) ^ (index * 0x9E3779B1)
+    b = (index * 0x85EBCA77C2B2AE63 + a) & ((1 << 64) - 1)
+    want = (
+        f"{a >> 20 & 0xFFFFFFFF:08x}-{a & 0xFFFF:04x}-4{b >> 52 & 0xFFF:03x}-"
+        f"{0x8000 | (b >> 36 & 0x3FFF):04x}-{b & 0xFFFFFFFFFFFF:012x}"
+    )
+    assert pod_uid(u, index) == want
+    assert uuid.UUID(want).version == 4 and str(uuid.UUID(want)) == want

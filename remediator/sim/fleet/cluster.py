@@ -7,11 +7,13 @@ they carry the ground truth beside what the API would show.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Final
+
+from mypy_extensions import i64
 
 from remediator.contract.decision import Decision
 from remediator.inputs.hedge_annotation import Hedge
-from remediator.sim.fleet.draws import PodDraws
+from remediator.sim.fleet.draws import PodDraws, times64
 from remediator.sim.fleet.scenario import DeploymentSpec
 
 _SUFFIX = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's rand.String alphabet
@@ -125,13 +127,27 @@ class Deployment:
 
 
 def pod_uid(u: float, index: int) -> str:
-    """A version-4 UUID string, cheaper than uuid.UUID (one per cold start)."""
-    a = int(u * (1 << 52)) ^ (index * 0x9E3779B1)
-    b = (index * 0x85EBCA77C2B2AE63 + a) & ((1 << 64) - 1)
-    return (
-        f"{a >> 20 & 0xFFFFFFFF:08x}-{a & 0xFFFF:04x}-4{b >> 52 & 0xFFF:03x}-"
-        f"{0x8000 | (b >> 36 & 0x3FFF):04x}-{b & 0xFFFFFFFFFFFF:012x}"
+    """A version-4 UUID string, cheaper than uuid.UUID (one per cold start): worked out on
+    native integers (`draws.times64` for the one 64-bit product) and formatted at once (a
+    format per field over big integers was a fifth of the simulator's cost of a new pod).
+    `index` (the how-manieth pod) is under 2^31."""
+    a: i64 = i64(int(u * _TWO_52)) ^ (i64(index) * 0x9E3779B1)
+    hi, lo = times64(i64(index >> 32), i64(index & 0xFFFFFFFF), 0x85EBCA77, 0xC2B2AE63)
+    lo += a & 0xFFFFFFFF  # b = index × 0x85EBCA77C2B2AE63 + a, mod 2^64, as hi·2^32 + lo
+    hi = (hi + (a >> 32) + (lo >> 32)) & 0xFFFFFFFF
+    lo &= 0xFFFFFFFF
+    fields = (
+        a >> 20 & 0xFFFFFFFF,
+        a & 0xFFFF,
+        0x4000 | (hi >> 20 & 0xFFF),  # b >> 52
+        0x8000 | (hi >> 4 & 0x3FFF),  # b >> 36
+        int(hi & 0xFFFF) << 32 | int(lo),  # b's low 48 bits
     )
+    # (one call in C: a format spec per field is a method call per field)
+    return "%08x-%04x-%04x-%04x-%012x" % fields  # noqa: UP031
+
+
+_TWO_52: Final = float(1 << 52)
 
 
 def rs_hash(name: str, image: str) -> str:

@@ -9,12 +9,10 @@ Virtual time is seconds from the start of the run; what the core sees is epoch s
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
-from itertools import chain, islice
 from typing import IO, Any
 
 from remediator.contract.decision import Decision
@@ -22,6 +20,7 @@ from remediator.inputs.decode import decode
 from remediator.inputs.hedge_annotation import Hedge
 from remediator.inputs.records import Input, WatchType
 from remediator.policy.config import MAX_HEDGE_S
+from remediator.policy.due import DueQueue
 from remediator.policy.incident import incident_id
 from remediator.sim.fleet import steps, wire
 from remediator.sim.fleet.calibration import PROFILES
@@ -83,8 +82,7 @@ class Simulation:
             for i in range(scenario.node_count)
         ]
         self.deps = [Deployment(spec) for spec in scenario.deployments]
-        self.heap: list[tuple[float, int, int, object]] = []
-        self.seq = 0
+        self.events: DueQueue[tuple[int, object]] = DueQueue()  # (kind, obj) by time
         self.now = 0.0
         self.pending: deque[Pod] = deque()
         self.pods_made = 0
@@ -132,9 +130,9 @@ class Simulation:
         if self.ctl.wants_inputs:
             self._loop_watched(handlers)
         else:
-            heap, end, pop = self.heap, self.end, heapq.heappop
-            while heap and heap[0][0] <= end:
-                t, _, kind, obj = pop(heap)
+            events, end = self.events, self.end
+            while (first := events.first()) is not None and first <= end:
+                t, (kind, obj) = events.pop()
                 self.now = t
                 handlers[kind](obj)
         self.now = self.end
@@ -147,14 +145,15 @@ class Simulation:
         """The loop with a controller watching: before each event its clock moves to the
         event's wall second and what it decided meanwhile is carried out; its own timers
         wake the loop too (a budget lapses in silence). Hot: names are bound once."""
-        heap, end, pop, base = self.heap, self.end, heapq.heappop, BASE_TIME
+        events, end, base = self.events, self.end, BASE_TIME
         ctl = self.ctl
         next_due, advance, take, decided = ctl.next_due, ctl.advance, ctl.take, self._decided
         # Pods the controller asks to read before it judges them (its timers fire in advance)
         wanted = logs_wanted(ctl) if self._follow_max else None
         seen = -1  # the wall second the controller was last moved to by an event
         while True:
-            t = heap[0][0] if heap else math.inf
+            first = events.first()
+            t = first if first is not None else math.inf
             due = next_due()
             if due is not None:
                 virtual = due - base
@@ -169,7 +168,7 @@ class Simulation:
                     continue
             if t > end:
                 return
-            t, _, kind, obj = pop(heap)
+            t, (kind, obj) = events.pop()
             self.now = t
             second = base + math.floor(t)  # wall(t)
             if second != seen:  # (the controller's clock is there already otherwise)
@@ -203,8 +202,7 @@ class Simulation:
         return [by_kind[kind] for kind in range(len(by_kind))]
 
     def _push(self, t: float, kind: int, obj: object) -> None:
-        self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, kind, obj))
+        self.events.push(t, (kind, obj))
 
     def _pod(self, pod: Pod, stage: str, watch: WatchType = "MODIFIED") -> None:
         if self._typed:
@@ -299,8 +297,12 @@ class Simulation:
         pack = self._pack
         best, best_score, found = None, -1.0, 0
         start = self._next_node
-        # (every node once, from `start` round to it: a slice each side, no index sums)
-        for k, node in enumerate(chain(islice(nodes, start, None), islice(nodes, start))):
+        i = start - 1
+        for k in range(n):  # (every node once, from `start` round to it)
+            i += 1
+            if i == n:
+                i = 0
+            node = nodes[i]
             if node.free < need or node.cordoned or node.lost:
                 continue
             score = (node.gpus - node.free if pack else node.free) + (
