@@ -72,7 +72,8 @@ def test_the_stretches_a_deleted_pod_ended_leave_its_judged_steps_as_they_were()
     """`stretches_ended` adds the stretch before the first step line to what `judged` answers;
     `judged` shares its answer until the next line, so the pod's pace (which reads it) must not
     see that stretch counted twice."""
-    t = PodTimeline("u", "inference", "p", started=0.0, engine=EngineSteps())
+    t = PodTimeline("u", "inference", "p")
+    t.started, t.engine = 0.0, EngineSteps()
     assert t.engine is not None
     for step, at in ((ENGINE_STARTED, 5.0), ("weights", 40.0), ("torch_compile", 48.0)):
         t.engine.see(_line(step, at))
