@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Mapping
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, Final, Protocol, Self, TypeVar
 
 STATE_VERSION = 1
 
@@ -41,7 +41,7 @@ class Record(Protocol):
 
 R = TypeVar("R")
 
-_EMPTY: dict[type[Any], Any] = {}  # one shared default record per type (records are frozen)
+_EMPTY: Final[dict[type[Any], Any]] = {}  # one shared default record per type (records are frozen)
 
 
 def _empty(kind: type[R]) -> R:

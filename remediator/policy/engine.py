@@ -11,7 +11,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from itertools import count
-from typing import Any
+from typing import Any, Final
 
 from remediator.contract.actions import action
 from remediator.contract.decision import Decision
@@ -73,16 +73,16 @@ from remediator.timeline.engine_steps import step_note
 from remediator.timeline.model import UNFINISHED, PodTimeline
 from remediator.timeline.tracker import StateChange, Tracker
 
-_DONE = ("ready", "serving")
+_DONE: Final = ("ready", "serving")
 # Kinds tested on every input: tuples (`A | B` builds a union object on each call).
-_STEP_KINDS = (EngineStep, EngineSpan)
-_TOO_TIGHT = "budget-too-tight"
-_SELECTIONS = 4096  # label sets whose selection is remembered (then forgotten, all at once)
+_STEP_KINDS: Final = (EngineStep, EngineSpan)
+_TOO_TIGHT: Final = "budget-too-tight"
+_SELECTIONS: Final = 4096  # label sets whose selection is remembered (then forgotten, all at once)
 # How long a pod over its engine-init budget whose log was never read waits for its log
 # (`PolicyEngine.logs_wanted`) before it is judged without it: serve's follower looks once a
 # second and reads a log's lines so far at once; a runtime that follows no log costs this.
-READ_LOG_S = 20.0
-_WEIGHTS_KEY = step_key("weights")
+READ_LOG_S: Final = 20.0
+_WEIGHTS_KEY: Final = step_key("weights")
 
 
 class PolicyEngine:
@@ -910,7 +910,7 @@ def _settled(node: str, told: str, incident: str, now: float, cordoned: bool) ->
                     told_under=told)  # fmt: skip
 
 
-_UNSETTLED = 4096  # nodes remembered unsettled: a cluster's GPU nodes, and then some
+_UNSETTLED: Final = 4096  # nodes remembered unsettled: a cluster's GPU nodes, and then some
 _CORDONING = "cordoning it (unless guardrails hold that: then by hand, kubectl cordon)"
 _UNCORDONED = (
     "new pods scheduled there may hang in engine init and their replacements land there "
@@ -952,4 +952,4 @@ def _takes(rules: tuple[Rule, ...]) -> dict[type[Any], tuple[Decide, ...]]:
     return table
 
 
-_TAKES = _takes(RULES)
+_TAKES: Final = _takes(RULES)

@@ -16,6 +16,8 @@ every decider's, so a pod's hedge is judged by its workload's pods in every part
 
 from __future__ import annotations
 
+from typing import Final
+
 from remediator.contract.decision import Decision
 from remediator.inputs.hedge_annotation import Hedge
 from remediator.inputs.pods import GPU_RESOURCE
@@ -27,7 +29,7 @@ from remediator.policy.stall import Stall
 from remediator.policy.stuck import Facts
 from remediator.timeline.model import PodTimeline
 
-RULE = "hedge"
+RULE: Final = "hedge"
 
 
 def hedge_incident(uid: str) -> str:

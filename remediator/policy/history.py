@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from typing import Final
 
 from remediator.policy.config import MODEL_COLD_START, AdaptiveConfig, StuckPodConfig
 
@@ -103,7 +104,7 @@ class _Samples:
 # 1.09 at 20, none from a full window, which brings every n to about a full window's rate.
 # Found by random fleets: an untuned first-wave pod deleted 0.4 s before its compile ended,
 # 146 s against 2x its 6 siblings' P95 of 63 s.
-FEW_SAMPLES = 3.0
+FEW_SAMPLES: Final = 3.0
 
 
 def few_samples_margin(samples: int, window: int) -> float:
@@ -118,7 +119,7 @@ def step_key(step: str) -> str:
     return key if key is not None else f"step:{step}"
 
 
-_STEP_KEYS: dict[str, str] = {}  # (filled below: the keys the policy asks for per line)
+_STEP_KEYS: Final[dict[str, str]] = {}  # (filled below: the keys the policy asks for per line)
 
 
 def budget(

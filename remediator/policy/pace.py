@@ -45,15 +45,16 @@ do not move.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Final
 
 from remediator.policy.config import ProgressConfig
 from remediator.policy.history import PhaseHistory, step_key
 from remediator.timeline.engine_steps import BEFORE_FIRST_STEP, TO_BANNER
 from remediator.timeline.model import PodTimeline
 
-MAX_PACE = 4.0
-PACE_QUANTILE = 0.5  # the siblings' median: what a pod of their pace takes
-PACE_FROM = 1.3
+MAX_PACE: Final = 4.0
+PACE_QUANTILE: Final = 0.5  # the siblings' median: what a pod of their pace takes
+PACE_FROM: Final = 1.3
 OWN, NODE = "its own pace so far", "the pace of its node's last cold starts"
 NODE_PREFIX, NODE_PHASE = "node:", "engine_pace"  # (no model's phase is called that)
 

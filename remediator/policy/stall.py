@@ -23,6 +23,8 @@ The factor widens when few siblings' times judge the stretch (`history.few_sampl
 
 from __future__ import annotations
 
+from typing import Final
+
 import msgspec
 
 from remediator.inputs.vllm_log import COMPILE_MISSED, LOG_ENDED
@@ -38,7 +40,7 @@ from remediator.timeline.model import PodTimeline
 # the simulator lost one healthy pod each there (a start twice the usual, 104 s against 2× the
 # siblings' 42 s); at 1.5 times it (3) none did, and the example fleets' P99 moved by under 1%
 # with 5% hangs (untuned 886 → 894 s; tuned, whose stretch is under the floor, not at all).
-FIRST_STRETCH_MARGIN = 1.5
+FIRST_STRETCH_MARGIN: Final = 1.5
 
 
 # Stall and Pace are msgspec structs, built in C: a frozen dataclass's __init__ stays

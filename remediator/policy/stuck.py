@@ -8,6 +8,8 @@ whose container the kubelet cannot build from its spec (`SPEC_ERRORS`), in any p
 
 from __future__ import annotations
 
+from typing import Final
+
 import msgspec
 
 from remediator.contract.decision import Decision
@@ -17,12 +19,12 @@ from remediator.policy.incident import incident_id
 from remediator.timeline.model import UNFINISHED, PodTimeline
 from remediator.timeline.tracker import Tracker
 
-DELETE_PHASES = frozenset({"engine_init", "container_start"})
+DELETE_PHASES: Final = frozenset({"engine_init", "container_start"})
 # The kubelet cannot build the container from the pod's spec: a ConfigMap, Secret or key it
 # names is missing, or runAsNonRoot meets an image that runs as root. Every replacement fails
 # the same way on any node, so deleting it cannot help (and with a container-start budget
 # learned from siblings that start in seconds, it would be a kill loop every two minutes).
-SPEC_ERRORS = frozenset({"CreateContainerConfigError"})
+SPEC_ERRORS: Final = frozenset({"CreateContainerConfigError"})
 
 
 class Facts(msgspec.Struct, frozen=True, gc=False):

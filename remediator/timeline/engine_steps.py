@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import inf
+from typing import Final
 
 from remediator.inputs.records import EngineStep
 from remediator.inputs.vllm_log import (
@@ -30,35 +31,35 @@ from remediator.inputs.vllm_log import (
     STEPS,
 )
 
-UNTIL_READY = "until_ready"  # the last step's line to Ready: what no line accounts for
-TIMELINE_STEPS = (*STEPS, UNTIL_READY)
+UNTIL_READY: Final = "until_ready"  # the last step's line to Ready: what no line accounts for
+TIMELINE_STEPS: Final = (*STEPS, UNTIL_READY)
 # The container's start to the engine's first step line: imports, config, the workers' start
 # and NCCL init, where vLLM logs no step (its banner, ENGINE_STARTED, comes before NCCL init).
 # Judged only where the banner says the log is read from the start; it overlaps `weights`
 # (which also runs from the container's start), so it is no step of `durations`.
-BEFORE_FIRST_STEP = "before_first_step"
+BEFORE_FIRST_STEP: Final = "before_first_step"
 # The container's start to the engine's banner: imports, the engine's config, nothing of the
 # GPUs yet. No line ends it but the banner, so it is no step of `durations`; a pod's time
 # here tells its pace before its first step line (policy.pace), where nothing else does.
-TO_BANNER = "to_banner"
+TO_BANNER: Final = "to_banner"
 # The lines that end the stretch before the first step: any mark of vLLM's but its banner.
-_STEP_LINES = frozenset(m for m in MARKS if m != ENGINE_STARTED)
+_STEP_LINES: Final = frozenset(m for m in MARKS if m != ENGINE_STARTED)
 # Each step's marks: its own line and the lines that start the step after it.
-_MARKS_OF = {
+_MARKS_OF: Final = {
     step: (step, *(m for m, ends in ENDS_BEFORE.items() if ends == step))
     for step in (*STEPS, *ENDS_BEFORE, COMPILE_STARTED, COMPILE_MISSED, SERVER_STARTED)
 }
 # The steps whose end a mark's line can move (`_forget`): those it is a mark of (a step not
 # in `_MARKS_OF` has only its own line).
-_MOVES = {
+_MOVES: Final = {
     mark: tuple(step for step, marks in _MARKS_OF.items() if mark in marks)
     for mark in {m for marks in _MARKS_OF.values() for m in marks}
 }
 # Lines whose ends depend on each other's (`_counts`): one of them seen forgets every end.
-_ENTANGLED = frozenset({"memory_profiling", "cuda_graphs", KV_CACHE_STARTED})
-_MAX_TIMES = 32  # per step: TP workers × a few restarts; bounded memory on a chatty pod
-_QUARTER_HOUR = 900.0  # time zones are whole quarter hours from UTC
-_PROFILING = STEPS.index("memory_profiling")
+_ENTANGLED: Final = frozenset({"memory_profiling", "cuda_graphs", KV_CACHE_STARTED})
+_MAX_TIMES: Final = 32  # per step: TP workers × a few restarts; bounded memory on a chatty pod
+_QUARTER_HOUR: Final = 900.0  # time zones are whole quarter hours from UTC
+_PROFILING: Final = STEPS.index("memory_profiling")
 
 
 @dataclass(slots=True)

@@ -21,16 +21,23 @@ from __future__ import annotations
 
 from bisect import insort
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from remediator.timeline.endpoint import Endpoint
 from remediator.timeline.engine_steps import EngineSteps
 
 # Cold-start phases, in order; `total` is reported beside them.
-PHASES = ("scheduling", "init", "image_pull", "container_start", "engine_init", "first_token")
+PHASES: Final = (
+    "scheduling",
+    "init",
+    "image_pull",
+    "container_start",
+    "engine_init",
+    "first_token",
+)
 # The states of an unfinished cold start, each named after the phase it is in.
-UNFINISHED = ("scheduling", "init", "image_pull", "container_start", "engine_init")
-STATES = (
+UNFINISHED: Final = ("scheduling", "init", "image_pull", "container_start", "engine_init")
+STATES: Final = (
     *UNFINISHED,
     "ready",
     "serving",
@@ -41,15 +48,15 @@ STATES = (
     "unknown",
 )
 # A skew below this is second-granular timestamps and delivery latency, not a wrong clock.
-SKEW_THRESHOLD_S = 2.0
-_IMAGE_PULL_WAITING = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull"})
-_MAX_LOG = 32
+SKEW_THRESHOLD_S: Final = 2.0
+_IMAGE_PULL_WAITING: Final = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull"})
+_MAX_LOG: Final = 32
 
 # Kinds of log entries: (time, kind, pull's reported seconds or -1, container or "").
 # STARTED is a `Started` event; RUN a container status's startedAt, which wins for the run
 # that became ready (the event is written a moment after, in whole seconds).
 PULLING, PULLED, PRESENT, STARTED, BACKOFF, RUN = 0, 1, 2, 3, 4, 5
-_PULL_KINDS = frozenset({PULLING, PULLED, PRESENT, BACKOFF})
+_PULL_KINDS: Final = frozenset({PULLING, PULLED, PRESENT, BACKOFF})
 LogEntry = tuple[float, int, float, str]  # container "" when the Event names none
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections import deque
 from collections.abc import Iterator
+from typing import Final
 
 from remediator.inputs.kubelet import already_present, pull_seconds
 from remediator.inputs.pods import SpecInfo, engine_run, init_times, spec_info
@@ -34,16 +35,18 @@ from remediator.timeline.model import (
     latest,
 )
 
-_SCHEDULED_TO = " to "
-_MAX_PARKED = 10_000
-_MAX_LABEL_SETS = 4_096
-_MAX_SPEC_INFOS = 64  # (spec, labels) objects whose spec_info is remembered: a few, kept alive
-_MAX_PARKED_STEPS = 64  # per pod: a start-up marks about ten steps, times TP workers
-DEFAULT_MAX_UNWATCHED = 10_000  # pods known from webhooks alone (the service's setting)
+_SCHEDULED_TO: Final = " to "
+_MAX_PARKED: Final = 10_000
+_MAX_LABEL_SETS: Final = 4_096
+_MAX_SPEC_INFOS: Final = (
+    64  # (spec, labels) objects whose spec_info is remembered: a few, kept alive
+)
+_MAX_PARKED_STEPS: Final = 64  # per pod: a start-up marks about ten steps, times TP workers
+DEFAULT_MAX_UNWATCHED: Final = 10_000  # pods known from webhooks alone (the service's setting)
 # A list's Date header and an Event's creationTimestamp are whole seconds on the API server's
 # clock: an Event this much older than a list was made before it.
-LISTED_SLACK_S = 2.0
-_NO_TIME = float("-inf")  # a Pod object without any timestamp: older than any with one
+LISTED_SLACK_S: Final = 2.0
+_NO_TIME: Final = float("-inf")  # a Pod object without any timestamp: older than any with one
 
 
 class StateChange:
@@ -546,7 +549,7 @@ def _orphan_key(namespace: str, name: str) -> str:
 
 
 # Events the scheduler writes (the API server's clock); the rest come from the kubelet.
-_SCHEDULER = frozenset({"Scheduled", "FailedScheduling"})
+_SCHEDULER: Final = frozenset({"Scheduled", "FailedScheduling"})
 
 
 def _event(t: PodTimeline, ev: PodEvent, watched: bool = True) -> None:

@@ -12,7 +12,7 @@ from mypy_extensions import i64
 
 from remediator.sim.fleet.calibration import Profile
 
-_M = (1 << 64) - 1
+_M: Final = (1 << 64) - 1
 _TWO_PI: Final = 2 * math.pi
 _INV: Final = 1.0 / (1 << 53)
 _GAMMA, _C1, _C2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB

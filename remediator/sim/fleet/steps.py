@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
+from typing import Final
 
 import orjson
 
@@ -35,7 +36,7 @@ _ENDS = tuple(_ENDED_BY.get(step, step) for step, _ in STEP_SHARES[:-1])
 _COMPILE_AT = _ENDS.index("weights") + 1
 LOGGED = (*_ENDS[:_COMPILE_AT], COMPILE_STARTED, *_ENDS[_COMPILE_AT:])
 _WEIGHTS = tuple(w for _, w in STEP_SHARES)
-_DRAW = 200  # the pods' draws for their steps: 200 + i and 300 + i (Box-Muller)
+_DRAW: Final = 200  # the pods' draws for their steps: 200 + i and 300 + i (Box-Muller)
 _WEIGHTS_GIB = "65.7"  # a 70B model's half (TP=2), per worker
 _KV_GIB = "52.12"
 _GRAPHS_GIB = "0.45"
