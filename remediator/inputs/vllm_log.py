@@ -62,24 +62,25 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Final
 
 import msgspec
 
 # In the order a V1 engine runs them; a V0 engine skips torch_compile.
 STEPS = ("weights", "torch_compile", "memory_profiling", "kv_cache", "cuda_graphs", "api_server")
-ENGINE_STARTED = "engine_started"
-WEIGHTS_STARTED = "weights_started"
-COMPILE_STARTED = "torch_compile_started"
-COMPILE_MISSED = "torch_compile_missed"
-GRAPH_MEMORY = "graph_memory_profiling"
-KV_CACHE_EXTENDED = "kv_cache_extended"
-KV_CACHE_STARTED = "kv_cache_started"
-GRAPHS_STARTED = "cuda_graphs_started"
-ENGINE_READY = "engine_ready"
-SERVER_STARTED = "api_server_started"
+ENGINE_STARTED: Final = "engine_started"
+WEIGHTS_STARTED: Final = "weights_started"
+COMPILE_STARTED: Final = "torch_compile_started"
+COMPILE_MISSED: Final = "torch_compile_missed"
+GRAPH_MEMORY: Final = "graph_memory_profiling"
+KV_CACHE_EXTENDED: Final = "kv_cache_extended"
+KV_CACHE_STARTED: Final = "kv_cache_started"
+GRAPHS_STARTED: Final = "cuda_graphs_started"
+ENGINE_READY: Final = "engine_ready"
+SERVER_STARTED: Final = "api_server_started"
 # Not vLLM's: the follower read the log until it ended or hit its byte bound, and no further;
 # what the engine does after its last line is then unknown (progress can no longer be judged).
-LOG_ENDED = "log_ended"
+LOG_ENDED: Final = "log_ended"
 # The marks that say a step ended without being that step's own line: mark → the step it ends.
 ENDS_BEFORE = {
     KV_CACHE_STARTED: "memory_profiling",
