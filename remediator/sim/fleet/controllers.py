@@ -138,12 +138,8 @@ class CorePolicy:
         self.sink = _Sink()
         logs = config.rules.engine_logs
         self.follows_logs = logs.max_pods if logs.follow else 0  # as serve's follower would
-        # Called once or more per simulated event: the session's pieces, bound once.
-        self._feed, self._advance = self.session.feed, self.session.advance
         self._decider = self.session.decider
-        self._next_deadline = self._decider.engine.next_deadline
         self.logs_wanted = self._decider.engine.logs_wanted
-        self._forget = self.session.tracker.forget
 
     def keep_notes(self) -> None:
         """Keep what the core held or let be, pod by pod, from now on (`notes`)."""
@@ -156,15 +152,16 @@ class CorePolicy:
         return self.sink.notes or []
 
     def feed(self, item: Input) -> None:
-        self._feed(item, self.sink)
+        # (called once or more per simulated event: compiled, each call below is a C call)
+        self.session.feed(item, self.sink)
         if type(item) is PodSeen and item.watch == "DELETED":
-            self._forget(item.uid)  # as the runtime prunes deleted pods
+            self.session.tracker.forget(item.uid)  # as the runtime prunes deleted pods
 
     def advance(self, now: float) -> None:
-        self._advance(now, self.sink)
+        self.session.advance(now, self.sink)
 
     def next_due(self) -> float | None:
-        due = self._next_deadline()
+        due = self._decider.engine.next_deadline()
         if due is None:
             return None
         # A timer armed in the session's past fires on the next advance past its clock.
