@@ -185,7 +185,8 @@ def hear(state: GuardState, news: GpuNews, at: float, window_s: float = DAY) -> 
         hours = budget.add(at, window_s, paid=max(news.gpu_s, 0.0))
         if hours == budget.hours:
             return state
-        return state.put(HedgeBudget.name, HedgeBudgetState(hours, (), ()))
+        # (known: the hours are not empty, so it is not the default)
+        return state.put(HedgeBudget.name, HedgeBudgetState(hours, (), ()), default=not hours)
     short = {w: (seen, until) for w, seen, until in budget.short if until > at}
     for workload, seen, until in news.short:
         if until > at and seen >= short.get(workload, (seen, until))[0]:
