@@ -53,6 +53,14 @@ class PhaseHistory:
         samples = self._of(model, phase)
         return list(samples.values)[-n:] if samples is not None else []
 
+    def samples(self) -> dict[tuple[str, str], list[float]]:
+        """Every (model, phase)'s samples, oldest first (a copy)."""
+        return {
+            (model, phase): list(samples.values)
+            for model, phases in self._by_model.items()
+            for phase, samples in phases.items()
+        }
+
     def models(self, phase: str) -> list[str]:
         """Every model (or other key: policy.pace's nodes) with samples of `phase`."""
         return list(self._models_of.get(phase, ()))

@@ -60,7 +60,7 @@ class Partition:
 
     def history(self) -> dict[tuple[str, str], list[float]]:
         learned = self.core.decider.engine.history
-        return {k: list(v) for k, v in learned._samples.items()}
+        return learned.samples()
 
 
 def rebuilt(table: dict[str, Any]) -> Partition:
