@@ -18,26 +18,8 @@ from remediator.timeline.model import PHASES, PodTimeline
 from remediator.timeline.tracker import StateChange
 
 # Cold starts of large models run from seconds (warm node) to tens of minutes (cold pull).
-COLD_START_BUCKETS: Final = (
-    1,
-    2,
-    5,
-    10,
-    15,
-    20,
-    30,
-    45,
-    60,
-    90,
-    120,
-    180,
-    240,
-    300,
-    450,
-    600,
-    900,
-    1800,
-)
+COLD_START_BUCKETS: Final = (1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600,
+                             900, 1800)  # fmt: skip
 _TOTAL_BIT: Final = 1 << len(PHASES)
 _PHASE_BITS: Final = _TOTAL_BIT - 1
 _ALL_BITS: Final = (_TOTAL_BIT << 1) - 1

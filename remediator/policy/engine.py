@@ -74,7 +74,7 @@ from remediator.timeline.model import UNFINISHED, PodTimeline
 from remediator.timeline.tracker import StateChange, Tracker
 
 _DONE: Final = ("ready", "serving")
-# Kinds tested on every input: tuples (`A | B` builds a union object on each call).
+# Kinds tested in one isinstance: a tuple (`A | B` builds a union object on each call).
 _STEP_KINDS: Final = (EngineStep, EngineSpan)
 _TOO_TIGHT: Final = "budget-too-tight"
 _SELECTIONS: Final = 4096  # label sets whose selection is remembered (then forgotten, all at once)

@@ -27,14 +27,8 @@ from remediator.timeline.endpoint import Endpoint
 from remediator.timeline.engine_steps import EngineSteps
 
 # Cold-start phases, in order; `total` is reported beside them.
-PHASES: Final = (
-    "scheduling",
-    "init",
-    "image_pull",
-    "container_start",
-    "engine_init",
-    "first_token",
-)
+PHASES: Final = ("scheduling", "init", "image_pull", "container_start", "engine_init",
+                 "first_token")  # fmt: skip
 # The states of an unfinished cold start, each named after the phase it is in.
 UNFINISHED: Final = ("scheduling", "init", "image_pull", "container_start", "engine_init")
 STATES: Final = (

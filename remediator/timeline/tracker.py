@@ -38,9 +38,8 @@ from remediator.timeline.model import (
 _SCHEDULED_TO: Final = " to "
 _MAX_PARKED: Final = 10_000
 _MAX_LABEL_SETS: Final = 4_096
-_MAX_SPEC_INFOS: Final = (
-    64  # (spec, labels) objects whose spec_info is remembered: a few, kept alive
-)
+# (spec, labels) objects whose spec_info is remembered: a few, kept alive
+_MAX_SPEC_INFOS: Final = 64
 _MAX_PARKED_STEPS: Final = 64  # per pod: a start-up marks about ten steps, times TP workers
 DEFAULT_MAX_UNWATCHED: Final = 10_000  # pods known from webhooks alone (the service's setting)
 # A list's Date header and an Event's creationTimestamp are whole seconds on the API server's
