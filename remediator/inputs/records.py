@@ -97,9 +97,9 @@ class WorkloadSeen(msgspec.Struct, frozen=True, gc=False):
     pods: int | None = None  # a Deployment's status.replicas: its pods of every ReplicaSet
     paused: bool = False  # a Deployment's spec.paused
     gpus: int = 0  # nvidia.com/gpu of the template's GPU container: what each pod needs
-    # A Deployment's hedge running (the hedge step's annotation, inputs/hedge_annotation.py):
-    # the stalled pod it races, the pods from before its surge, its deadline.
-    hedge: Hedge | None = None
+    # A Deployment's hedges running (the hedge step's annotation, inputs/hedge_annotation.py):
+    # each one's stalled pod, the pods from before its surge, its deadline, its racer.
+    hedges: tuple[Hedge, ...] = ()
 
 
 @final

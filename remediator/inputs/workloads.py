@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from remediator.inputs.hedge_annotation import HEDGE, Hedge
+from remediator.inputs.hedge_annotation import HEDGE, Hedge, read_hedges
 from remediator.inputs.pods import spec_info
 from remediator.inputs.records import JSON, InputError, WatchType, WorkloadSeen
 from remediator.inputs.schema import PodSpec
@@ -63,17 +63,17 @@ def workload_seen(watch: WatchType, kind: str, obj: JSON) -> WorkloadSeen:
         pods=int(pods) if pods is not None else None,
         paused=spec.get("paused") is True,
         gpus=info.gpus,
-        hedge=_hedge(kind, meta),
+        hedges=_hedges(kind, meta),
     )
 
 
-def _hedge(kind: str, meta: JSON) -> Hedge | None:
-    """The hedge the Deployment's annotation says runs. One the step did not write is no
+def _hedges(kind: str, meta: JSON) -> tuple[Hedge, ...]:
+    """The hedges the Deployment's annotation says run. One the step did not write is no
     hedge (the step refuses it too): the Deployment itself is still seen."""
     text = (meta.get("annotations") or {}).get(HEDGE) if kind == "Deployment" else None
     if not isinstance(text, str):
-        return None
+        return ()
     try:
-        return Hedge.from_json(text)
+        return read_hedges(text)
     except ValueError:
-        return None
+        return ()

@@ -662,7 +662,7 @@ class PolicyEngine:
         """Why the stalled pod is left to its hedge (`left_to_hedge`), or None."""
         workload = owner_workload(t.namespace, t.owner, t.labels)
         known = self.workloads.get(workload) if workload else None
-        return left_to_hedge(t, known.hedge if known else None, now)
+        return left_to_hedge(t, known.hedges if known else (), now)
 
     def _leave_to_hedge(
         self, t: PodTimeline, stall: Stall, since: float, now: float, why: str

@@ -54,7 +54,7 @@ def cold_start_gpu_s(t: PodTimeline) -> float:
     return t.gpus * sum((v for v in phases if v is not None), 0.0)  # (a float, if none)
 
 
-def left_to_hedge(t: PodTimeline, hedge: Hedge | None, now: float) -> str | None:
+def left_to_hedge(t: PodTimeline, hedges: tuple[Hedge, ...], now: float) -> str | None:
     """Why a stalled pod is not deleted for its stall now, or None (it is, as any is).
 
     Its Deployment's hedge of it runs, and a new pod races it: scheduled, not going (the hedge
@@ -68,7 +68,8 @@ def left_to_hedge(t: PodTimeline, hedge: Hedge | None, now: float) -> str | None
     Where no new pod has a node (waiting for GPUs the stalled pod may hold), it is deleted
     for its stall: its GPUs may be what the hedge pod waits for. (Only with
     `hedge.leave_to_race`: a hung pod left to its hedge holds its GPUs until the race ends.)"""
-    if hedge is None or hedge.uid != t.uid or hedge.racing is None or now >= hedge.deadline:
+    hedge = next((h for h in hedges if h.uid == t.uid), None)
+    if hedge is None or hedge.racing is None or now >= hedge.deadline:
         return None
     return f"its hedge runs: new pod {hedge.racing} races it, the first Ready of the two wins"
 

@@ -23,7 +23,7 @@ class Workload:
     model: str | None
     rolling: str | None = None  # why a surge now would go to the wrong pods (rolling_out)
     gpus: int = 0  # what each pod needs, for a workload image_update selects (else 0)
-    hedge: Hedge | None = None  # the hedge running on it (the step's annotation)
+    hedges: tuple[Hedge, ...] = ()  # the hedges running on it (the step's annotation)
 
     @property
     def signature(self) -> tuple[tuple[str, ...], str | None]:
@@ -60,7 +60,7 @@ def workload_of(cfg: ImageUpdateConfig, seen: WorkloadSeen) -> Workload:
         seen.model,
         rolling_out(seen),
         seen.gpus if _selected(cfg, seen) else 0,
-        seen.hedge,
+        seen.hedges,
     )
 
 

@@ -374,12 +374,14 @@ def hedge_pod_command(
     pods Ready wins, the other is deleted, the Deployment returns to its count.
 
     \b
-    Safe to rerun: the surge and what it is for go in one patch, as the
-    Deployment's annotation remediator.io/hedge (the stalled pod, the count to
-    return to, the pods from before, the deadline); a rerun finds it and
-    carries on, never surging twice. The end returns the count, drops the
-    annotation and records remediator.io/hedged=<uid> in one patch: a rerun
+    Safe to rerun: the surge and what it is for go in one patch, as an entry of
+    the Deployment's annotation remediator.io/hedge (the stalled pod, the count
+    to return to, the pods from before, the deadline); a rerun finds it and
+    carries on, never surging twice. The end returns the count by one, drops
+    the entry and adds the pod to remediator.io/hedged in one patch: a rerun
     after it does nothing. A count someone else changed meanwhile is left.
+    Other stalled pods of the Deployment may be hedged at once, each by its own
+    step: each new pod races for one of them.
 
     \b
     Outcomes (exit 0 unless said):
@@ -392,7 +394,8 @@ def hedge_pod_command(
                            nothing surged
       would_hedge          --dry-run: the surge would go through
     Refused before any change (exit 3): no such Deployment, one rolling out or
-    paused, one selecting pods by expressions, or one hedging another pod.
+    paused, one selecting pods by expressions, or one whose count someone
+    changed while it hedges other pods.
     """
 
     def body() -> tuple[ExitCode, dict[str, Any]]:

@@ -1,22 +1,30 @@
 """Hedge a stalled pod: surge its Deployment by one, let the first Ready of the two serve.
 
 The surge and what it is for are written in one patch (optimistic: the resourceVersion read is
-a precondition), as the Deployment's annotation `remediator.io/hedge`: the stalled pod, the
-replica count to return to, the pods that existed before (any other pod of the Deployment is
-new: the hedge pod, or a replacement, which races the same way) and the deadline. So a rerun
-(the step's pod killed, Argo's retry) finds the hedge and carries on; it never surges twice.
+a precondition), as an entry of the Deployment's annotation `remediator.io/hedge`: the stalled
+pod, the replica count to return to, the pods that existed before (any other pod of the
+Deployment is new: the hedge pod, or a replacement, which races the same way) and the
+deadline. So a rerun (the step's pod killed, Argo's retry) finds the hedge and carries on; it
+never surges twice.
+
+Several stalled pods of one Deployment are hedged at once, each by its own step, the count
+surged by one for each. A new pod serves one hedge: the step names its racer in its entry
+(`racing`), and the others leave that pod alone; the new pod that took a stalled pod's place
+is added to the running hedges' pods from before when that hedge ends. So k hedges end with
+k pods, each stalled pod or the one new pod that beat it.
 
 The end, whichever comes first:
-- the stalled pod is Ready: the newest not-Ready new pod (the hedge pod) is deleted;
+- the stalled pod is Ready: the oldest not-Ready new pod of its hedge (its racer) is deleted;
 - a new pod is Ready: the stalled pod is deleted (UID precondition);
-- the stalled pod is gone (its own deletion once hung, an eviction): nothing is deleted, the
-  hedge pod is its replacement;
+- the stalled pod is gone (its own deletion once hung, an eviction): nothing is deleted, its
+  racer is its replacement;
 - the deadline passes: nothing is deleted (the core goes on judging the stalled pod).
-Then the Deployment returns to its count in one patch that also drops the annotation and
-records `remediator.io/hedged: <uid>`: a rerun after that finds the hedge done. Deleting before
-returning means the ReplicaSet may start a pod for the deleted one's place for a moment; the
-return removes it (the ReplicaSet removes its newest, least started pod first), never a Ready
-one. A count someone else changed during the hedge is left as they set it.
+Then the Deployment returns to its count by one in one patch that also drops the hedge's entry
+and adds its pod to `remediator.io/hedged`: a rerun after that finds the hedge done. Deleting
+before returning means the ReplicaSet may start a pod for the deleted one's place for a moment;
+the return removes it (the ReplicaSet removes its newest, least started pod first), never a
+Ready one. A count someone else changed while hedges run is left as they set it: no hedge
+running returns anything then, and no new one starts until they have all ended.
 """
 
 from __future__ import annotations
@@ -28,7 +36,15 @@ from typing import Any, Literal
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from remediator.inputs.hedge_annotation import HEDGE, HEDGED, Hedge
+from remediator.inputs.hedge_annotation import (
+    HEDGE,
+    HEDGED,
+    Hedge,
+    read_hedged,
+    read_hedges,
+    write_hedged,
+    write_hedges,
+)
 from remediator.steps.errors import StepError
 from remediator.steps.kube import API_ERRORS, REQUEST_TIMEOUT, api_failure
 from remediator.steps.report import ExitCode
@@ -49,15 +65,6 @@ Outcome = Literal[
     "given_up",
     "nothing_to_end",
 ]
-
-
-def _plan(text: str, where: str) -> Hedge:
-    """The running hedge the annotation says; refused as a precondition where the step did
-    not write it."""
-    try:
-        return Hedge.from_json(text)
-    except ValueError as e:
-        raise StepError(ExitCode.PRECONDITION, "bad_annotation", f"{where}: {e}") from e
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,23 +228,34 @@ def hedge(
     for _ in range(_WRITES):
         dep = _observed(apis.apps, namespace, deployment, clock)
         notes = _annotations(dep)
-        if HEDGE in notes:
-            running = _plan(notes[HEDGE], where)
-            if running.uid == uid:
-                return _see_through(apis, namespace, deployment, running, clock, on_wait)
-            if clock.now() < running.deadline:
-                detail = f"deployment {where} is hedging another pod ({running.pod}): not hedged"
-                raise StepError(ExitCode.PRECONDITION, "busy", detail)
-            _end(apis.apps, namespace, deployment, running, "orphaned: past its deadline")
+        plans = _plans(notes, where)
+        if any(p.uid == uid for p in plans):
+            return _see_through(apis, namespace, deployment, uid, clock, on_wait)
+        orphans = [p for p in plans if clock.now() >= p.deadline]
+        if orphans:  # (their workflows and exit handlers gone: ended here, nothing deleted)
+            for orphan in orphans:
+                _end(apis.apps, namespace, deployment, orphan, "orphaned: past its deadline")
             continue
-        if notes.get(HEDGED) == uid:
+        if uid in read_hedged(notes.get(HEDGED)):
             return Hedged("already_hedged", False, f"{pod} was hedged already ({where})")
-        started = _start(apis, dep, where, pod, uid, timeout_s, clock, dry_run)
+        started = _start(apis, dep, where, pod, uid, plans, timeout_s, clock, dry_run)
         if isinstance(started, Hedged):
             return started
         if started:
-            return _see_through(apis, namespace, deployment, None, clock, on_wait)
+            return _see_through(apis, namespace, deployment, uid, clock, on_wait)
     raise StepError(ExitCode.ERROR, "conflict", f"deployment {where} kept changing as we wrote")
+
+
+def _plans(notes: dict[str, str], where: str) -> tuple[Hedge, ...]:
+    """The hedges running, as the annotation says; refused as a precondition where the step
+    did not write it."""
+    text = notes.get(HEDGE)
+    if text is None:
+        return ()
+    try:
+        return read_hedges(text)
+    except ValueError as e:
+        raise StepError(ExitCode.PRECONDITION, "bad_annotation", f"{where}: {e}") from e
 
 
 def _start(
@@ -246,6 +264,7 @@ def _start(
     where: str,
     pod: str,
     uid: str,
+    plans: tuple[Hedge, ...],
     timeout_s: float,
     clock: Clock,
     dry_run: bool,
@@ -266,10 +285,17 @@ def _start(
     if why is not None:
         raise StepError(ExitCode.PRECONDITION, "rolling_out", f"deployment {where} {why}")
     replicas = int(dep.spec.replicas if dep.spec.replicas is not None else 1)
+    base = plans[0].replicas if plans else replicas
+    if replicas != base + len(plans):
+        # Someone else set the count while hedges run: theirs stands, and the hedges running
+        # return nothing at their end (`_end`); a surge now would be one nobody takes back.
+        detail = (f"deployment {where} hedges {len(plans)} pod(s) and its count was changed "
+                  f"meanwhile ({replicas}, not {base} + {len(plans)}): not hedged")  # fmt: skip
+        raise StepError(ExitCode.PRECONDITION, "busy", detail)
     before = tuple(sorted(p.metadata.uid for p in pods))
-    plan = Hedge(pod, uid, replicas, before, clock.now() + timeout_s)
+    plan = Hedge(pod, uid, base, before, clock.now() + timeout_s)
     body = {
-        "metadata": {"annotations": {HEDGE: plan.to_json()}},
+        "metadata": {"annotations": {HEDGE: write_hedges((*plans, plan))}},
         "spec": {"replicas": replicas + 1},
     }
     if not _patch(apis.apps, dep, body, dry_run):
@@ -284,7 +310,7 @@ def _see_through(
     apis: Apis,
     namespace: str,
     deployment: str,
-    plan: Hedge | None,
+    uid: str,
     clock: Clock,
     on_wait: Callable[[str], None] | None,
 ) -> Hedged:
@@ -293,105 +319,140 @@ def _see_through(
     last = ""
     while True:
         dep = _read_deployment(apis.apps, namespace, deployment)
-        notes = _annotations(dep)
-        if HEDGE not in notes:  # ended meanwhile (a former run, after its last look)
-            return Hedged("already_hedged", False, f"the hedge of {where} has ended")
-        plan = _plan(notes[HEDGE], where)
+        plans = _plans(_annotations(dep), where)
+        plan = next((p for p in plans if p.uid == uid), None)
+        if plan is None:  # ended meanwhile (a former run, after its last look)
+            return Hedged("already_hedged", False, f"the hedge of {uid} on {where} has ended")
         pods = _pods(apis.core, namespace, dep, where)
-        found = _judge(apis.core, namespace, plan, pods)
+        fresh = _new(plan, plans, pods)
+        found = _judge(apis.core, namespace, plan, fresh, pods)
         if found is not None:
             outcome, detail, winner, deleted = found
-            count = _end(apis.apps, namespace, deployment, plan, detail)
-            return Hedged(outcome, True, detail, winner, deleted, count)
-        _say_racing(apis.apps, dep, plan, pods)
+            heir = winner[1] if winner is not None and winner[1] != plan.uid else None
+            count = _end(apis.apps, namespace, deployment, plan, detail, heir)
+            name = winner[0] if winner is not None else None
+            return Hedged(outcome, True, detail, name, deleted, count)
+        _say_racing(apis.apps, dep, plans, plan, fresh)
         if clock.now() >= plan.deadline:
             detail = f"neither {plan.pod} nor a new pod was Ready by the deadline"
             count = _end(apis.apps, namespace, deployment, plan, detail)
             return Hedged("timeout", True, detail, None, None, count)
-        waiting = f"waiting: {plan.pod} and {_new_names(plan, pods) or 'no new pod yet'}"
+        names = ", ".join(p.metadata.name for p in fresh)
+        waiting = f"waiting: {plan.pod} and {names or 'no new pod yet'}"
         if waiting != last and on_wait is not None:
             on_wait(waiting)
         last = waiting
         clock.sleep(max(0.0, min(clock.poll_s, plan.deadline - clock.now())))
 
 
-def _new(plan: Hedge, pods: list[Any]) -> list[Any]:
-    """Pods started since the surge (oldest first): the hedge pod, or a replacement."""
-    known = set(plan.before) | {plan.uid}
-    fresh = [p for p in pods if p.metadata.uid not in known]
+def _new(plan: Hedge, plans: tuple[Hedge, ...], pods: list[Any]) -> list[Any]:
+    """Pods started since the surge (oldest first) that race for this hedge: the hedge pod,
+    or a replacement, which races the same way; never another hedge's stalled pod or racer.
+    Each new pod serves one hedge: where two entries name one racer (their steps looked at
+    once), the one written first keeps it, and the other's step picks again."""
+    claimed: dict[str, str] = {}  # racer -> the hedge (stalled pod's uid) it serves
+    for p in plans:
+        if p.racing is not None:
+            claimed.setdefault(p.racing, p.uid)
+    taken = {*plan.before, *(p.uid for p in plans)}
+    taken.update(pod for pod, owner in claimed.items() if owner != plan.uid)
+    fresh = [p for p in pods if p.metadata.uid not in taken]
     return sorted(fresh, key=lambda p: (p.metadata.creation_timestamp, p.metadata.name))
 
 
-def _racer(plan: Hedge, pods: list[Any]) -> str | None:
-    """The new pod racing the stalled one: the oldest scheduled and not going."""
-    return next(
-        (p.metadata.uid for p in _new(plan, pods)
-         if p.spec.node_name and p.metadata.deletion_timestamp is None),
-        None,
-    )  # fmt: skip
+def _racer(fresh: list[Any], racing: str | None) -> str | None:
+    """The new pod racing the stalled one: the one named before while it still may (so two
+    steps never trade racers look after look), else the oldest scheduled and not going."""
+    able = [p.metadata.uid for p in fresh
+            if p.spec.node_name and p.metadata.deletion_timestamp is None]  # fmt: skip
+    return racing if racing in able else next(iter(able), None)
 
 
-def _say_racing(apps: client.AppsV1Api, dep: Any, plan: Hedge, pods: list[Any]) -> None:
+def _say_racing(
+    apps: client.AppsV1Api, dep: Any, plans: tuple[Hedge, ...], plan: Hedge, fresh: list[Any]
+) -> None:
     """Keep the annotation's `racing` current, so the core leaves the stalled pod to the
     hedge while a new pod races it, and deletes it for its stall when none does (the hedge
-    pod waits for GPUs the stalled pod holds). A conflict is left to the next look."""
-    racing = _racer(plan, pods)
+    pod waits for GPUs the stalled pod holds); and so no other hedge takes that pod for its
+    own. A conflict is left to the next look."""
+    racing = _racer(fresh, plan.racing)
     if racing != plan.racing:
-        body = {"metadata": {"annotations": {HEDGE: replace(plan, racing=racing).to_json()}}}
+        said = tuple(replace(p, racing=racing) if p.uid == plan.uid else p for p in plans)
+        body = {"metadata": {"annotations": {HEDGE: write_hedges(said)}}}
         _patch(apps, dep, body, dry_run=False)
 
 
-def _new_names(plan: Hedge, pods: list[Any]) -> str:
-    return ", ".join(p.metadata.name for p in _new(plan, pods))
+Winner = tuple[str, str]  # (pod name, uid)
 
 
 def _judge(
-    core: client.CoreV1Api, namespace: str, plan: Hedge, pods: list[Any]
-) -> tuple[Outcome, str, str | None, str | None] | None:
+    core: client.CoreV1Api, namespace: str, plan: Hedge, fresh: list[Any], pods: list[Any]
+) -> tuple[Outcome, str, Winner | None, str | None] | None:
     """The hedge's end if it has come: (outcome, what happened, winner, deleted)."""
     stalled = next((p for p in pods if p.metadata.uid == plan.uid), None)
-    fresh = _new(plan, pods)
     if stalled is None:
-        heir = fresh[0].metadata.name if fresh else None
-        detail = f"{plan.pod} is gone (deleted or evicted); {heir or 'no new pod'} takes its place"
+        heir = _pick(fresh, plan.racing)
+        name = heir[0] if heir else None
+        detail = f"{plan.pod} is gone (deleted or evicted); {name or 'no new pod'} takes its place"
         return "hedged_stalled_gone", detail, heir, None
     if _ready(stalled):
         # The hedge pod; Ready too at this look (a tie): still the one that goes, so the
         # ReplicaSet's own choice never falls on the stalled pod that just got there.
-        loser = next((p for p in fresh if not _ready(p)), fresh[0] if fresh else None)
+        losers = sorted(fresh, key=lambda p: p.metadata.uid != plan.racing)  # its racer first
+        loser = next((p for p in losers if not _ready(p)), losers[0] if losers else None)
         deleted = None
         if loser is not None and _delete_pod(
             core, namespace, loser.metadata.name, loser.metadata.uid
         ):
             deleted = loser.metadata.name
         detail = f"{plan.pod} became Ready first; hedge pod {deleted or '(none left)'} deleted"
-        return "hedged_stalled_won", detail, plan.pod, deleted
+        return "hedged_stalled_won", detail, (plan.pod, plan.uid), deleted
     winner = next((p for p in fresh if _ready(p)), None)
     if winner is None:
         return None
     deleted = plan.pod if _delete_pod(core, namespace, plan.pod, plan.uid) else None
     detail = f"{winner.metadata.name} became Ready first; stalled pod {plan.pod} deleted"
-    return "hedged_hedge_won", detail, winner.metadata.name, deleted
+    return "hedged_hedge_won", detail, (winner.metadata.name, winner.metadata.uid), deleted
+
+
+def _pick(fresh: list[Any], racing: str | None) -> Winner | None:
+    """The new pod that takes a gone stalled pod's place: its racer, else the oldest."""
+    heir = next((p for p in fresh if p.metadata.uid == racing), fresh[0] if fresh else None)
+    return (heir.metadata.name, heir.metadata.uid) if heir is not None else None
 
 
 def _end(
-    apps: client.AppsV1Api, namespace: str, deployment: str, plan: Hedge, why: str
+    apps: client.AppsV1Api,
+    namespace: str,
+    deployment: str,
+    plan: Hedge,
+    why: str,
+    heir: str | None = None,
 ) -> int | None:
-    """Return to the count (unless someone else changed it), drop the annotation, record
-    the pod as hedged: one patch. Returns the count left."""
+    """Return to the count by one (unless someone else changed it), drop the hedge from the
+    annotation, record the pod as hedged: one patch. The new pod that took the stalled pod's
+    place (`heir`) is then one from before for the hedges still running: no other takes it.
+    Returns the count left."""
     where = f"{namespace}/{deployment}"
     for _ in range(_WRITES):
         dep = _read_deployment(apps, namespace, deployment)
         notes = _annotations(dep)
-        running = notes.get(HEDGE)
-        if running is None or _plan(running, where).uid != plan.uid:
+        plans = _plans(notes, where)
+        if all(p.uid != plan.uid for p in plans):
             return int(dep.spec.replicas) if dep.spec.replicas is not None else None
+        rest = tuple(
+            replace(p, before=tuple(sorted({*p.before, heir}))) if heir else p
+            for p in plans
+            if p.uid != plan.uid
+        )
         now = int(dep.spec.replicas) if dep.spec.replicas is not None else None
-        body: dict[str, Any] = {"metadata": {"annotations": {HEDGE: None, HEDGED: plan.uid}}}
+        hedged = write_hedged(notes.get(HEDGED), plan.uid)
+        body: dict[str, Any] = {"metadata": {"annotations": {HEDGE: write_hedges(rest),
+                                                             HEDGED: hedged}}}  # fmt: skip
         count = now
-        if now == plan.replicas + 1:
-            body["spec"] = {"replicas": plan.replicas}
-            count = plan.replicas
+        if now == plan.replicas + len(plans):
+            body["spec"] = {"replicas": now - 1}
+            count = now - 1
         if _patch(apps, dep, body, dry_run=False):
             return count
     raise StepError(ExitCode.ERROR, "conflict", f"deployment {where} kept changing ({why})")
@@ -401,10 +462,10 @@ def give_up(apps: client.AppsV1Api, namespace: str, deployment: str, uid: str) -
     """The workflow failed (its step out of retries): end the hedge of `uid` if it still runs,
     deleting nothing, so no surge outlives it."""
     where = f"{namespace}/{deployment}"
-    running = _annotations(_read_deployment(apps, namespace, deployment)).get(HEDGE)
-    if running is None or _plan(running, where).uid != uid:
+    plans = _plans(_annotations(_read_deployment(apps, namespace, deployment)), where)
+    plan = next((p for p in plans if p.uid == uid), None)
+    if plan is None:
         return Hedged("nothing_to_end", False, f"no hedge of {uid} runs on {where}")
-    plan = _plan(running, where)
     count = _end(apps, namespace, deployment, plan, "given up")
     detail = f"hedge of {plan.pod} given up; {where} at {count} replicas, nothing deleted"
     return Hedged("given_up", True, detail, None, None, count)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remediator.inputs.decode import decode
-from remediator.inputs.hedge_annotation import HEDGE, Hedge
+from remediator.inputs.hedge_annotation import HEDGE, Hedge, write_hedges
 from remediator.inputs.records import (
     AlertSeen,
     FirstToken,
@@ -202,29 +202,34 @@ def test_workloads(kind: str, replicas: int, ready: int, updated: int) -> None:
 
 
 HEDGE_RUNNING = Hedge("llama-70b-abc-1", "pod-1", 2, ("pod-0", "pod-1"), 1.76e9, "pod-2")
+HEDGE_WAITING = Hedge("llama-70b-abc-0", "pod-0", 2, ("pod-0", "pod-1"), 1.76e9)
 
 
 @pytest.mark.parametrize(
     ("kind", "note", "seen"),
     [
-        ("Deployment", HEDGE_RUNNING.to_json(), HEDGE_RUNNING),
-        ("Deployment", '{"pod": "p", "uid": "u"}', None),  # not what the step writes
-        ("Deployment", "[1, 2]", None),
-        ("StatefulSet", HEDGE_RUNNING.to_json(), None),  # (the step hedges Deployments only)
+        ("Deployment", write_hedges((HEDGE_RUNNING,)), (HEDGE_RUNNING,)),
+        ("Deployment", write_hedges((HEDGE_RUNNING, HEDGE_WAITING)),
+         (HEDGE_RUNNING, HEDGE_WAITING)),
+        ("Deployment", HEDGE_RUNNING.to_json(), (HEDGE_RUNNING,)),  # (one, as a release before)
+        ("Deployment", '{"pod": "p", "uid": "u"}', ()),  # not what the step writes
+        ("Deployment", "[1, 2]", ()),
+        ("Deployment", write_hedges((HEDGE_RUNNING, HEDGE_RUNNING)), ()),  # one pod twice
+        ("StatefulSet", write_hedges((HEDGE_RUNNING,)), ()),  # (the step hedges Deployments only)
     ],
-)
-def test_a_hedge_running_is_read_off_the_deployment(
-    kind: str, note: str, seen: Hedge | None
+)  # fmt: skip
+def test_the_hedges_running_are_read_off_the_deployment(
+    kind: str, note: str, seen: tuple[Hedge, ...]
 ) -> None:
-    """The hedge step's annotation (inputs/hedge_annotation.py) says which pod a running
+    """The hedge step's annotation (inputs/hedge_annotation.py) says which pod each running
     hedge races; one it did not write is no hedge, and the Deployment is still seen."""
     doc = _workload(kind)
     doc["metadata"]["annotations"] = {HEDGE: note, "other": "x"}
     (w,) = _decode(watch(doc))
     assert isinstance(w, WorkloadSeen)
-    assert (w.name, w.hedge) == ("llama-70b", seen)
+    assert (w.name, w.hedges) == ("llama-70b", seen)
     (plain,) = _decode(watch(_workload(kind)))
-    assert isinstance(plain, WorkloadSeen) and plain.hedge is None
+    assert isinstance(plain, WorkloadSeen) and plain.hedges == ()
 
 
 def test_not_json_and_not_an_object() -> None:

@@ -1,8 +1,9 @@
 """`remediator step hedge-pod` on the real control plane (kube-apiserver, the Deployment and
 ReplicaSet controllers, kwok), as the workflow ServiceAccount with deploy/'s RBAC: the surge by
 one, the first Ready of the two winning, the loser deleted, the Deployment back at its count;
-and a step killed mid-hedge (SIGKILL) that a rerun carries on without a second surge, or that
-the exit handler (`end-hedge`) ends without orphaning the surge.
+two stalled pods of one Deployment hedged at once, each by its own step; and a step killed
+mid-hedge (SIGKILL) that a rerun carries on without a second surge, or that the exit handler
+(`end-hedge`) ends without orphaning the surge.
 
 kwok plays each pod's cold start from its annotations (tests/cluster/stages): the Deployment's
 pods hang in engine init; which one comes Ready first is chosen by taking the `hang` annotation
@@ -116,23 +117,24 @@ def _surged(cluster: LiveCluster, name: str, stalled: dict[str, Any]) -> dict[st
     return wait_for(hedge_pod, 60, "the surge and the hedge pod in engine init")
 
 
-def _hedge_note(cluster: LiveCluster, name: str) -> dict[str, Any]:
-    """The hedge step's annotation as the Deployment has it now ({} when none)."""
+def _hedge_notes(cluster: LiveCluster, name: str) -> dict[str, dict[str, Any]]:
+    """The hedge step's annotation as the Deployment has it now: its entries by stalled pod."""
     note = _dep(cluster, name)["metadata"].get("annotations", {}).get(HEDGE)
-    return json.loads(note) if note else {}
+    return {h["uid"]: h for h in json.loads(note)} if note else {}
 
 
-def _settled(cluster: LiveCluster, name: str, uid: str) -> dict[str, Any]:
-    """The Deployment back at one replica, its hedge ended, one pod left."""
+def _settled(cluster: LiveCluster, name: str, *uids: str, replicas: int = 1) -> dict[str, Any]:
+    """The Deployment back at its replicas, its hedges ended, as many pods left."""
 
     def done() -> dict[str, Any] | None:
         dep = _dep(cluster, name)
         notes = dep["metadata"].get("annotations", {})
-        if dep["spec"]["replicas"] != 1 or HEDGE in notes or notes.get(HEDGED) != uid:
+        hedged = notes.get(HEDGED, "").split(",")
+        if dep["spec"]["replicas"] != replicas or HEDGE in notes or set(uids) - set(hedged):
             return None
-        return dep if len(_pods(cluster, name)) == 1 else None
+        return dep if len(_pods(cluster, name)) == replicas else None
 
-    return wait_for(done, 60, "one replica, the hedge ended, one pod")
+    return wait_for(done, 60, f"{replicas} replica(s), the hedges ended, as many pods")
 
 
 def _hedging(
@@ -151,11 +153,13 @@ def test_the_hedge_pod_ready_first_wins_and_the_stalled_pod_is_deleted(
     name = "vllm-hedge-a"
     stalled, step, hedge = _hedging(cluster, workloads, steps, name)
     uid = stalled["metadata"]["uid"]
-    plan = json.loads(_dep(cluster, name)["metadata"]["annotations"][HEDGE])
+    (plan,) = json.loads(_dep(cluster, name)["metadata"]["annotations"][HEDGE])
     assert (plan["uid"], plan["replicas"], plan["before"]) == (uid, 1, [uid])
     # The hedge pod has a node: the step names it racing, and the core leaves the stalled
     # pod to the hedge meanwhile (policy.hedge.left_to_hedge).
-    racing = wait_for(lambda: _hedge_note(cluster, name).get("racing"), 30, "the hedge pod racing")
+    racing = wait_for(
+        lambda: _hedge_notes(cluster, name)[uid].get("racing"), 30, "the hedge pod racing"
+    )
     assert racing == hedge["metadata"]["uid"]
     _get_going(cluster, hedge)
     code, verdict = step.verdict()
@@ -222,6 +226,50 @@ def test_the_exit_handler_ends_a_hedge_its_step_left_and_deletes_nothing(
     assert json.loads(again.stdout)["outcome"] == "nothing_to_end"
 
 
+def test_two_stalled_pods_are_hedged_at_once_and_each_race_ends_on_its_own(
+    cluster: LiveCluster, workloads: Workloads, steps: list[Step]
+) -> None:
+    """Both pods of a Deployment stall; their two steps run at once (one workflow mutex per
+    pod): surged by one each, one annotation entry each, each new pod racing one stalled pod.
+    One hedge pod gets going and beats its stalled pod; the other stalled pod gets going and
+    beats its hedge pod. The Deployment ends at its two replicas, one pod of each race."""
+    name = "vllm-hedge-g"
+    workloads(example_deployment(name, replicas=2, shape=HANG))
+    first, second = wait_for(
+        lambda: len(ps := [p for p in _pods(cluster, name) if _engine_started(p)]) == 2 and ps,
+        60,
+        "both pods in engine init",
+    )
+    uids = {p["metadata"]["uid"] for p in (first, second)}
+    for p in (first, second):
+        steps.append(Step(cluster, _argv(name, p, "--timeout", "120")))
+    racers = wait_for(
+        lambda: (
+            len(r := {u: h.get("racing") for u, h in _hedge_notes(cluster, name).items()}) == 2
+            and all(r.values())
+            and r
+        ),
+        60,
+        "both hedges running, each with a racer",
+    )
+    dep = _dep(cluster, name)
+    assert dep["spec"]["replicas"] == 4 and set(racers) == uids
+    assert len(set(racers.values())) == 2 and not set(racers.values()) & uids  # one pod each
+    assert {h["replicas"] for h in _hedge_notes(cluster, name).values()} == {2}
+    pods = {p["metadata"]["uid"]: p for p in _pods(cluster, name)}
+    _get_going(cluster, pods[racers[first["metadata"]["uid"]]])
+    _get_going(cluster, second)
+    verdicts = [s.verdict() for s in steps]
+    outcomes = {v["outcome"]: v for code, v in verdicts if code == 0}
+    assert set(outcomes) == {"hedged_hedge_won", "hedged_stalled_won"}, verdicts
+    assert outcomes["hedged_hedge_won"]["deleted"] == first["metadata"]["name"]
+    loser = pods[racers[second["metadata"]["uid"]]]["metadata"]["name"]
+    assert outcomes["hedged_stalled_won"]["deleted"] == loser
+    _settled(cluster, name, *uids, replicas=2)
+    left = {p["metadata"]["uid"] for p in _pods(cluster, name)}
+    assert left == {racers[first["metadata"]["uid"]], second["metadata"]["uid"]}
+
+
 def _annotate(cluster: LiveCluster, name: str, notes: dict[str, Any], **spec: Any) -> None:
     body: dict[str, Any] = {"metadata": {"annotations": notes}}
     if spec:
@@ -249,7 +297,9 @@ def test_refusals_change_nothing_and_an_orphaned_hedge_is_ended_by_the_next(
     dry = run_step(cluster, _argv(name, stalled, "--dry-run"), {})
     assert (dry.returncode, json.loads(dry.stdout)["outcome"]) == (0, "would_hedge"), dry.stderr
     assert _dep(cluster, name)["metadata"]["generation"] == generation
-    # Another pod's hedge runs on this Deployment: not hedged (exit 3), nothing changed.
+    # Another pod's hedge runs on this Deployment (as a release before wrote it) and the count
+    # is not what it left (1, not 1 + 1: someone changed it meanwhile): not hedged (exit 3),
+    # nothing changed.
     _annotate(cluster, name, {HEDGE: _plan(OTHER_UID, 4102444800.0)})  # 2100-01-01
     generation = _dep(cluster, name)["metadata"]["generation"]  # annotations count as changes
     busy = run_step(cluster, _argv(name, stalled), {})

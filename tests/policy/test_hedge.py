@@ -5,13 +5,15 @@ at made-up times, as in test_progress: five healthy siblings teach the steps, th
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from prometheus_client import CollectorRegistry
 
 from remediator.contract.errors import ConfigError
 from remediator.core.guard import HedgeBudgetGauges
 from remediator.guard.hedge_budget import SETTLE_SLACK_S, HedgeBudgetState
-from remediator.inputs.hedge_annotation import HEDGE, Hedge
+from remediator.inputs.hedge_annotation import HEDGE, Hedge, write_hedges
 from remediator.policy.hedge import hedge_incident
 from remediator.policy_file import load_policy
 from tests.policy.builders import T0, deployment, event, pod
@@ -311,7 +313,8 @@ RACER = "uid-of-the-hedge-pod"
 
 def _hedge_runs(run: Run, at: float, **changes: object) -> None:
     """The hedge step's annotation on the Deployment, as its watch says it at `at` (seconds
-    after T0): it hedges pod 9, the hedge pod has a node and races it, for 1800 s."""
+    after T0): it hedges pod 9, the hedge pod has a node and races it, for 1800 s; and pod 8,
+    whose hedge pod waits for a node."""
     fields: dict[str, object] = {
         "pod": _name(9),
         "uid": _uid(9),
@@ -321,7 +324,8 @@ def _hedge_runs(run: Run, at: float, **changes: object) -> None:
         "racing": RACER,
     }
     note = Hedge(**{**fields, **changes})  # type: ignore[arg-type]
-    run.feed(deployment(IMAGE, at=at, annotations={HEDGE: note.to_json()}))
+    other = replace(note, pod=_name(8), uid=_uid(8), racing=None)
+    run.feed(deployment(IMAGE, at=at, annotations={HEDGE: write_hedges((other, note))}))
 
 
 def test_a_stalled_pod_its_hedge_races_is_left_to_the_hedge() -> None:

@@ -37,7 +37,7 @@ class Scripted:
         self.out: list[Decision] = []
         self.applied_: list[Decision] = []
         self.replicas: list[int | None] = []
-        self.hedges: list[Hedge | None] = []  # the hedge step's annotation, as watched
+        self.hedges: list[tuple[Hedge, ...]] = []  # the hedge step's annotation, as watched
 
     def at(self, virtual: float, action: str, pod: Pod) -> None:
         spec = pod.dep.spec
@@ -49,7 +49,7 @@ class Scripted:
     def feed(self, item: Input) -> None:
         if isinstance(item, WorkloadSeen):
             self.replicas.append(item.replicas)
-            self.hedges.append(item.hedge)
+            self.hedges.append(item.hedges)
 
     def advance(self, now: float) -> None:
         self.out += [d for due, d in self.plan if due <= now]
@@ -103,13 +103,13 @@ def test_a_hedged_hung_pod_loses_to_its_hedge_and_the_deployment_returns_to_its_
     # when the hedge pod got a node: the step's annotation names it racing), back to 2.
     assert ctl.replicas[0] == 2 and 3 in ctl.replicas and ctl.replicas[-1] == 2
     assert ctl.replicas.count(3) == 2
-    surged, racing = [h for h in ctl.hedges if h is not None]
+    (surged,), (racing,) = [h for h in ctl.hedges if h]
     assert (surged.uid, surged.pod, surged.racing) == (hung.uid, hung.name, None)
     assert racing == replace(surged, racing=hedge.uid)
     assert hung.uid in surged.before and hedge.uid not in surged.before
     applied = BASE_TIME + hung.started + 30  # the decision's time (and the executor's delay)
     assert applied + MAX_HEDGE_S <= surged.deadline <= applied + MAX_HEDGE_S + 10  # (no param)
-    assert ctl.hedges[-1] is None  # the hedge ended: the annotation gone
+    assert ctl.hedges[-1] == ()  # the hedge ended: the annotation gone
     # The second pod's GPUs while both ran: 2 GPUs (TP) from its scheduling to its Ready.
     assert hedge.scheduled is not None
     assert result.hedge_gpu_seconds == (hedge.ready - hedge.scheduled) * 2
@@ -173,15 +173,22 @@ def test_default_unhedged_is_the_core_with_hedging_off() -> None:
     assert without_hedging(PolicyFile()).guardrails == PolicyFile().guardrails
 
 
-def test_a_second_hedge_of_the_deployment_waits_for_the_first_as_its_workflow_does() -> None:
-    """Both first pods hang and are hedged at once: the Deployment is surged by one at a
-    time (the workflow's mutex, the step's annotation); the second hedge runs when the first
-    ends, never surging the Deployment by two."""
+def test_two_stalled_pods_of_a_deployment_are_hedged_at_once_each_by_one() -> None:
+    """Both first pods hang and are hedged at once, as their workflows run (one mutex per
+    pod): the Deployment is surged by one for each, the annotation holds both hedges, each
+    new pod races one hung pod, and the Deployment returns to its count as each ends."""
     ctl, seen = _run(_hedge_the_hung_pod, replace(SCENARIO, faults=Faults(hang_first=2)))
     result = ctl.result  # type: ignore[attr-defined]
     hung = [p for w, p in seen if w == "started" and p.fate == "init_hang"]
     assert len(hung) == 2 and result.hedges == 2
-    # each hedge: surged, then its pod races (a watch event each)
-    assert max(r or 0 for r in ctl.replicas) == 3 and ctl.replicas.count(3) == 4
-    assert ctl.replicas[-1] == 2
+    assert max(r or 0 for r in ctl.replicas) == 4 and ctl.replicas[-1] == 2
+    both = next(h for h in ctl.hedges if len(h) == 2)
+    assert {h.uid for h in both} == {p.uid for p in hung}
+    assert {h.replicas for h in both} == {2}  # the count both return to
+    hedge_pods = [p for w, p in seen if w == "created" and p.hedge]
+    assert sorted(id(p.slot) for p in hedge_pods) == sorted(id(p.slot) for p in hung)
+    racing = {(h.uid, h.racing) for hs in ctl.hedges for h in hs if h.racing}
+    # each hung pod raced by the new pod of its own replica
+    assert racing == {(p.uid, q.uid) for p in hung for q in hedge_pods if q.slot is p.slot}
     assert all(p.removed_by == "hedge" and p.slot.ready is not None for p in hung)
+    assert ctl.hedges[-1] == ()

@@ -91,12 +91,11 @@ def test_causes_say_what_the_story_shows() -> None:
         "x",
         said=(
             (20.0, "held hedge-pod by hedge_budget: hedge budget: ..."),
-            (30.0, "the hedge's step waits: for its Deployment's hedge of q"),
+            (30.0, "the hedge's step refused: its Deployment is rolling out"),
         ),
     )
     assert causes(_replica(held, _pod(pulled_s=90.0), censored=True)) == [
-        "hung", "hedge held by hedge_budget", "hedge waited for another",
-        "replacement pulled its image", "never Ready",
+        "hung", "hedge held by hedge_budget", "replacement pulled its image", "never Ready",
     ]  # fmt: skip
     rolling = _pod("x", said=((20.0, "no hedge: ns/Deployment/d is rolling out (...)"),))
     assert causes(_replica(rolling)) == ["hung", "no hedge mid-rollout"]

@@ -337,6 +337,8 @@ def test_runs_safely(name: str) -> None:
             "workload-{{workflow.parameters.namespace}}.daemonset.{{workflow.parameters.daemonset}}",
         ),
         ("cordon-gpu-node", "node-{{workflow.parameters.node}}"),
+        # (one hedge per pod: a Deployment's stalled pods are hedged at once, steps/hedge.py)
+        ("hedge-stalled-pod", "hedge-{{workflow.parameters.uid}}"),
     ],
 )
 def test_one_remediation_per_target_at_a_time(name: str, lock: str) -> None:

@@ -11,7 +11,6 @@ from typing import Any, Final
 
 from mypy_extensions import i64
 
-from remediator.contract.decision import Decision
 from remediator.inputs.hedge_annotation import Hedge
 from remediator.sim.fleet.draws import PodDraws, times64
 from remediator.sim.fleet.scenario import DeploymentSpec
@@ -109,7 +108,7 @@ class Pod:
 
 class Deployment:
     __slots__ = ("spec", "image", "rs_hash", "desired", "pods", "generation", "uid", "rolling",
-                 "old", "hedging", "hedges_waiting", "hedge_note")  # fmt: skip
+                 "old", "hedging", "hedge_notes")  # fmt: skip
 
     def __init__(self, spec: DeploymentSpec) -> None:
         self.spec = spec
@@ -121,9 +120,9 @@ class Deployment:
         self.generation = 1
         self.uid = str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{spec.namespace}/{spec.name}"))
         self.rolling = False
-        self.hedging: Pod | None = None  # the stalled pod of the hedge running (surged by one)
-        self.hedges_waiting: list[Decision] = []  # hedges of other pods, waiting for its end
-        self.hedge_note: Hedge | None = None  # the hedge step's annotation while it runs
+        self.hedging: list[Pod] = []  # the stalled pods of the hedges running (one surge each)
+        # The hedge step's annotation while they run: each one's entry, by stalled pod's uid.
+        self.hedge_notes: dict[str, Hedge] = {}
 
 
 def pod_uid(u: float, index: int) -> str:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from remediator.inputs.hedge_annotation import HEDGE, Hedge
+from remediator.inputs.hedge_annotation import HEDGE, Hedge, write_hedges
 
 if TYPE_CHECKING:
     from remediator.sim.fleet.cluster import Pod
@@ -293,12 +293,12 @@ def event_object(p: Pod, reason: str, message: str, at: int, warning: bool) -> J
 def deployment_event(
     name: str, model: str, image: str, *, replicas: int, ready: int, generation: int,
     watch: str, namespace: str, at: int, pods: int | None = None, updated: int | None = None,
-    tp: int = 2, hedge: Hedge | None = None,
+    tp: int = 2, hedges: tuple[Hedge, ...] = (),
 ) -> bytes:  # fmt: skip
     """One watch event of a vLLM Deployment; `generation` moves with its `image`. `pods`:
     its pods of every ReplicaSet (status.replicas), `updated`: of the current one (a rollout
-    leaves fewer updated than pods); both `replicas` when not given. `hedge`: the hedge step's
-    annotation, while one runs."""
+    leaves fewer updated than pods); both `replicas` when not given. `hedges`: the hedge step's
+    annotation's entries, while hedges run."""
     container = {"name": CONTAINER, "image": image,
                  "args": ["--model", model, "--tensor-parallel-size", str(tp),
                           "--gpu-memory-utilization", GPU_UTIL],
@@ -312,7 +312,7 @@ def deployment_event(
                      "uid": f"00000000-0000-4000-8000-{name.encode().hex()[:12]:0>12}",
                      "resourceVersion": str(at % 100_000 + generation), "generation": generation,
                      "creationTimestamp": when, "labels": labels,
-                     **({"annotations": {HEDGE: hedge.to_json()}} if hedge else {})},
+                     **({"annotations": {HEDGE: write_hedges(hedges)}} if hedges else {})},
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": labels},

@@ -38,7 +38,7 @@ from remediator.sim.fleet.scenario import Scenario
 
 # Event kinds on the heap.
 _SCHED, _PULLED, _STARTED, _READY, _FIRST, _APPLY, _LOAD, _ROLL, _SHORT, _INPUT = range(10)
-_PULL_RETRY, _UNSHORT, _LINE, _HEDGE, _FOUND = 10, 11, 12, 13, 14
+_PULL_RETRY, _UNSHORT, _LINE, _FOUND = 10, 11, 12, 13
 DRAIN_S = {"tuned": 900.0, "untuned": 2400.0}  # after the load stops: in-flight cold starts end
 BACKOFF_S = 10.0
 ALERT_AFTER_S = 120.0  # GPUMemoryUnstable fires this long after engine init began on the node
@@ -196,7 +196,6 @@ class Simulation:
             _UNSHORT: self._shortage_over,
             _INPUT: self._input,
             _LINE: self._line,
-            _HEDGE: self._hedge_pod,
             _FOUND: self._hang_found,
         }
         return [by_kind[kind] for kind in range(len(by_kind))]
@@ -444,7 +443,7 @@ class Simulation:
             self.result.slot_first_token(slot)
 
     def _delete(self, pod: Pod, why: str) -> None:
-        if pod.dep.hedging is not None and len(pod.slot.live) > 1:
+        if pod.dep.hedging and len(pod.slot.live) > 1:
             self._hedge_ends(pod)  # one of a hedged replica's two pods goes: the hedge ends
         pod.deleted, pod.removed_by = self.now, why
         if pod.followed:
@@ -558,39 +557,37 @@ class Simulation:
     def _hedge_pod(self, d: Decision) -> None:
         """Surge the pod's Deployment by one: its ReplicaSet starts a pod for the same replica.
         As the step: nothing for a pod gone or Ready, a replica hedged already (the
-        Deployment's annotation), or a Deployment rolling out (refused, exit 3). While the
-        Deployment hedges another pod, the workflow waits (its mutex) and runs after."""
+        Deployment's annotation), or a Deployment rolling out (refused, exit 3). Other pods of
+        the Deployment may be hedged meanwhile, each surging by one."""
         pod = self._by_uid.get(d.uid or "")
         if pod is None or not pod.alive or pod.ready is not None:
             return
         slot, dep = pod.slot, pod.dep
-        if dep.hedging is not None and dep.hedging is not pod:
-            dep.hedges_waiting.append(d)
-            self._see("hedge waits", (pod, f"for its Deployment's hedge of {dep.hedging.name}"))
-            return
-        if len(slot.live) > 1 or slot.ready is not None or dep.rolling or dep.hedging:
+        if len(slot.live) > 1 or slot.ready is not None or dep.rolling or pod in dep.hedging:
             why = ("its Deployment is rolling out" if dep.rolling
                    else "its replica is Ready" if slot.ready is not None
                    else "its replica has a second pod already")  # fmt: skip
             self._see("hedge refused", (pod, why))
             return
         self.result.hedges += 1
-        dep.hedging = pod
+        dep.hedging.append(pod)
         before = tuple(sorted(p.uid for p in (*dep.pods.values(), *dep.old.values())))
         timeout = float(dict(d.params).get("timeout", MAX_HEDGE_S))
-        dep.hedge_note = Hedge(pod.name, pod.uid, dep.desired, before, wall(self.now) + timeout)
+        note = Hedge(pod.name, pod.uid, dep.desired, before, wall(self.now) + timeout)
+        dep.hedge_notes[pod.uid] = note
         self._workload(dep)  # replicas + 1
         copy = self._create(dep, slot, old_rs=pod.rs_hash != dep.rs_hash)
         copy.hedge = True
 
     def _racing(self, pod: Pod) -> None:
         """A hedged replica's new pod has a node: the step says it races (its annotation)."""
-        dep, note = pod.dep, pod.dep.hedge_note
-        stalled = dep.hedging
-        if note is None or stalled is None or note.racing is not None:
+        dep = pod.dep
+        stalled = next((p for p in dep.hedging if p.slot is pod.slot), None)
+        if stalled is None or stalled is pod:
             return
-        if pod.slot is stalled.slot and pod is not stalled:
-            dep.hedge_note = replace(note, racing=pod.uid)
+        note = dep.hedge_notes[stalled.uid]
+        if note.racing is None:
+            dep.hedge_notes[stalled.uid] = replace(note, racing=pod.uid)
             self._workload(dep)
 
     def _hedge_won(self, winner: Pod) -> None:
@@ -600,18 +597,18 @@ class Simulation:
 
     def _hedge_ends(self, pod: Pod) -> None:
         """The hedge of `pod`'s replica ends: the GPUs its second pod held beside the first
-        are counted, and the Deployment returns to its replica count."""
+        are counted, and the Deployment returns by one toward its replica count."""
         live = pod.slot.live
         dep = pod.dep
-        if len(live) < 2 or dep.hedging not in live:
+        stalled = next((p for p in live if p in dep.hedging), None)
+        if len(live) < 2 or stalled is None:
             return
         second = max(live, key=lambda p: p.created)
         if second.scheduled is not None:
             self.result.hedge_gpu_seconds += (self.now - second.scheduled) * dep.spec.tp
-        dep.hedging, dep.hedge_note = None, None
+        dep.hedging.remove(stalled)
+        del dep.hedge_notes[stalled.uid]
         self._workload(dep)
-        if dep.hedges_waiting:  # the next hedge workflow of the Deployment gets its mutex
-            self._push(self.now, _HEDGE, dep.hedges_waiting.pop(0))
 
     # ---- decisions ------------------------------------------------------------------------
     def _decided(self, d: Decision) -> None:
@@ -693,12 +690,12 @@ class Simulation:
     # ---- load -----------------------------------------------------------------------------
     def _workload(self, dep: Deployment, watch: str = "MODIFIED") -> None:
         ready = sum(1 for p in dep.pods.values() if p.ready is not None)
-        replicas = dep.desired + (1 if dep.hedging is not None else 0)  # surged by a hedge
+        replicas = dep.desired + len(dep.hedging)  # surged by one for each hedge
         line = deployment_event(
             dep.spec.name, dep.spec.model, dep.image, replicas=replicas, ready=ready,
             generation=dep.generation, watch=watch, namespace=dep.spec.namespace,
             at=int(wall(self.now)), pods=len(dep.pods) + len(dep.old), updated=len(dep.pods),
-            tp=dep.spec.tp, hedge=dep.hedge_note,
+            tp=dep.spec.tp, hedges=tuple(dep.hedge_notes.values()),
         )  # fmt: skip
         self._emit_raw(line)
 

@@ -90,10 +90,9 @@ class TailWatch:
         elif what == "decision" and isinstance(obj, Decision):
             said = f"{obj.action} decided: {_cut(obj.reason)}"
             self.decided.setdefault(obj.target, []).append((now, said))
-        elif what in ("hedge waits", "hedge refused") and isinstance(obj, tuple):
-            pod, why = obj  # the step's: waiting for the Deployment's mutex, or refusing
-            step = "the hedge's step waits" if what == "hedge waits" else "the hedge's step refused"
-            self.decided.setdefault(pod.name, []).append((now, f"{step}: {why}"))
+        elif what == "hedge refused" and isinstance(obj, tuple):
+            pod, why = obj  # the step's
+            self.decided.setdefault(pod.name, []).append((now, f"the hedge's step refused: {why}"))
 
     def slowest(
         self, seed: int, n: int, end: float, notes: Iterable[Note] = ()
@@ -184,8 +183,8 @@ def _cut(text: str) -> str:
 def causes(r: ReplicaStory) -> list[str]:
     """What made the replica slow that the story shows, worst known first: what the
     simulator did to it (hung, twice; a replacement that pulled its image) and what held
-    its remediation back (its log read late, its hedge held, waiting or not decided, its
-    deletion held)."""
+    its remediation back (its log read late, its hedge held or not decided, its deletion
+    held)."""
     hung = [p for p in r.pods if p.hung is not None]
     said = [what for p in r.pods for _, what in p.said]
     out = []
@@ -200,8 +199,6 @@ def causes(r: ReplicaStory) -> list[str]:
         out.append("log read late")
     out.extend(f"hedge held by {g}" for g in _held_by(said, "hedge-pod"))
     out.extend(f"deletion held by {g}" for g in _held_by(said, "delete-pod"))
-    if any(w.startswith("the hedge's step waits") for w in said):
-        out.append("hedge waited for another")
     if any(w.startswith("no hedge:") and "rolling out" in w for w in said):
         out.append("no hedge mid-rollout")
     if any(p.pulled_s is not None for p in r.pods[1:]):

@@ -162,7 +162,7 @@ def test_a_stalled_pod_is_hedged_the_first_ready_wins_and_a_killed_serve_doubles
     # The hedge pod has a node: the step names it racing (serve leaves the stalled pod to it).
     def racing() -> object:
         note = _dep(cluster, name)["metadata"].get("annotations", {}).get("remediator.io/hedge")
-        return json.loads(note).get("racing") if note else None
+        return json.loads(note)[0].get("racing") if note else None  # (one entry: one hedge)
 
     wait_for(lambda: racing() == hedge["metadata"]["uid"], 60, "the hedge pod racing")
     # The hedge pod gets going first: it wins, the stalled pod is deleted, back to one replica.
