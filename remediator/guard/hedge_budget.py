@@ -15,8 +15,9 @@ charged, this one included, stay within `max_percent` of that, both counted over
 
 The charge is settled when the stalled pod's stall ends (it is Ready, deleted, or gone: the
 deciders' `GpuNews.ended`): a hedge is then charged what it can have held, its GPUs from
-when it was let through to that end plus `SETTLE_SLACK_S`, and the rest of its charge is
-given back to the hour it was charged in. A hung pod's hedge is its replacement from the
+when it was let through to that end, plus `SETTLE_SLACK_S` where the stalled pod won (its
+hedge pod is deleted then, and holds its GPUs through its termination), and the rest of its
+charge is given back to the hour it was charged in. A hung pod's hedge is its replacement from the
 moment its stall is found, so what it held beside it is the stall's last stretch, not a
 cold start (the simulated untuned fleet, seed 1, 4 h: a hedge held ~2 GPU-min against ~20
 charged; charged in full, 5 of its 21 hung pods were hedged, settled, 16). The settlement
@@ -44,9 +45,10 @@ from remediator.inputs.pods import GPU_RESOURCE
 Short = tuple[tuple[str, float, float], ...]  # (workload, seen at, short until)
 # Hedges let through and not yet settled: (stalled pod's uid, charged at, GPUs, GPU-s charged).
 Open = tuple[tuple[str, float, float, float], ...]
-# What a settled hedge may hold past its stalled pod's end as the engine saw it: the step's
-# poll (2 s) before it deletes the loser, and the loser's termination, which holds its GPUs
-# for up to its grace period (Kubernetes' default 30 s); rounded up.
+# What a settled hedge may hold past its stalled pod's end as the engine saw it, where that
+# pod won (Ready): the step's poll (2 s) before it deletes the loser, the hedge pod, whose
+# termination holds its GPUs for up to its grace period (Kubernetes' default 30 s); rounded up.
+# Where the stalled pod was deleted, the hedge pod is its replacement from then on: no slack.
 SETTLE_SLACK_S = 45.0
 # The counts are kept by the HOUR: a window is whole hours, plus the one going.
 
@@ -99,9 +101,10 @@ class HedgeBudgetState:
         hours[hour] = (was_paid + paid, was_spent + spent)
         return tuple((h, p, s) for h, (p, s) in sorted(hours.items()) if p or s)
 
-    def settle(self, ended: tuple[tuple[str, float], ...]) -> Hours:
-        """The hours with each ended hedge charged only what it can have held (`SETTLE_SLACK_S`
-        past its stalled pod's end), the rest given back to the hour it was charged in."""
+    def settle(self, ended: tuple[tuple[str, float], ...], replaced: frozenset[str]) -> Hours:
+        """The hours with each ended hedge charged only what it can have held (to its stalled
+        pod's end, and `SETTLE_SLACK_S` past it unless that pod was deleted: `replaced`), the
+        rest given back to the hour it was charged in."""
         ends = dict(ended)
         hours = {h[0]: [h[1], h[2]] for h in self.hours}
         for uid, charged, gpus, charge in self.open:
@@ -109,7 +112,8 @@ class HedgeBudgetState:
             hour = hours.get(charged - charged % HOUR)
             if end is None or hour is None:
                 continue
-            held = gpus * max(0.0, end - charged + SETTLE_SLACK_S)
+            slack = 0.0 if uid in replaced else SETTLE_SLACK_S
+            held = gpus * max(0.0, end - charged + slack)
             hour[1] = max(0.0, hour[1] - max(0.0, charge - held))
         return tuple((h, p, s) for h, (p, s) in sorted(hours.items()) if p or s)
 
@@ -193,7 +197,7 @@ def hear(state: GuardState, news: GpuNews, at: float, window_s: float = DAY) -> 
             short[workload] = (seen, until)
     kept = tuple((w, seen, until) for w, (seen, until) in sorted(short.items()))
     if news.ended:
-        budget = replace(budget, hours=budget.settle(news.ended))
+        budget = replace(budget, hours=budget.settle(news.ended, frozenset(news.replaced)))
     hours = budget.add(at, window_s, paid=max(news.gpu_s, 0.0))
     opened = budget.still_open(news.ended, window_s, at)
     if (hours, kept, opened) == (before.hours, before.short, before.open):

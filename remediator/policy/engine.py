@@ -130,7 +130,7 @@ class PolicyEngine:
         # Those whose stall has not ended yet, and those whose did since the guard was last
         # told, with when: the guard settles each hedge's charge by it (guard.hedge_budget).
         self._hedge_open: set[str] = set()
-        self._hedge_ended: dict[str, float] = {}
+        self._hedge_ended: dict[str, tuple[float, bool]] = {}  # uid -> (when, replaced)
         # Nodes a verification found with GPU memory unsettled: when, and the incident that
         # told of it; until one finds it settled. A pod stuck there is the node's
         # (Decision.unsettled_node), told in that incident's thread (Decision.told_under).
@@ -422,7 +422,7 @@ class PolicyEngine:
             self._reading.pop(t.uid, None)
         if after not in UNFINISHED:
             self._armed.pop(t.uid, None)
-            self._stall_ended(t.uid)
+            self._stall_ended(t.uid, replaced=after in ("terminating", "deleted"))
             if after == "deleted":
                 self._deciding.pop(t.uid, None)
                 self._hedged.discard(t.uid)
@@ -531,17 +531,22 @@ class PolicyEngine:
         (guard.hedge_budget.hear)."""
         window = self.config.stuck_pod.hedge.gpu_short_s
         short = tuple((w, at, at + window) for w, at in self._fresh_short.items())
-        news = GpuNews(self.fresh_gpu_s, short, tuple(self._hedge_ended.items()))
+        ended = tuple((uid, at) for uid, (at, _) in self._hedge_ended.items())
+        replaced = tuple(uid for uid, (_, by) in self._hedge_ended.items() if by)
+        news = GpuNews(self.fresh_gpu_s, short, ended, replaced)
         self.fresh_gpu_s, self._fresh_short, self._hedge_ended = 0.0, {}, {}
         return news
 
-    def _stall_ended(self, uid: str) -> None:
+    def _stall_ended(self, uid: str, replaced: bool = False) -> None:
         """A hedged pod is Ready, deleted or gone: its hedge's charge can be settled. When
         is the latest time the engine was told, no earlier than the end (a relist's time
-        for a pod deleted in a watch gap): the settlement never charges less than held."""
+        for a pod deleted in a watch gap): the settlement never charges less than held.
+        `replaced`: its deletion seen (terminating or gone), so the hedge pod is its
+        replacement from then on, and nothing of the hedge is left to delete (forgotten by the
+        tracker says nothing)."""
         if uid in self._hedge_open:
             self._hedge_open.discard(uid)
-            self._hedge_ended[uid] = self._now_hint
+            self._hedge_ended[uid] = (self._now_hint, replaced)
 
     def _note_gpus(self, item: PodSeen | PodEvent, now: float) -> None:
         """Remember a workload's pod unschedulable for want of GPUs."""

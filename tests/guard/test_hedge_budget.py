@@ -114,15 +114,16 @@ def test_hedges_let_through_stay_within_the_share_of_any_window(
         assert len(state.of("hedge_budget", HedgeBudgetState).hours) <= 26
 
 
-def ended(uid: str, at: float, state: GuardState) -> GuardState:
-    """The deciders saw the hedged pod `uid`'s stall end at `at`."""
-    return hear(state, GpuNews(ended=((uid, at),)), at)
+def ended(uid: str, at: float, state: GuardState, replaced: bool = False) -> GuardState:
+    """The deciders saw the hedged pod `uid`'s stall end at `at` (`replaced`: deleted)."""
+    return hear(state, GpuNews(ended=((uid, at),), replaced=(uid,) if replaced else ()), at)
 
 
 def test_a_settled_hedge_is_charged_what_it_can_have_held() -> None:
-    """The stalled pod deleted as hung 60 s after its hedge went: the hedge held its 2 GPUs
-    for at most those 60 s and the slack; the rest of its 600 GPU-s goes back, and pays for
-    the next hedge, which the full charge held back (5% of 20000 GPU-s: 1000)."""
+    """The stalled pod Ready 60 s after its hedge went (the hedge pod then deleted): the hedge
+    held its 2 GPUs for at most those 60 s and the slack (the hedge pod's termination); the
+    rest of its 600 GPU-s goes back, and pays for the next hedge, which the full charge held
+    back (5% of 20000 GPU-s: 1000)."""
     state = STAGE.record(hedge(uid="uid-0"), T0, paid(20000.0))
     assert not STAGE.check(hedge(uid="uid-1"), T0 + 60, state).passed
     settled = ended("uid-0", T0 + 60, state)
@@ -130,6 +131,18 @@ def test_a_settled_hedge_is_charged_what_it_can_have_held() -> None:
     assert budget.spent == 2 * (60 + SETTLE_SLACK_S)
     assert budget.open == ()
     assert STAGE.check(hedge(uid="uid-1"), T0 + 60, settled).passed
+
+
+def test_a_hedge_whose_stalled_pod_was_deleted_is_charged_to_that_end_alone() -> None:
+    """Deleted (as hung, or beaten by the hedge pod): the hedge pod is its replacement from
+    then on, nothing of the hedge is left to delete, so no slack; the same end heard again
+    without `replaced` (another decider) changes nothing, the charge settled once."""
+    state = STAGE.record(hedge(uid="uid-0"), T0, paid(20000.0))
+    settled = ended("uid-0", T0 + 60, state, replaced=True)
+    assert settled.of("hedge_budget", HedgeBudgetState).spent == 2 * 60
+    again = ended("uid-0", T0 + 61, settled)
+    assert again.of("hedge_budget", HedgeBudgetState).spent == 2 * 60
+    assert ended("uid-9", T0 + 60, state, replaced=True) == hear(state, GpuNews(), T0 + 60)
 
 
 def test_a_hedge_never_gets_back_more_than_it_was_charged() -> None:

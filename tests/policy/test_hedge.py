@@ -128,6 +128,24 @@ def test_a_hedged_pod_s_end_settles_the_hedge_s_charge() -> None:
     assert registry.get_sample_value("remediator_hedges_unsettled") == 0
 
 
+def test_a_hedged_pod_deleted_settles_its_hedge_to_the_deletion() -> None:
+    """The stalled pod deleted 40 s after its hedge went (hung, or beaten by its hedge pod):
+    the hedge pod is its replacement from then on, so the hedge is charged its 2 GPUs for
+    those 40 s alone."""
+    run = _run()
+    started = _stalled(run)
+    run.at(T0 + started + STALL_AT + 1)
+    (hedge,) = run.decisions
+    gone = T0 + started + STALL_AT + 40
+    run.at(gone)
+    run.feed(pod(_name(9), _uid(9), watch="DELETED", created=started - 10,
+                 scheduled=started - 9, started=started))  # fmt: skip
+    run.at(gone + 1)
+    budget = run.session.guard_state.of("hedge_budget", HedgeBudgetState)
+    assert budget.open == ()
+    assert budget.spent == pytest.approx(2 * (gone - hedge.at), abs=2 * 1.0)
+
+
 def test_off_by_default_the_stall_is_only_deleted() -> None:
     run = _run(enabled=False)
     started = _stalled(run)
