@@ -1,15 +1,15 @@
 """The part of a kubelet that kwok cannot play for Argo's step pods: running the container.
 
 argoexec does not run under kwok (there is no container runtime), so nothing in a step pod
-executes. The workflow-controller is configured to hold every step pod (`argo.py`'s
-hold_steps: the annotation argo-step.remediator.dev/hang=true through workflowDefaults); this
-runner then takes each held pod's own `main` command line as the controller wrote it, runs it
-here as that pod's ServiceAccount (a token bound to the pod, as the kubelet projects one)
-against the real API server, and releases the pod with the exit code it got. The kwok Stage
-(tests/cluster/stages/argo-step.yaml) ends the pod with that code; the controller reads it from
-the pod status like any kubelet's. A test can also end a step without running it
-(`fail_next`): the pod then fails by annotation alone. Only pods created while the runner runs
-are carried out: a held pod left by an earlier test is not this test's.
+executes. The workflow-controller is configured to hold every step pod (`argo.py`'s hold_steps:
+the annotation argo-step.remediator.dev/hang=true through workflowDefaults); this runner then
+takes each held pod's own `main` command line as the controller wrote it, runs it here (each pod
+beside the others, as a kubelet runs them) as that pod's ServiceAccount (a token bound to the
+pod, as the kubelet projects one) against the real API server, and releases the pod with the
+exit code it got. The kwok Stage (tests/cluster/stages/argo-step.yaml) ends the pod with that
+code; the controller reads it from the pod status like any kubelet's. A test can also end a step
+without running it (`fail_next`): the pod then fails by annotation alone. Only pods created
+while the runner runs are carried out: a held pod left by an earlier test is not this test's.
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ class StepRunner:
     _seen: set[str] = field(default_factory=set)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _workers: list[threading.Thread] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __enter__(self) -> StepRunner:
@@ -89,6 +90,8 @@ class StepRunner:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(30)
+        for worker in self._workers:  # (a step still running is the test's to fail on)
+            worker.join(30)
 
     def fail_next(self, target: str, exit_code: int) -> None:
         """The next held step whose command line names `target` ends with this exit code, by
@@ -105,10 +108,23 @@ class StepRunner:
         while not self._stop.is_set():
             try:
                 for pod in self._held():
-                    self._carry(pod)
+                    # Each pod's container runs beside the others', as on a kubelet: two
+                    # workflows' steps (two hedges of one Deployment) run at once.
+                    self._seen.add(pod["metadata"]["uid"])
+                    worker = threading.Thread(target=self._carry_reporting, args=(pod,),
+                                              name="argo-step", daemon=True)  # fmt: skip
+                    self._workers.append(worker)
+                    worker.start()
             except Exception as exc:  # noqa: BLE001 - reported to the test, never swallowed
                 self.errors.append(f"{type(exc).__name__}: {exc}")
             self._stop.wait(self.poll_s)
+
+    def _carry_reporting(self, pod: dict[str, Any]) -> None:
+        try:
+            self._carry(pod)
+        except Exception as exc:  # noqa: BLE001 - reported to the test, never swallowed
+            with self._lock:
+                self.errors.append(f"{type(exc).__name__}: {exc}")
 
     def _held(self) -> list[dict[str, Any]]:
         path = f"/api/v1/namespaces/{ARGO_NS}/pods?labelSelector={WORKFLOW_LABEL}"
@@ -125,7 +141,6 @@ class StepRunner:
 
     def _carry(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
-        self._seen.add(meta["uid"])
         argv, env = step_argv(pod), step_env(pod)
         sa = pod["spec"].get("serviceAccountName", "default")
         with self._lock:

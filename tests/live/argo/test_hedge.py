@@ -218,3 +218,80 @@ def _sibling_again(cluster: LiveCluster, serve: Serve, name: str) -> None:
         60,
         f"{name}'s replacement Ready",
     )
+
+
+def _submit_hedge(cluster: LiveCluster, deployment: str, pod: dict[str, Any]) -> str:
+    """A `hedge-stalled-pod` Workflow for `pod`, as the executor submits one (its name
+    deterministic per incident); returns its name."""
+    meta = pod["metadata"]
+    params = {"namespace": NS, "deployment": deployment, "pod": meta["name"],
+              "uid": meta["uid"], "workload": f"{NS}.deployment.{deployment}",
+              "incident": f"hedge-two-{meta['uid'][:8]}", "reason": "stalled (live test)",
+              "timeout": "120"}  # fmt: skip
+    name = f"hedge-two-{meta['uid'][:8]}"
+    wf = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": {"name": name, "namespace": "argo"},
+        "spec": {
+            "workflowTemplateRef": {"name": "hedge-stalled-pod"},
+            "arguments": {"parameters": [{"name": k, "value": v} for k, v in params.items()]},
+        },
+    }
+    cluster.api("POST", "/apis/argoproj.io/v1alpha1/namespaces/argo/workflows", wf)
+    return name
+
+
+def test_two_hedge_workflows_of_one_deployment_run_at_once(
+    cluster: LiveCluster, workloads: Workloads, steps: StepRunner
+) -> None:
+    """The template's mutex is per pod: both stalled pods of one Deployment are hedged at once
+    by the real controller (before, the second workflow waited for the first's end). Each race
+    ends on its own, and the Deployment at its two replicas."""
+    name = "vllm-hedge-two"
+    workloads(example_deployment(name, replicas=2, shape={"engine": "3s", "hang": "engine"}))
+    sel = f"app.kubernetes.io/name={name}"
+
+    def both_started() -> list[dict[str, Any]] | None:
+        started = [p for p in cluster.pods(NS, sel) if _started(p)]
+        return started if len(started) == 2 else None
+
+    first, second = wait_for(both_started, 60, "both pods in engine init")
+    flows = [_submit_hedge(cluster, name, p) for p in (first, second)]
+
+    def racers() -> dict[str, str] | None:
+        dep = _dep(cluster, name)
+        note = dep["metadata"].get("annotations", {}).get("remediator.io/hedge")
+        found = {h["uid"]: h.get("racing") for h in json.loads(note)} if note else {}
+        both = len(found) == 2 and all(found.values()) and dep["spec"]["replicas"] == 4
+        return {u: str(r) for u, r in found.items()} if both else None
+
+    raced = wait_for(racers, 120, "both hedges running at once, each with its racer")
+    a, b = first["metadata"]["uid"], second["metadata"]["uid"]
+    pods = {p["metadata"]["uid"]: p for p in cluster.pods(NS, sel)}
+    for going in (pods[raced[a]], second):  # a's hedge pod, and b itself, get going
+        patch = {"metadata": {"annotations": {HANG: None}}}
+        cluster.api("PATCH", f"/api/v1/namespaces/{NS}/pods/{going['metadata']['name']}",
+                    patch, ctype="application/merge-patch+json")  # fmt: skip
+
+    def succeeded() -> list[dict[str, Any]] | None:
+        items = cluster.api("GET", "/apis/argoproj.io/v1alpha1/namespaces/argo/workflows")
+        done = [w for w in items["items"] if w["metadata"]["name"] in flows
+                and w.get("status", {}).get("phase") == "Succeeded"]  # fmt: skip
+        return done if len(done) == 2 else None
+
+    wait_for(succeeded, 180, "both hedge workflows Succeeded")
+    outcomes = {}
+    for flow in flows:
+        hedged = steps.runs(flow)[0]
+        outcomes[flow] = json.loads(hedged.output.splitlines()[0])["outcome"]
+    assert outcomes == {flows[0]: "hedged_hedge_won", flows[1]: "hedged_stalled_won"}
+
+    def settled() -> set[str] | None:
+        dep = _dep(cluster, name)
+        left = {p["metadata"]["uid"] for p in cluster.pods(NS, sel)
+                if not p["metadata"].get("deletionTimestamp")}  # fmt: skip
+        ok = dep["spec"]["replicas"] == 2 and len(left) == 2
+        return left if ok and "remediator.io/hedge" not in dep["metadata"]["annotations"] else None
+
+    assert wait_for(settled, 60, "two replicas, the hedges ended") == {raced[a], b}
