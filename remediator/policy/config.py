@@ -80,8 +80,9 @@ class HedgeConfig:
     (before it counts as hung), its Deployment is surged by one; the first of the two pods
     Ready wins, the other is deleted and the Deployment returns to its replica count.
 
-    No hedge for a workload a pod of which was unschedulable for want of GPUs (Insufficient
-    nvidia.com/gpu) in the last `gpu_short_s`: the hedge would queue behind real demand.
+    No hedge while a pod of any workload was unschedulable for want of GPUs (Insufficient
+    nvidia.com/gpu) in the last `gpu_short_s`: the hedge would queue behind real demand, or
+    take GPUs that demand waits for (guard.hedge_budget).
     `timeout_s`: the step gives up waiting for either pod to be Ready and returns the
     workload to its count. One hedge per pod, ever; guardrails weigh it (blast_radius counts
     it, hedge_budget caps its GPU-minutes).

@@ -1,4 +1,4 @@
-"""hedge_budget: no hedge for a workload short of GPUs, hedges' GPU-minutes within a share of
+"""hedge_budget: no hedge while a workload is short of GPUs, hedges' GPU-minutes within a share of
 cold starts' GPU-minutes; and blast_radius counting hedges beside deletions, each pod once."""
 
 from __future__ import annotations
@@ -239,16 +239,23 @@ def test_a_hedge_of_unknown_cost_is_held(changes: dict[str, object]) -> None:
     assert verdict.reason is not None and "never guess" in verdict.reason
 
 
-def test_no_hedge_for_a_workload_short_of_gpus_until_the_window_ends() -> None:
-    state = hear(paid(), GpuNews(short=((SHORT, T0 - 60, T0 + 540),)), T0 - 60)
+def test_no_hedge_while_a_workload_is_short_of_gpus_until_the_window_ends() -> None:
+    """Its own workload's shortage said first; another's holds it too (the hedge pod would
+    take GPUs that workload's pods wait for)."""
+    other = "ml/Deployment/other"
+    state = hear(paid(), GpuNews(short=((other, T0 - 90, T0 + 510),)), T0 - 90)
+    state = hear(state, GpuNews(short=((SHORT, T0 - 60, T0 + 540),)), T0 - 60)
     verdict = STAGE.check(hedge(), T0, state)
     assert verdict.reason == (
         f"no hedge: {SHORT} is short of GPUs (a pod of it was unschedulable for nvidia.com/gpu "
         "60s ago, within 600s); a hedge would queue behind real demand"
     )
     assert verdict.retry_at is None
-    assert STAGE.check(hedge(workload="ml/Deployment/other"), T0, state).passed
-    assert STAGE.check(hedge(), T0 + 540, state).passed  # the window is over
+    theirs = STAGE.check(hedge(workload="ml/Deployment/third"), T0, state)
+    assert theirs.reason is not None and theirs.reason.startswith(f"no hedge: {other} is short")
+    assert theirs.reason.endswith("a hedge would take GPUs its pods wait for")
+    assert not STAGE.check(hedge(), T0 + 520, state).passed  # its own window goes on
+    assert STAGE.check(hedge(workload=other), T0 + 540, state).passed  # both windows over
 
 
 def test_the_latest_sighting_of_a_workload_counts_and_old_ones_are_forgotten() -> None:

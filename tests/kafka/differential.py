@@ -40,7 +40,7 @@ from remediator.policy_file import PolicyFile, load_policy
 from remediator.runtime.clock import ClusterTime, VirtualClock
 from remediator.session import Session
 from remediator.sim.fleet.controllers import CorePolicy
-from remediator.sim.fleet.scenario import DeploymentSpec, Faults, ScaleLoad, Scenario
+from remediator.sim.fleet.scenario import DeploymentSpec, Faults, ScaleLoad, Scenario, Shortage
 from remediator.sim.fleet.simulation import Simulation
 from remediator.timeline.tracker import StateChange
 from tests.kafka.harness import Chunk
@@ -147,14 +147,16 @@ class _Wire(CorePolicy):
         super().advance(now)
 
 
-def fleet_scenario(profile: str, duration_s: float, scale: ScaleLoad, nodes: int = 4) -> Scenario:
+def fleet_scenario(
+    profile: str, duration_s: float, scale: ScaleLoad, nodes: int = 4, short: Shortage | None = None
+) -> Scenario:
     return Scenario(
         name=f"{profile}-kafka-diff", profile=profile, duration_s=duration_s, seeds=(5,),
         node_count=nodes, gpus_per_node=8,
         deployments=(DeploymentSpec("vllm-llama-70b", "meta-llama/Llama-3.1-70B-Instruct", 4),
                      DeploymentSpec("vllm-qwen-72b", "Qwen/Qwen2.5-72B-Instruct", 3)),
         scale=scale, rollout_every_s=None,
-        faults=Faults(engine_init_hang=0.05),
+        faults=Faults(engine_init_hang=0.05, gpu_shortage=short),
     )  # fmt: skip
 
 
@@ -166,6 +168,7 @@ class Fleet:
     seed: int
     duration_s: float = 1800.0
     nodes: int = 4  # of 8 GPUs each
+    short: Shortage | None = None  # nodes gone for a while (their pods deleted)
 
 
 FLEETS = {
@@ -174,12 +177,18 @@ FLEETS = {
     "fleet untuned": Fleet("untuned", "", ScaleLoad(900, 2, 6), seed=5),
     # The seed rule's budgets on the untuned fleet: kill-loop situations, held.
     "fleet untuned, seed rule (kill loops)": Fleet("untuned", SEED_RULE, ScaleLoad(900, 2, 6), 5),
-    # Hedging on, on half the GPUs: hedges let through, held by the hedge budget, and held
-    # for a workload short of GPUs, which pods of it in other partitions saw (the guard
-    # hears every partition's cold starts and shortages, in time order).
+    # Hedging on, half the nodes gone for 20 minutes: hedges let through, held by the hedge
+    # budget, and held while a workload is short of GPUs, which pods in other partitions saw
+    # (the guard hears every partition's cold starts and shortages, in time order). (On half
+    # the GPUs throughout, as before 2026-12-07, a pod is always short: no hedge goes.)
     "fleet tuned, hedged, GPUs short": Fleet(
-        "tuned", HEDGED, ScaleLoad(300, 1, 7), seed=3, duration_s=3600.0, nodes=2
-    ),
+        "tuned",
+        HEDGED,
+        ScaleLoad(300, 1, 7),
+        seed=4,
+        duration_s=3600.0,
+        short=Shortage(1800, 2, 1200),
+    ),  # fmt: skip
     # Untuned, with a budget wide enough for its hedges: their stalled pods end, and the
     # guard gives back what each charge held too much, on the deciders' word from every
     # partition (three hedges: 571 GPU-s spent once settled, of 3,232 charged).
@@ -199,8 +208,8 @@ FLEETS = {
 def fleet(name: str) -> Stream:
     f = FLEETS[name]
     live = _Wire(load_policy(f.policy), io.BytesIO())
-    sim = Simulation(fleet_scenario(f.profile, f.duration_s, f.scale, f.nodes), f.seed, live,
-                     record=live.wire)  # fmt: skip
+    scenario = fleet_scenario(f.profile, f.duration_s, f.scale, f.nodes, f.short)
+    sim = Simulation(scenario, f.seed, live, record=live.wire)
     sim.run()
     live._lines()
     return Stream(name, f.policy, cut(live.timed, TAIL_S))
