@@ -9,8 +9,9 @@ never surges twice.
 
 Several stalled pods of one Deployment are hedged at once, each by its own step, the count
 surged by one for each. A new pod serves one hedge: the step names its racer in its entry
-(`racing`), and the others leave that pod alone; the new pod that took a stalled pod's place
-is added to the running hedges' pods from before when that hedge ends. So k hedges end with
+(`racing`), and the others leave that pod alone; a hedge started beside others counts their
+new pods as new for it too (any may end up its racer); the new pod that took a stalled pod's
+place is added to the running hedges' pods from before when that hedge ends. So k hedges end with
 k pods, each stalled pod or the one new pod that beat it.
 
 The end, whichever comes first:
@@ -292,8 +293,7 @@ def _start(
         detail = (f"deployment {where} hedges {len(plans)} pod(s) and its count was changed "
                   f"meanwhile ({replicas}, not {base} + {len(plans)}): not hedged")  # fmt: skip
         raise StepError(ExitCode.PRECONDITION, "busy", detail)
-    before = tuple(sorted(p.metadata.uid for p in pods))
-    plan = Hedge(pod, uid, base, before, clock.now() + timeout_s)
+    plan = Hedge(pod, uid, base, _from_before(pods, plans), clock.now() + timeout_s)
     body = {
         "metadata": {"annotations": {HEDGE: write_hedges((*plans, plan))}},
         "spec": {"replicas": replicas + 1},
@@ -304,6 +304,19 @@ def _start(
         detail = f"server-side dry run: deployment {where} would go {replicas} -> {replicas + 1}"
         return Hedged("would_hedge", False, detail, replicas=replicas + 1)
     return True
+
+
+def _from_before(pods: list[Any], plans: tuple[Hedge, ...]) -> tuple[str, ...]:
+    """The pods a new hedge counts as from before its surge: all there are, but those new
+    for a hedge running (its hedge pod, a replacement), which race for this one too. Counted
+    from before, the other's hedge pod would be no racer here, and if that hedge named this
+    one's hedge pod its racer first, this one would have none."""
+
+    def new_for(p: Hedge, pod: str) -> bool:
+        return pod != p.uid and pod not in p.before
+
+    uids = [p.metadata.uid for p in pods]
+    return tuple(sorted(u for u in uids if not any(new_for(p, u) for p in plans)))
 
 
 def _see_through(
