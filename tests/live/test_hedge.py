@@ -234,7 +234,8 @@ def test_two_stalled_pods_are_hedged_at_once_and_each_race_ends_on_its_own(
     One hedge pod gets going and beats its stalled pod; the other stalled pod gets going and
     beats its hedge pod. The Deployment ends at its two replicas, one pod of each race."""
     name = "vllm-hedge-g"
-    workloads(example_deployment(name, replicas=2, shape=HANG))
+    # One GPU a pod: four pods at the surge's height, on a cluster other tests share.
+    workloads(example_deployment(name, replicas=2, shape=HANG, gpus=1))
     first, second = wait_for(
         lambda: len(ps := [p for p in _pods(cluster, name) if _engine_started(p)]) == 2 and ps,
         60,
@@ -243,15 +244,12 @@ def test_two_stalled_pods_are_hedged_at_once_and_each_race_ends_on_its_own(
     uids = {p["metadata"]["uid"] for p in (first, second)}
     for p in (first, second):
         steps.append(Step(cluster, _argv(name, p, "--timeout", "120")))
-    racers = wait_for(
-        lambda: (
-            len(r := {u: h.get("racing") for u, h in _hedge_notes(cluster, name).items()}) == 2
-            and all(r.values())
-            and r
-        ),
-        60,
-        "both hedges running, each with a racer",
-    )
+
+    def both_racing() -> dict[str, Any] | None:
+        r = {u: h.get("racing") for u, h in _hedge_notes(cluster, name).items()}
+        return r if len(r) == 2 and all(r.values()) else None
+
+    racers = _waiting(cluster, name, both_racing, steps, "both hedges running, each with a racer")
     dep = _dep(cluster, name)
     assert dep["spec"]["replicas"] == 4 and set(racers) == uids
     assert len(set(racers.values())) == 2 and not set(racers.values()) & uids  # one pod each
@@ -268,6 +266,24 @@ def test_two_stalled_pods_are_hedged_at_once_and_each_race_ends_on_its_own(
     _settled(cluster, name, *uids, replicas=2)
     left = {p["metadata"]["uid"] for p in _pods(cluster, name)}
     assert left == {racers[first["metadata"]["uid"]], second["metadata"]["uid"]}
+
+
+def _waiting(
+    cluster: LiveCluster, name: str, check: Callable[[], Any], steps: list[Step], what: str
+) -> Any:
+    """`wait_for(check)`; timed out, it says what the Deployment, its pods and the steps were
+    at (a live test's failure must say why)."""
+    try:
+        return wait_for(check, 90, what)
+    except AssertionError as e:
+        dep = _dep(cluster, name)
+        pods = [(p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"))
+                for p in cluster.pods(NS, f"app.kubernetes.io/name={name}")]  # fmt: skip
+        done = [s.proc.communicate(timeout=5) for s in steps if s.proc.poll() is not None]
+        raise AssertionError(
+            f"{e}; replicas {dep['spec']['replicas']}, annotations "
+            f"{dep['metadata'].get('annotations')}, pods {pods}, steps ended {done}"
+        ) from e
 
 
 def _annotate(cluster: LiveCluster, name: str, notes: dict[str, Any], **spec: Any) -> None:

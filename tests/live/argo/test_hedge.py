@@ -249,7 +249,9 @@ def test_two_hedge_workflows_of_one_deployment_run_at_once(
     by the real controller (before, the second workflow waited for the first's end). Each race
     ends on its own, and the Deployment at its two replicas."""
     name = "vllm-hedge-two"
-    workloads(example_deployment(name, replicas=2, shape={"engine": "3s", "hang": "engine"}))
+    # One GPU a pod: four pods at the surge's height, on a cluster other tests share.
+    shape = {"engine": "3s", "hang": "engine"}
+    workloads(example_deployment(name, replicas=2, shape=shape, gpus=1))
     sel = f"app.kubernetes.io/name={name}"
 
     def both_started() -> list[dict[str, Any]] | None:
@@ -266,7 +268,17 @@ def test_two_hedge_workflows_of_one_deployment_run_at_once(
         both = len(found) == 2 and all(found.values()) and dep["spec"]["replicas"] == 4
         return {u: str(r) for u, r in found.items()} if both else None
 
-    raced = wait_for(racers, 120, "both hedges running at once, each with its racer")
+    try:
+        raced = wait_for(racers, 120, "both hedges running at once, each with its racer")
+    except AssertionError as e:  # (a live test's failure says why)
+        dep = _dep(cluster, name)
+        pods = [(p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"))
+                for p in cluster.pods(NS, sel)]  # fmt: skip
+        ran = [(r.argv[:3], r.exit_code, r.output[-400:]) for f in flows for r in steps.runs(f)]
+        raise AssertionError(
+            f"{e}; replicas {dep['spec']['replicas']}, annotations "
+            f"{dep['metadata'].get('annotations')}, pods {pods}, steps ended {ran}"
+        ) from e
     a, b = first["metadata"]["uid"], second["metadata"]["uid"]
     pods = {p["metadata"]["uid"]: p for p in cluster.pods(NS, sel)}
     for going in (pods[raced[a]], second):  # a's hedge pod, and b itself, get going
