@@ -77,15 +77,22 @@ _APPLIED_KINDS = {
 }  # fmt: skip
 
 
-def wait_for(check: Callable[[], T | None], timeout: float = 60.0, what: str = "") -> T:
-    """Poll until `check` returns something truthy; fail, never hang."""
+def wait_for(
+    check: Callable[[], T | None],
+    timeout: float = 60.0,
+    what: str = "",
+    story: Callable[[], str] | None = None,
+) -> T:
+    """Poll until `check` returns something truthy; fail, never hang. Timed out, the failure
+    says what `story` finds then (where things were: a live test's failure says why)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = check()
         if value:
             return value
         time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what or check}")
+    found = f"; {story()}" if story is not None else ""
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what or check}{found}")
 
 
 def free_port() -> int:
@@ -140,6 +147,27 @@ class LiveCluster:
         return subprocess.run(
             [tool("kubectl"), *args], env=env, capture_output=True, text=True, check=True
         )
+
+
+def deployment(cluster: LiveCluster, name: str, namespace: str = NS) -> dict[str, Any]:
+    """The Deployment as the API server has it now (it must exist)."""
+    found = cluster.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}")
+    assert found is not None, f"no Deployment {namespace}/{name}"
+    return found
+
+
+def deployment_story(cluster: LiveCluster, name: str, namespace: str = NS) -> str:
+    """Where a Deployment and its pods are, for a live test's failure to say why: its
+    replicas and annotations (the hedge notes name pods by uid), and each pod's name, uid,
+    node and phase."""
+    dep = deployment(cluster, name, namespace)
+    pods = [
+        (p["metadata"]["name"], p["metadata"]["uid"], p["spec"].get("nodeName"),
+         p["status"].get("phase"))
+        for p in cluster.pods(namespace, f"app.kubernetes.io/name={name}")
+    ]  # fmt: skip
+    notes = dep["metadata"].get("annotations")
+    return f"replicas {dep['spec']['replicas']}, annotations {notes}, pods {pods}"
 
 
 def install_deploy(live: LiveCluster) -> None:

@@ -21,7 +21,16 @@ from typing import Any
 
 import pytest
 
-from tests.live.harness import NS, REPO, LiveCluster, example_deployment, run_step, wait_for
+from tests.live.harness import (
+    NS,
+    REPO,
+    LiveCluster,
+    deployment,
+    deployment_story,
+    example_deployment,
+    run_step,
+    wait_for,
+)
 from tests.live.test_incidents import ready
 
 HANG = {"pull": "1s", "init": "1s", "start": "1s", "engine": "1s", "hang": "engine"}
@@ -29,12 +38,6 @@ HEDGE = "remediator.io/hedge"
 HEDGED = "remediator.io/hedged"
 
 Workloads = Callable[[dict[str, Any]], dict[str, Any]]
-
-
-def _dep(cluster: LiveCluster, name: str) -> dict[str, Any]:
-    found = cluster.get(f"/apis/apps/v1/namespaces/{NS}/deployments/{name}")
-    assert found is not None
-    return found
 
 
 def _pods(cluster: LiveCluster, name: str) -> list[dict[str, Any]]:
@@ -108,7 +111,7 @@ def _surged(cluster: LiveCluster, name: str, stalled: dict[str, Any]) -> dict[st
     uid = stalled["metadata"]["uid"]
 
     def hedge_pod() -> dict[str, Any] | None:
-        dep = _dep(cluster, name)
+        dep = deployment(cluster, name)
         if dep["spec"]["replicas"] != 2 or HEDGE not in dep["metadata"].get("annotations", {}):
             return None
         fresh = [p for p in _pods(cluster, name) if p["metadata"]["uid"] != uid]
@@ -119,7 +122,7 @@ def _surged(cluster: LiveCluster, name: str, stalled: dict[str, Any]) -> dict[st
 
 def _hedge_notes(cluster: LiveCluster, name: str) -> dict[str, dict[str, Any]]:
     """The hedge step's annotation as the Deployment has it now: its entries by stalled pod."""
-    note = _dep(cluster, name)["metadata"].get("annotations", {}).get(HEDGE)
+    note = deployment(cluster, name)["metadata"].get("annotations", {}).get(HEDGE)
     return {h["uid"]: h for h in json.loads(note)} if note else {}
 
 
@@ -127,7 +130,7 @@ def _settled(cluster: LiveCluster, name: str, *uids: str, replicas: int = 1) -> 
     """The Deployment back at its replicas, its hedges ended, as many pods left."""
 
     def done() -> dict[str, Any] | None:
-        dep = _dep(cluster, name)
+        dep = deployment(cluster, name)
         notes = dep["metadata"].get("annotations", {})
         hedged = notes.get(HEDGED, "").split(",")
         if dep["spec"]["replicas"] != replicas or HEDGE in notes or set(uids) - set(hedged):
@@ -153,7 +156,7 @@ def test_the_hedge_pod_ready_first_wins_and_the_stalled_pod_is_deleted(
     name = "vllm-hedge-a"
     stalled, step, hedge = _hedging(cluster, workloads, steps, name)
     uid = stalled["metadata"]["uid"]
-    (plan,) = json.loads(_dep(cluster, name)["metadata"]["annotations"][HEDGE])
+    (plan,) = json.loads(deployment(cluster, name)["metadata"]["annotations"][HEDGE])
     assert (plan["uid"], plan["replicas"], plan["before"]) == (uid, 1, [uid])
     # The hedge pod has a node: the step names it racing, and the core leaves the stalled
     # pod to the hedge meanwhile (policy.hedge.left_to_hedge).
@@ -189,7 +192,7 @@ def test_the_stalled_pod_ready_first_wins_and_the_hedge_pod_is_deleted(
     # Run again (Argo's retry after the end): the hedge is done, nothing changes.
     again = run_step(cluster, _argv(name, stalled), {})
     assert json.loads(again.stdout)["outcome"] in ("already_hedged", "spared"), again.stdout
-    assert _dep(cluster, name)["spec"]["replicas"] == 1
+    assert deployment(cluster, name)["spec"]["replicas"] == 1
 
 
 def test_a_step_killed_mid_hedge_is_carried_on_by_its_rerun_without_a_second_surge(
@@ -250,7 +253,7 @@ def test_two_stalled_pods_are_hedged_at_once_and_each_race_ends_on_its_own(
         return r if len(r) == 2 and all(r.values()) else None
 
     racers = _waiting(cluster, name, both_racing, steps, "both hedges running, each with a racer")
-    dep = _dep(cluster, name)
+    dep = deployment(cluster, name)
     assert dep["spec"]["replicas"] == 4 and set(racers) == uids
     assert len(set(racers.values())) == 2 and not set(racers.values()) & uids  # one pod each
     assert {h["replicas"] for h in _hedge_notes(cluster, name).values()} == {2}
@@ -271,19 +274,14 @@ def test_two_stalled_pods_are_hedged_at_once_and_each_race_ends_on_its_own(
 def _waiting(
     cluster: LiveCluster, name: str, check: Callable[[], Any], steps: list[Step], what: str
 ) -> Any:
-    """`wait_for(check)`; timed out, it says what the Deployment, its pods and the steps were
-    at (a live test's failure must say why)."""
-    try:
-        return wait_for(check, 90, what)
-    except AssertionError as e:
-        dep = _dep(cluster, name)
-        pods = [(p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"))
-                for p in cluster.pods(NS, f"app.kubernetes.io/name={name}")]  # fmt: skip
+    """`wait_for(check)`; timed out, it says where the Deployment, its pods and the steps
+    were."""
+
+    def story() -> str:
         done = [s.proc.communicate(timeout=5) for s in steps if s.proc.poll() is not None]
-        raise AssertionError(
-            f"{e}; replicas {dep['spec']['replicas']}, annotations "
-            f"{dep['metadata'].get('annotations')}, pods {pods}, steps ended {done}"
-        ) from e
+        return f"{deployment_story(cluster, name)}, steps ended {done}"
+
+    return wait_for(check, 90, what, story)
 
 
 def _annotate(cluster: LiveCluster, name: str, notes: dict[str, Any], **spec: Any) -> None:
@@ -308,24 +306,24 @@ def test_refusals_change_nothing_and_an_orphaned_hedge_is_ended_by_the_next(
     name = "vllm-hedge-e"
     stalled = _stalled(cluster, workloads, name)
     uid = stalled["metadata"]["uid"]
-    generation = _dep(cluster, name)["metadata"]["generation"]
+    generation = deployment(cluster, name)["metadata"]["generation"]
     # A server-side dry run: the API server checks the surge, stores nothing.
     dry = run_step(cluster, _argv(name, stalled, "--dry-run"), {})
     assert (dry.returncode, json.loads(dry.stdout)["outcome"]) == (0, "would_hedge"), dry.stderr
-    assert _dep(cluster, name)["metadata"]["generation"] == generation
+    assert deployment(cluster, name)["metadata"]["generation"] == generation
     # Another pod's hedge runs on this Deployment (as a release before wrote it) and the count
     # is not what it left (1, not 1 + 1: someone changed it meanwhile): not hedged (exit 3),
     # nothing changed.
     _annotate(cluster, name, {HEDGE: _plan(OTHER_UID, 4102444800.0)})  # 2100-01-01
-    generation = _dep(cluster, name)["metadata"]["generation"]  # annotations count as changes
+    generation = deployment(cluster, name)["metadata"]["generation"]  # annotations count as changes
     busy = run_step(cluster, _argv(name, stalled), {})
     assert busy.returncode == 3 and json.loads(busy.stdout)["reason"] == "busy"
-    dep = _dep(cluster, name)
+    dep = deployment(cluster, name)
     assert (dep["spec"]["replicas"], dep["metadata"]["generation"]) == (1, generation)
     # ... one past its deadline is an orphan (its workflow and exit handler gone): the next
     # hedge ends it (leaving the count its owner no longer holds) and hedges its own pod.
     _annotate(cluster, name, {HEDGE: _plan(OTHER_UID, 1.0)})
-    generation = _dep(cluster, name)["metadata"]["generation"]
+    generation = deployment(cluster, name)["metadata"]["generation"]
     done = run_step(cluster, _argv(name, stalled, "--timeout", "1"), {})
     verdict = json.loads(done.stdout)
     assert (done.returncode, verdict["outcome"]) == (4, "timeout"), done.stderr
@@ -354,9 +352,9 @@ def test_a_deployment_rolling_out_is_not_hedged(cluster: LiveCluster, workloads:
         return stale[0] if len(pods) == 2 and hashes - old and stale else None
 
     stalled = wait_for(rolling, 60, "one old pod and one of the new template")
-    generation = _dep(cluster, name)["metadata"]["generation"]
+    generation = deployment(cluster, name)["metadata"]["generation"]
     refused = run_step(cluster, _argv(name, stalled), {})
     verdict = json.loads(refused.stdout)
     assert (refused.returncode, verdict["reason"]) == (3, "rolling_out"), verdict
-    dep = _dep(cluster, name)
+    dep = deployment(cluster, name)
     assert dep["spec"]["replicas"] == 2 and dep["metadata"]["generation"] == generation

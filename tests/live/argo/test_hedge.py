@@ -20,7 +20,15 @@ from typing import Any
 from tests.data import vllm_logs
 from tests.live.argo.kubelet import StepRunner
 from tests.live.argo.test_workflows import workflow_for, workflows_for
-from tests.live.harness import NS, LiveCluster, Serve, example_deployment, wait_for
+from tests.live.harness import (
+    NS,
+    LiveCluster,
+    Serve,
+    deployment,
+    deployment_story,
+    example_deployment,
+    wait_for,
+)
 from tests.live.test_incidents import ready
 
 Workloads = Callable[[dict[str, Any]], dict[str, Any]]
@@ -97,15 +105,9 @@ def _stall(serve: Serve, pod: dict[str, Any]) -> None:
     _post(serve, vllm_logs.engine_log(NS, meta["name"], LOADING, started + 0.2, meta["uid"]))
 
 
-def _dep(cluster: LiveCluster, name: str) -> dict[str, Any]:
-    found = cluster.get(f"/apis/apps/v1/namespaces/{NS}/deployments/{name}")
-    assert found is not None
-    return found
-
-
 def _hedge_pod(cluster: LiveCluster, name: str, stalled_uid: str) -> dict[str, Any]:
     def found() -> dict[str, Any] | None:
-        if _dep(cluster, name)["spec"]["replicas"] != 2:
+        if deployment(cluster, name)["spec"]["replicas"] != 2:
             return None
         sel = f"app.kubernetes.io/name={name}"
         fresh = [p for p in cluster.pods(NS, sel) if p["metadata"]["uid"] != stalled_uid]
@@ -161,7 +163,8 @@ def test_a_stalled_pod_is_hedged_the_first_ready_wins_and_a_killed_serve_doubles
 
     # The hedge pod has a node: the step names it racing (serve leaves the stalled pod to it).
     def racing() -> object:
-        note = _dep(cluster, name)["metadata"].get("annotations", {}).get("remediator.io/hedge")
+        notes = deployment(cluster, name)["metadata"].get("annotations", {})
+        note = notes.get("remediator.io/hedge")
         return json.loads(note)[0].get("racing") if note else None  # (one entry: one hedge)
 
     wait_for(lambda: racing() == hedge["metadata"]["uid"], 60, "the hedge pod racing")
@@ -171,7 +174,7 @@ def test_a_stalled_pod_is_hedged_the_first_ready_wins_and_a_killed_serve_doubles
                 ctype="application/merge-patch+json")  # fmt: skip
 
     def settled() -> dict[str, Any] | None:
-        dep = _dep(cluster, name)
+        dep = deployment(cluster, name)
         notes = dep["metadata"].get("annotations", {})
         pods = [p for p in cluster.pods(NS, f"app.kubernetes.io/name={name}")
                 if not p["metadata"].get("deletionTimestamp")]  # fmt: skip
@@ -262,23 +265,18 @@ def test_two_hedge_workflows_of_one_deployment_run_at_once(
     flows = [_submit_hedge(cluster, name, p) for p in (first, second)]
 
     def racers() -> dict[str, str] | None:
-        dep = _dep(cluster, name)
+        dep = deployment(cluster, name)
         note = dep["metadata"].get("annotations", {}).get("remediator.io/hedge")
         found = {h["uid"]: h.get("racing") for h in json.loads(note)} if note else {}
         both = len(found) == 2 and all(found.values()) and dep["spec"]["replicas"] == 4
         return {u: str(r) for u, r in found.items()} if both else None
 
-    try:
-        raced = wait_for(racers, 120, "both hedges running at once, each with its racer")
-    except AssertionError as e:  # (a live test's failure says why)
-        dep = _dep(cluster, name)
-        pods = [(p["metadata"]["name"], p["spec"].get("nodeName"), p["status"].get("phase"))
-                for p in cluster.pods(NS, sel)]  # fmt: skip
+    def story() -> str:
         ran = [(r.argv[:3], r.exit_code, r.output[-400:]) for f in flows for r in steps.runs(f)]
-        raise AssertionError(
-            f"{e}; replicas {dep['spec']['replicas']}, annotations "
-            f"{dep['metadata'].get('annotations')}, pods {pods}, steps ended {ran}"
-        ) from e
+        return f"{deployment_story(cluster, name)}, steps ended {ran}"
+
+    what = "both hedges running at once, each with its racer"
+    raced = wait_for(racers, 120, what, story)
     a, b = first["metadata"]["uid"], second["metadata"]["uid"]
     pods = {p["metadata"]["uid"]: p for p in cluster.pods(NS, sel)}
     for going in (pods[raced[a]], second):  # a's hedge pod, and b itself, get going
@@ -300,7 +298,7 @@ def test_two_hedge_workflows_of_one_deployment_run_at_once(
     assert outcomes == {flows[0]: "hedged_hedge_won", flows[1]: "hedged_stalled_won"}
 
     def settled() -> set[str] | None:
-        dep = _dep(cluster, name)
+        dep = deployment(cluster, name)
         left = {p["metadata"]["uid"] for p in cluster.pods(NS, sel)
                 if not p["metadata"].get("deletionTimestamp")}  # fmt: skip
         ok = dep["spec"]["replicas"] == 2 and len(left) == 2
