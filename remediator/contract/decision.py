@@ -51,6 +51,10 @@ class Decision:
     # acting component replies under that incident's act message where it has one): each
     # deletion on an unsettled node goes into the thread of the node's own message.
     told_under: str | None = None
+    # creationTimestamps of the workload's pods that became Ready lately (the latest few,
+    # oldest first): blast_radius stops counting a deletion once a pod created after it is
+    # Ready (its replica, or one like it, is served again).
+    ready_created: tuple[float, ...] = ()
 
     @property
     def where(self) -> str:

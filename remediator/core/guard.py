@@ -35,6 +35,7 @@ from remediator.guard.stage import HoldsUntil
 from remediator.guard.watch_current import WatchCurrent
 from remediator.policy.config import PolicyConfig
 from remediator.policy.history import PhaseHistory, expected_cold_start
+from remediator.policy.workloads import ready_created
 
 __all__ = ["ClusterHistory", "Guard", "HedgeBudgetGauges", "Judged", "Verdicts", "workload_key"]
 
@@ -281,8 +282,9 @@ class Guard:
 
 class ClusterHistory:
     """Finished cold starts learned elsewhere (`Learned` records from every partition), and
-    each decision's expected cold start weighed by them, as one process would: a guard
-    over many partitions sees what no single partition's history holds."""
+    each decision's expected cold start and its workload's Ready pods weighed by them, as one
+    process would: a guard over many partitions sees what no single partition's history
+    holds."""
 
     def __init__(self, rules: PolicyConfig, learned: dict[str, list[float]] | None = None):
         self.rules = rules
@@ -314,4 +316,8 @@ class ClusterHistory:
         if d.expected_cold_start_s is None:
             return candidate
         cold = self.expected(candidate.model)
-        return msgspec.structs.replace(candidate, decision=replace(d, expected_cold_start_s=cold))
+        # (the workload's pods every partition saw Ready: a decider saw its own and what
+        # was relayed to it so far; one process sees them all)
+        ready = ready_created(self.history, d.workload)
+        weighed = replace(d, expected_cold_start_s=cold, ready_created=ready)
+        return msgspec.structs.replace(candidate, decision=weighed)

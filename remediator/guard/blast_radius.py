@@ -37,6 +37,13 @@ replica's hung pod ~600 s behind the first's (random fleets 106, 167, 259, 294, 
 732-799 s against the seed rule's 210-388 s; 209-347 s counted for one cold start). A model
 with no history yet counts for the window. The cluster-wide cap always counts the window: the
 backstop against a policy wrong about every pod.
+A deletion stops counting against its workload's cap once a pod of the workload created after
+it is Ready (`Decision.ready_created`, the engine's word; each Ready pod stands for one
+deletion): its replica is served again, and the workload's pods can start, which is what the
+cap doubts. An expected cold start can hold far more than the replacement took: random fleet
+219's two-replica TP8 Deployment held its second hung pod 338 s (a GPU wait in the model's
+history) behind a deletion whose replacement was Ready in 40 s. A kill loop heals nothing (no
+pod gets Ready), and the cluster-wide cap counts healed deletions still.
 Both times compared are on the API server's clock (the pod's creationTimestamp, and the
 guard's, which runs on the API server's time): a skewed kubelet clock moves neither.
 
@@ -108,13 +115,18 @@ class BlastRadiusState:
         replaced = read_pairs(obj.get("replaced", []), f"{path}.replaced", "[workload, at]")
         return cls(deletions, hedged, replaced)
 
-    def counted(self, key: str, recent: tuple[Deletion, ...]) -> tuple[int, int]:
-        """Of the workload's deletions in `recent`: those counted (each replica's latest),
-        and those a replacement's deletion went on from (two in one second are two)."""
+    def counted(
+        self, key: str, recent: tuple[Deletion, ...], ready: tuple[float, ...] = ()
+    ) -> tuple[int, int, int]:
+        """Of the workload's deletions in `recent`: those counted (each replica's latest,
+        its replacement not Ready yet), those a replacement's deletion went on from (two in
+        one second are two), and those healed by a pod of `ready` (the creation times of the
+        workload's pods Ready lately) created after them."""
         mine = Counter(d for d in recent if d[0] == key)
         went = Counter(self.replaced)
-        gone_on = sum(min(n, went[d]) for d, n in mine.items())
-        return mine.total() - gone_on, gone_on
+        left = [d[1] for d, n in mine.items() for _ in range(n - min(n, went[d]))]
+        healed = healed_by(left, ready)
+        return len(left) - healed, mine.total() - len(left), healed
 
     def replaces(
         self, decision: Decision, key: str, recent: tuple[Deletion, ...]
@@ -131,6 +143,20 @@ class BlastRadiusState:
         went = Counter(self.replaced)
         free = [d for d, n in mine.items() if n > went[d]]
         return max(free, key=lambda d: d[1]) if free else None
+
+
+def healed_by(deletions: list[float], ready: tuple[float, ...]) -> int:
+    """How many of `deletions` (times) a pod of `ready` (creation times) each, created after
+    it, can stand for, one pod to a deletion: the latest deletion takes a pod first (any pod
+    created after an earlier deletion was created after a later one too, so this is most)."""
+    pods = sorted(ready, reverse=True)
+    i = free = healed = 0
+    for at in sorted(deletions, reverse=True):
+        while i < len(pods) and pods[i] > at:
+            free, i = free + 1, i + 1
+        if free:
+            free, healed = free - 1, healed + 1
+    return healed
 
 
 def workload_key(decision: Decision) -> str:
@@ -172,10 +198,13 @@ class BlastRadius:
         cap = workload_cap(self.config, decision.replicas)
         mine = state.of(self.name, BlastRadiusState)
         span, why = self._span(decision)
-        counted, gone_on = mine.counted(key, tuple(d for d in recent if now - d[1] < span))
+        in_span = tuple(d for d in recent if now - d[1] < span)
+        counted, gone_on, healed = mine.counted(key, in_span, decision.ready_created)
         if counted >= cap and mine.replaces(decision, key, recent) is None:
             size = "unknown" if decision.replicas is None else str(decision.replicas)
             also = f", and {gone_on} of their replacements'" if gone_on else ""
+            if healed:
+                also += f" ({healed} more not counted: a pod of it created since is Ready)"
             return suppress(
                 f"blast radius: {counted} pod deletion(s) or hedge(s) in {key} in the last "
                 f"{fmt_s(span)}{why}{also}; cap {cap} (max_pods {self.config.max_pods}, "

@@ -64,7 +64,9 @@ from remediator.policy.stuck import (
 from remediator.policy.workloads import (
     Workload,
     image_update,
+    learn_ready,
     owner_workload,
+    ready_created,
     update_incident,
     workload_key,
     workload_of,
@@ -622,6 +624,7 @@ class PolicyEngine:
             if ratio is not None:
                 self.node_paces.learn(t.node, ratio)
         learn_steps(t, self.history)  # what each vLLM step took it
+        learn_ready(t, self.history)  # its workload served by a pod created then
         if self._hedging:
             self.fresh_gpu_s += cold_start_gpu_s(t)
 
@@ -797,6 +800,7 @@ class PolicyEngine:
             expected_cold_start_s=expected_cold_start(cfg, self.history, t.model),
             unsettled_node=t.node if unsettled is not None else None,
             unsettled_incident=unsettled[1] if unsettled is not None else None,
+            ready_created=ready_created(self.history, workload),
         )
 
     # ---- alerts -----------------------------------------------------------------------

@@ -123,4 +123,5 @@ def decide_hedge(
         replicas=facts.replicas,
         phase="engine_init",
         gpus=t.gpus or None,
+        ready_created=facts.ready_created,
     )

@@ -44,6 +44,10 @@ class PhaseHistory:
         values = samples.values
         return len(values), sum(1 for v in values if v <= seconds) / len(values)
 
+    @property
+    def window(self) -> int:
+        return self._window
+
     def count(self, model: str, phase: str) -> int:
         samples = self._of(model, phase)
         return len(samples.values) if samples is not None else 0

@@ -37,6 +37,7 @@ class Facts(msgspec.Struct, frozen=True, gc=False):
     unsettled_node: str | None = None  # the pod's node, its GPU memory found unsettled
     unsettled_incident: str | None = None  # the incident that told of that node
     rolling: str | None = None  # why its Deployment may not be surged now (rolling_out)
+    ready_created: tuple[float, ...] = ()  # its workload's pods Ready lately (ReadyPods)
 
 
 def stuck_incident(t: PodTimeline, phase: str) -> str:
@@ -83,6 +84,7 @@ def decide_stuck(
         replicas=facts.replicas if deleting else None,
         phase=phase if deleting else None,
         stalled=stalled if deleting else None,
+        ready_created=facts.ready_created if deleting else (),
         unsettled_node=node,
         told_under=facts.unsettled_incident if node is not None else None,
     )

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final
 
 from remediator.contract.decision import Decision
 from remediator.inputs.hedge_annotation import Hedge
 from remediator.inputs.records import WorkloadSeen
 from remediator.policy.config import ImageUpdateConfig
+from remediator.policy.history import PhaseHistory
 from remediator.policy.incident import incident_id
 from remediator.policy.outcome import Ignored
+from remediator.timeline.model import PodTimeline
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,3 +143,24 @@ def image_update(
 def update_incident(w: Workload) -> str:
     """The incident of warming for this state of a workload: one per (uid, images, model)."""
     return incident_id("image-update", w.uid, *w.images, w.model or "")
+
+
+# A workload's pods that became Ready, by creation time (`Decision.ready_created`): kept in
+# the history, keyed by the workload where other samples have a model, so that what one
+# decider learned reaches the guard and the other deciders (`Learned`), and comes back after
+# a restart with the rest (serve's state, the Kafka guard's rows). The last `window` of them.
+READY_CREATED: Final = "ready_created"
+
+
+def learn_ready(t: PodTimeline, history: PhaseHistory) -> None:
+    """The pod became Ready: its workload's pods can start now (blast_radius heals by it)."""
+    workload = owner_workload(t.namespace, t.owner, t.labels)
+    if workload is not None and t.created is not None:
+        history.add(workload, READY_CREATED, t.created)
+
+
+def ready_created(history: PhaseHistory, workload: str | None) -> tuple[float, ...]:
+    """When the workload's pods that became Ready lately were created, oldest first."""
+    if workload is None or not history.count(workload, READY_CREATED):
+        return ()
+    return tuple(sorted(history.recent(workload, READY_CREATED, history.window)))

@@ -180,6 +180,7 @@ def decision_to_json(d: Decision) -> str:
 def decision_from_json(text: str) -> Decision:
     doc: dict[str, Any] = json.loads(text)
     doc["params"] = tuple((str(k), str(v)) for k, v in doc.get("params") or ())
+    doc["ready_created"] = tuple(float(v) for v in doc.get("ready_created") or ())
     # A row an older release wrote may name a field since gone (a hedge's cost, now the
     # guard's to count): read what the decision still has.
     return Decision(**{k: v for k, v in doc.items() if k in _DECISION_FIELDS})

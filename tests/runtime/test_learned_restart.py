@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry
 
 from remediator.contract.decision import Decision, Suppressed
 from remediator.inputs.decode import normalize
+from remediator.policy.workloads import ready_created
 from remediator.policy_file import load_policy
 from remediator.runtime.clock import VirtualClock
 from remediator.runtime.driver import Driver
@@ -103,6 +104,20 @@ async def test_a_restarted_serve_judges_a_stalled_pod_by_its_siblings(tmp_path: 
     assert deleted.at - T0 == pytest.approx(started + 62 + 120 + 20, abs=10)
     assert "stalled in vLLM step kv_cache (timed as cuda_graphs)" in deleted.reason
     assert "5 siblings of meta-llama/Llama-3.1-70B-Instruct took 38s there" in deleted.reason
+
+
+async def test_a_restarted_serve_knows_which_of_a_workload_s_pods_got_ready(
+    tmp_path: Path,
+) -> None:
+    """blast_radius stops counting a deletion once a pod created after it is Ready
+    (Decision.ready_created): after a restart too, where the Ready pods are stored with the
+    rest of what was learned."""
+    clock = VirtualClock(T0)
+    await _learn(tmp_path / "state.db", clock)
+    second = Serve(tmp_path / "state.db", clock)
+    history = second.driver.session.engine.history
+    created = tuple(T0 + i * 1000.0 for i in range(5))
+    assert ready_created(history, "llm/Deployment/vllm-70b") == created
 
 
 async def test_the_control_a_new_state_file_waits_for_the_phase_budget(tmp_path: Path) -> None:

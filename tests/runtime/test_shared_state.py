@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from remediator.contract.decision import Decision
-from remediator.runtime.outbox import Outbox, decision_to_json
+from remediator.runtime.outbox import Outbox, decision_from_json, decision_to_json
 from remediator.runtime.shared_state import (
     decode,
     decode_through,
@@ -142,3 +142,14 @@ def test_an_outbox_row_an_older_release_wrote_still_reads(tmp_path: Path) -> Non
         (json.dumps(doc),),
     )
     assert [r.decision for r in outbox.rows()] == [d]
+
+
+def test_a_decision_with_every_fact_reads_back_the_same_from_the_outbox_and_the_state() -> None:
+    """Tuples stay tuples (a decision is compared and hashed as a whole, e.g. by dedup)."""
+    d = Decision("delete-pod", "llm", "vllm-1", "stalled", "inc-1", 1.0, uid="u1",
+                 workload="llm/Deployment/vllm", params=(("timeout", "60"),),
+                 pod_created_at=0.5, expected_cold_start_s=40.0, replicas=2,
+                 phase="engine_init", stalled="weights", gpus=2, unsettled_node="n1",
+                 told_under="inc-0", ready_created=(0.25, 0.75))  # fmt: skip
+    assert decision_from_json(decision_to_json(d)) == d
+    assert decode_through(encode_through([d])) == ([d], None)

@@ -562,3 +562,58 @@ def test_a_newer_releases_guard_records_are_kept_in_the_state_row() -> None:
     assert [r.result.target for r in out if isinstance(r.result, Decision)] == ["pod-a"]
     state = json.loads(str(guard.changed()["state"]))
     assert state["node_quiet"] == newer and "idempotency" in state
+
+
+def test_a_pod_another_partition_saw_ready_heals_a_deletion_for_the_guard() -> None:
+    """blast_radius stops counting a deletion once a pod of its workload created after it
+    is Ready (tests/policy/test_ready_heals.py, one process). Here the three pods are in
+    three partitions: the guard hears each Ready pod with the cold starts learned
+    (`Learned`), and weighs every decision by the cluster's (`ClusterHistory.weigh`)."""
+    from tests.policy import test_ready_heals as heals
+
+    cluster = Cluster(load_policy(heals.POLICY))
+    cluster.publish(orjson.dumps(deployment("vllm/vllm-openai:v0.6.3", watch="ADDED", ready=0)))
+    cluster.run(0, orjson.dumps(pod(heals.A, heals.UID_A, watch="ADDED", created=0,
+                                    scheduled=1, started=10)))  # fmt: skip
+    cluster.run(1, orjson.dumps(pod(heals.B, heals.UID_B, watch="ADDED", created=5,
+                                    scheduled=6, started=15)))  # fmt: skip
+    at = 10.0
+    while not cluster.decided:
+        at += 10
+        cluster.tick(T0 + at)
+    (first,) = cluster.decided
+    assert first.target == heals.A
+    deleted = first.at - T0
+    cluster.run(0, orjson.dumps(pod(heals.A, heals.UID_A, watch="DELETED", created=0,
+                                    scheduled=1, started=10)))  # fmt: skip
+    created = deleted + 2
+    c = dict(created=created, scheduled=created + 1, started=created + 3)
+    cluster.run(2, orjson.dumps(pod(heals.C, heals.UID_C, watch="ADDED", **c)))
+    while at < created + 40:
+        at += 10
+        cluster.tick(T0 + at)
+    cluster.run(2, orjson.dumps(pod(heals.C, heals.UID_C, ready=created + 40, **c)))
+    while at < deleted + 700:
+        at += 10
+        cluster.tick(T0 + at)
+    second = [d for d in cluster.decided if d.target == heals.B]
+    assert [d.action for d in second] == ["delete-pod"]
+    assert second[0].ready_created == (T0 + created,)
+    assert second[0].at - T0 < created + 40 + 60  # not when A's deletion left the window
+
+
+def test_the_guard_weighs_a_decision_by_every_partition_s_ready_pods() -> None:
+    """Before another partition's Ready pod is relayed to the decider, the guard has heard
+    it: the decision is weighed by the cluster's, as one process would decide."""
+    from remediator.core.guard import ClusterHistory
+    from remediator.policy.workloads import READY_CREATED
+
+    history = ClusterHistory(load_policy(RELAXED).rules)
+    history.learn([("llm/Deployment/vllm-70b", READY_CREATED, T0 + 50.0),
+                   ("llm/Deployment/other", READY_CREATED, T0 + 60.0)])  # fmt: skip
+    d = Decision("delete-pod", "llm", "vllm-70b-x", "stuck", "inc", T0 + 100, uid="u",
+                 workload="llm/Deployment/vllm-70b", expected_cold_start_s=300.0)  # fmt: skip
+    weighed = history.weigh(Candidate(d, T0 + 100)).decision
+    assert weighed.ready_created == (T0 + 50.0,)
+    told = Decision("notify", "llm", "vllm-70b-x", "slow", "inc-2", T0 + 100)
+    assert history.weigh(Candidate(told, T0 + 100)).decision == told  # nothing to weigh
