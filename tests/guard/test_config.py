@@ -31,7 +31,7 @@ def test_defaults() -> None:
     assert windows == (300, 0, 1)  # cooldown by simulation
     # caps by simulation (docs/simulation-defaults.md)
     assert config.of("blast_radius", BlastRadiusConfig) == BlastRadiusConfig(20, 50, 600, 50, 1)
-    assert config.of("rate_limit", RateLimitConfig) == RateLimitConfig(per_minute=6, burst=3)
+    assert config.of("rate_limit", RateLimitConfig) == RateLimitConfig(per_minute=12, burst=3)
     assert not config.of("min_age", MinAgeConfig).stalled  # a stalled pod: judged by its step
     assert not config.of("dry_run", DryRunConfig).enabled
     assert not config.of("kill_switch", KillSwitchConfig).engaged
