@@ -36,6 +36,7 @@ from remediator.inputs.stamps import api_server_time
 from remediator.logfields import get_logger
 from remediator.output import decision_json, suppressed_json
 from remediator.policy.outcome import Ignored
+from remediator.policy.workloads import READY_CREATED
 from remediator.runtime.backlog import Backlog
 from remediator.runtime.clock import Clock, ClusterTime, wait
 from remediator.runtime.inbox import StoreHealth
@@ -369,8 +370,11 @@ class Driver:
         samples, bad = self.outbox.learned()
         self.session.restore_learned(tuple(samples))
         if samples or bad:
-            models = len({model for model, _, _ in samples})
-            log.info("learned history restored", extra={"samples": len(samples), "models": models})
+            # (a workload's Ready pods are kept beside the models' cold starts: counted apart)
+            ready = {key for key, phase, _ in samples if phase == READY_CREATED}
+            models = {key for key, phase, _ in samples if phase != READY_CREATED}
+            counts = {"samples": len(samples), "models": len(models), "workloads": len(ready)}
+            log.info("learned history restored", extra=counts)
         for what in bad:
             log.warning("learned history unreadable: left out", extra={"error": what})
         state = self.outbox.guard_state(acting=self.acting)

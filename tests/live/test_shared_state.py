@@ -102,6 +102,7 @@ def test_a_replica_started_empty_takes_the_leaders_history_and_guard_state(
     assert took["samples"] == len(own) and took["guard"] is True
     (restored,) = _said(b, "learned history restored")
     assert restored["samples"] == len(own) and restored["models"] == 1
+    assert restored["workloads"] == 1  # vllm-shared's Ready pods (blast_radius heals by them)
     # b leads, sees the same hung pod and decides to delete it again: the guard state a let
     # it through with holds it, so Argo is asked once in all.
     held = wait_for(lambda: [x for x in _said(b, "suppressed") if x.get("uid") == uid], 60,
