@@ -37,7 +37,7 @@ class Facts(msgspec.Struct, frozen=True, gc=False):
     unsettled_node: str | None = None  # the pod's node, its GPU memory found unsettled
     unsettled_incident: str | None = None  # the incident that told of that node
     rolling: str | None = None  # why its Deployment may not be surged now (rolling_out)
-    ready_created: tuple[float, ...] = ()  # its workload's pods Ready lately (ReadyPods)
+    ready_created: tuple[float, ...] = ()  # its workload's pods Ready lately (ready_created)
 
 
 def stuck_incident(t: PodTimeline, phase: str) -> str:
