@@ -11,22 +11,26 @@ workload's shortage alone, 900 s so; node pools are not told apart).
 
 A hedge runs a second pod of a replica for a while: GPUs that serve nobody unless it wins.
 Its cost is charged when it is let through: the GPUs of the hedge pod for
-`charge_cold_starts` expected cold starts of its model, the most it runs before one of the
-two is Ready (or the step gives up). What pays for it is what the fleet's healthy cold
-starts held of their GPUs, scheduled to Ready. A hedge is let through while the hedges
-charged, this one included, stay within `max_percent` of that, both counted over the last
-`window_s` (a day, by the hour): a quiet month banks nothing for a burst of stalls.
+`charge_cold_starts` expected cold starts of its model (1: the most it runs before one of
+the two is Ready). What pays for it is what the fleet's cold starts held of their GPUs,
+scheduled to Ready, or to their end for those that ended unready (a hung pod's GPUs were
+held all the same: the issue's cold-start GPU-minutes, as the simulator counts them). A
+hedge is let through while the hedges charged, this one included, stay within `max_percent`
+of that, both counted over the last `window_s` (a day, by the hour): a quiet month banks
+nothing for a burst of stalls.
 
-The charge is settled when the stalled pod's stall ends (it is Ready, deleted, or gone: the
-deciders' `GpuNews.ended`): a hedge is then charged what it can have held, its GPUs from
-when it was let through to that end, plus `SETTLE_SLACK_S` where the stalled pod won (its
-hedge pod is deleted then, and holds its GPUs through its termination), and the rest of its
-charge is given back to the hour it was charged in. A hung pod's hedge is its replacement from the
-moment its stall is found, so what it held beside it is the stall's last stretch, not a
-cold start (the simulated untuned fleet, seed 1, 4 h: a hedge held ~2 GPU-min against ~20
-charged; charged in full, 5 of its 21 hung pods were hedged, settled, 16). The settlement
-only ever lowers a charge to that bound: a hedge whose end is never heard (a decider
-restarted, a record lost) stays charged in full.
+The charge is a reservation, settled when the stalled pod's stall ends (it is Ready, deleted,
+or gone: the deciders' `GpuNews.ended`): a hedge is then charged what it can have held, its
+GPUs from when it was let through to that end, plus `SETTLE_SLACK_S` where the stalled pod
+won (its hedge pod is deleted then, and holds its GPUs through its termination), whether that
+is less than it was charged (the rest is given back to the hour it was charged in) or more
+(the rest is charged there too). So the budget counts what hedges held, as the simulator
+measures it, and `charge_cold_starts` only says how much of the budget a hedge not settled
+yet keeps from the next. A hung pod's hedge is its replacement from the moment its stall is
+found, so what it held beside it is the stall's last stretch, not a cold start (the
+simulated untuned fleet, seed 1, 4 h: a hedge held ~2 GPU-min against ~20 charged; charged
+in full, 5 of its 21 hung pods were hedged, settled, 16). A hedge whose end is never heard
+(a decider restarted, a record lost) stays charged what it was let through for.
 
 The guard hears both from every decider (`hear`: `GpuNews`), so one guard over many Kafka
 partitions holds and pays as one process does, in time order. Both live in the guard
@@ -77,7 +81,7 @@ class HedgeBudgetState:
 
     @property
     def paid(self) -> float:
-        """GPU-seconds of healthy cold starts heard of, in the hours kept."""
+        """GPU-seconds of cold starts heard of, in the hours kept."""
         return sum(h[1] for h in self.hours)
 
     @property
@@ -106,9 +110,9 @@ class HedgeBudgetState:
         return tuple((h, p, s) for h, (p, s) in sorted(hours.items()) if p or s)
 
     def settle(self, ended: tuple[tuple[str, float], ...], replaced: frozenset[str]) -> Hours:
-        """The hours with each ended hedge charged only what it can have held (to its stalled
-        pod's end, and `SETTLE_SLACK_S` past it unless that pod was deleted: `replaced`), the
-        rest given back to the hour it was charged in."""
+        """The hours with each ended hedge charged what it can have held (to its stalled
+        pod's end, and `SETTLE_SLACK_S` past it unless that pod was deleted: `replaced`)
+        instead of what it was charged, in the hour it was charged in."""
         ends = dict(ended)
         hours = {h[0]: [h[1], h[2]] for h in self.hours}
         for uid, charged, gpus, charge in self.open:
@@ -118,7 +122,7 @@ class HedgeBudgetState:
                 continue
             slack = 0.0 if uid in replaced else SETTLE_SLACK_S
             held = gpus * max(0.0, end - charged + slack)
-            hour[1] = max(0.0, hour[1] - max(0.0, charge - held))
+            hour[1] = max(0.0, hour[1] - charge + held)
         return tuple((h, p, s) for h, (p, s) in sorted(hours.items()) if p or s)
 
     def still_open(self, ended: tuple[tuple[str, float], ...], window_s: float, at: float) -> Open:

@@ -119,7 +119,7 @@ class PolicyEngine:
         self._done_work: dict[str, str] = {}
         # Hedged starts (policy/hedge.py): the pods a hedge was decided for (one each, ever),
         # and what the guard has not yet been told (`take_gpu_news`): the GPU-seconds of
-        # healthy cold starts (what pays for hedges), when each workload last had a pod
+        # cold starts (what pays for hedges), when each workload last had a pod
         # unschedulable for GPUs, and the hedged pods whose stall ended (below).
         self._hedging = config.stuck_pod.hedge.enabled and config.stuck_pod.progress.enabled
         self._hedged: set[str] = set()
@@ -413,6 +413,8 @@ class PolicyEngine:
         if after in _DONE and not t.learned:
             t.learned = True
             self._learn(t)
+        elif before in UNFINISHED and after not in UNFINISHED and self._hedging:
+            self._pay(t)  # a cold start that ended unready held its GPUs all the same
         if (
             before is not None
             and deletes_in(before, self._init_deletes)
@@ -528,7 +530,7 @@ class PolicyEngine:
 
     def take_gpu_news(self) -> GpuNews:
         """What the guard weighs hedges by, seen since the last call (with hedging on): the
-        GPU-seconds of healthy cold starts (what pays), the workloads short of GPUs, each
+        GPU-seconds of cold starts, Ready or ended unready (what pays), the workloads short of GPUs, each
         until `gpu_short_s` after it was seen, and the hedged pods whose stall ended
         (guard.hedge_budget.hear)."""
         window = self.config.stuck_pod.hedge.gpu_short_s
@@ -626,7 +628,15 @@ class PolicyEngine:
         learn_steps(t, self.history)  # what each vLLM step took it
         learn_ready(t, self.history)  # its workload served by a pod created then
         if self._hedging:
-            self.fresh_gpu_s += cold_start_gpu_s(t)
+            self._pay(t)
+
+    def _pay(self, t: PodTimeline) -> None:
+        """Tell the hedge budget the GPUs a cold start held, once: to Ready, or to now for
+        one that ended before (the guard's pay, `take_gpu_news`)."""
+        if not t.paid:
+            t.paid = True
+            ready = t.learned and t.ready is not None
+            self.fresh_gpu_s += cold_start_gpu_s(t, None if ready else self._now_hint)
 
     def _timer_decision(
         self, t: PodTimeline, phase: str, since: float, now: float

@@ -45,11 +45,16 @@ def short_of_gpus(item: PodSeen | PodEvent) -> bool:
     return item.reason == "FailedScheduling" and GPU_RESOURCE in item.message
 
 
-def cold_start_gpu_s(t: PodTimeline) -> float:
-    """What a healthy cold start took of its GPUs, scheduled to Ready: what pays for hedges
-    (guard.hedge_budget keeps them within a share of it)."""
+def cold_start_gpu_s(t: PodTimeline, ended: float | None = None) -> float:
+    """What a cold start held of its GPUs, scheduled to Ready, or to `ended` for one that
+    ended before it was Ready (deleted, failed: hung pods' GPUs were held too): what pays
+    for hedges (guard.hedge_budget keeps them within a share of it), as the issue counts
+    cold-start GPU-minutes and the simulator measures them."""
     if t.gpus <= 0:
         return 0.0
+    if ended is not None:
+        scheduled = t.scheduled_at()
+        return t.gpus * max(0.0, ended - scheduled) if scheduled is not None else 0.0
     phases = t.phase_values(skip=1 | 32)  # scheduled to Ready: the GPUs were held
     return t.gpus * sum((v for v in phases if v is not None), 0.0)  # (a float, if none)
 

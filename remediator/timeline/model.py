@@ -128,6 +128,7 @@ class PodTimeline:
     observed: int  # bitmask of phases already exported to histograms
     counted: str | None  # the state the tracker counts this pod in (None: not yet)
     learned: bool  # its phases went into the policy's history
+    paid: bool  # the GPUs its cold start held were told to the hedge budget
     paced: int  # its engine's steps ended when the policy last learned its node's pace
     engine: EngineSteps | None  # vLLM's own init steps, when its log was read
     endpoint: Endpoint | None  # where its server answers (first-token probe)
@@ -181,6 +182,7 @@ class PodTimeline:
         self.observed = 0
         self.counted = None
         self.learned = False
+        self.paid = False
         self.paced = 0
         self.engine = None
         self.endpoint = None

@@ -131,7 +131,9 @@ def test_a_hedged_pod_s_end_settles_the_hedge_s_charge() -> None:
 def test_a_hedged_pod_deleted_settles_its_hedge_to_the_deletion() -> None:
     """The stalled pod deleted 40 s after its hedge went (hung, or beaten by its hedge pod):
     the hedge pod is its replacement from then on, so the hedge is charged its 2 GPUs for
-    those 40 s alone."""
+    those 40 s alone. Its own cold start held its GPUs all the same, scheduled to its
+    deletion: it pays beside the siblings' (the cold-start GPU-minutes the budget is a
+    share of)."""
     run = _run()
     started = _stalled(run)
     run.at(T0 + started + STALL_AT + 1)
@@ -144,6 +146,8 @@ def test_a_hedged_pod_deleted_settles_its_hedge_to_the_deletion() -> None:
     budget = run.session.guard_state.of("hedge_budget", HedgeBudgetState)
     assert budget.open == ()
     assert budget.spent == pytest.approx(2 * (gone - hedge.at), abs=2 * 1.0)
+    its_own = 2 * (gone - (T0 + started - 9))
+    assert budget.paid == pytest.approx(5 * 2 * (READY + 10 - 1) + its_own)
 
 
 def test_off_by_default_the_stall_is_only_deleted() -> None:

@@ -90,7 +90,11 @@ SCENARIO = Scenario(
 # `core` and `core hedged` again when a deletion stopped counting against blast_radius once a
 # pod of its workload created after it was Ready (Decision.ready_created): the same 18
 # deletions, none false, sooner; 31 holds against 66 (39 against 74 hedged); time to Ready
-# summed 17,715 s against 18,786; P95 600 s against 756 s.
+# summed 17,715 s against 18,786; P95 600 s against 756 s. `core hedged` again when the hedge
+# budget was paid by every cold start's GPUs (a pod deleted unready held them too) and a
+# settled hedge was charged what it held, more or less than its reservation
+# (guard/hedge_budget.py): one hedge let through, 17 deletions against 18, none false; time to
+# Ready summed 17,612 s against 17,714.
 EXPECTED: dict[str, dict[str, Any]] = {
     "core": {
         "decisions": 29,
@@ -138,43 +142,44 @@ EXPECTED: dict[str, dict[str, Any]] = {
     },
     "core hedged": {
         "decisions": 29,
-        "decisions_sha256": "ba20455797e968944e6f70c27e1fe0663bfe63a52ffd3b9183a9d27a2a03328b",
-        "ready_s_sum": 17714.10345,
+        "decisions_sha256": "0934a6a82988013714a3b95f7bb381ce01332cad6104853b29d7a703b0d8eafa",
+        "ready_s_sum": 17612.341054,
         "stream_lines": 1397,
-        "stream_sha256": "21c9e229dc485be08d7118e5d01b047de2328510b041217850b3d814c4c09d2a",
+        "stream_sha256": "6c13f76c0b045833e15e67733449e13828372fd004ff9ed78bb07a274020dc46",
         "summary": {
             "actions": {
                 "cordon-node": 1,
-                "delete-pod": 18,
+                "delete-pod": 17,
+                "hedge-pod": 1,
                 "notify": 5,
                 "restart-warmup": 4,
                 "verify-gpu-memory": 1,
             },
             "censored": 17,
             "cold_starts": 111,
-            "deletions": 18,
+            "deletions": 17,
             "false_kill_pct": 0.0,
             "false_kills": 0,
             "first_token": {
                 "max": 1200.0,
-                "p50": 46.63847756283246,
+                "p50": 45.404512877015804,
                 "p95": 600.0,
                 "p99": 1200.0,
-                "spread": 1153.3615224371674,
+                "spread": 1154.5954871229842,
             },
-            "gpu_minutes": 197.78587331146247,
-            "hedge_gpu_minutes": 0.0,
-            "hedges": 0,
+            "gpu_minutes": 195.75357114370132,
+            "hedge_gpu_minutes": 1.3326698218822608,
+            "hedges": 1,
             "held": 39,
             "kill_loops": 0,
             "kind": "policy-summary",
             "policy": "core hedged",
             "ready": {
                 "max": 1200.0,
-                "p50": 45.57210610568279,
+                "p50": 44.29547892218318,
                 "p95": 600.0,
                 "p99": 1200.0,
-                "spread": 1154.427893894317,
+                "spread": 1155.704521077817,
             },
             "replicas": 93,
             "scenario": "golden",
