@@ -98,10 +98,11 @@ Feedback = GotThrough | RetryAt | HeldBehind
 class GpuNews(msgspec.Struct, frozen=True):
     """What a decider saw that the guard weighs hedges by (guard.hedge_budget), with
     hedging on: the GPU-seconds cold starts held, scheduled to Ready or to their end
-    unready (what pays for hedges), the workloads short of GPUs: (workload, seen at, short until), the
-    hedged pods whose stall ended (Ready, deleted, gone): (pod uid, when it was seen), and
-    which of those ended deleted (their hedge pod is their replacement: nothing of the hedge
-    is left to delete; a release before sent none, and its hedges settle as Ready ones)."""
+    unready (what pays for hedges), the workloads short of GPUs: (workload, seen at, short
+    until), the hedged pods whose stall ended (Ready, deleted, gone): (pod uid, when it was
+    seen), and which of those ended deleted (their hedge pod is their replacement: nothing of
+    the hedge is left to delete; a release before sent none, and its hedges settle as Ready
+    ones)."""
 
     gpu_s: float = 0.0
     short: tuple[tuple[str, float, float], ...] = ()

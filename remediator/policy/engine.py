@@ -530,9 +530,9 @@ class PolicyEngine:
 
     def take_gpu_news(self) -> GpuNews:
         """What the guard weighs hedges by, seen since the last call (with hedging on): the
-        GPU-seconds of cold starts, Ready or ended unready (what pays), the workloads short of GPUs, each
-        until `gpu_short_s` after it was seen, and the hedged pods whose stall ended
-        (guard.hedge_budget.hear)."""
+        GPU-seconds of cold starts, Ready or ended unready (what pays), the workloads short
+        of GPUs, each until `gpu_short_s` after it was seen, and the hedged pods whose stall
+        ended (guard.hedge_budget.hear)."""
         window = self.config.stuck_pod.hedge.gpu_short_s
         short = tuple((w, at, at + window) for w, at in self._fresh_short.items())
         ended = tuple((uid, at) for uid, (at, _) in self._hedge_ended.items())
@@ -632,7 +632,9 @@ class PolicyEngine:
 
     def _pay(self, t: PodTimeline) -> None:
         """Tell the hedge budget the GPUs a cold start held, once: to Ready, or to now for
-        one that ended before (the guard's pay, `take_gpu_news`)."""
+        one that ended before (the guard's pay, `take_gpu_news`): its deletion begun
+        (terminating), which is before its GPUs are free; a pod deleted in a watch gap pays
+        to the relist that found it gone, at most the gap more than it held."""
         if not t.paid:
             t.paid = True
             ready = t.learned and t.ready is not None
