@@ -66,8 +66,8 @@ class HedgeBudgetGauges(Collector):
         gpu_s = GaugeMetricFamily(
             "remediator_hedge_budget_gpu_seconds",
             "The hedge budget over its window (guardrails.hedge_budget.window_s): GPU-seconds "
-            "healthy cold starts paid, hedges spent (a hedge charged in full until its stalled "
-            "pod's end is heard, then what it can have held), and max_percent of the pay.",
+            "cold starts paid, hedges spent (a hedge charged in full until its stalled pod's "
+            "end is heard, then what it held), and max_percent of the pay.",
             labels=["what"],
         )
         unsettled = GaugeMetricFamily(

@@ -186,7 +186,7 @@ def _read_short(raw: Any, path: str) -> Short:
 
 
 def hear(state: GuardState, news: GpuNews, at: float, window_s: float = DAY) -> GuardState:
-    """What a decider saw by `at`: healthy cold starts that held `news.gpu_s` GPU-seconds
+    """What a decider saw by `at`: cold starts that held `news.gpu_s` GPU-seconds
     (what pays for hedges, counted in `at`'s hour), workloads short of GPUs (the latest
     sighting of each is kept; one over by `at` is forgotten), and hedged pods whose stall
     ended (their hedges settled)."""
