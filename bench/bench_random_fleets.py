@@ -10,8 +10,9 @@ GPUs for the peak and no more, node scoring spread or pack, a scale-up load, rol
 faults (engine-init hangs 0-20%, a slow or failing registry, driver hangs, unsettled GPU
 nodes where there are eight or more, healthy GPU nodes whose engine inits take 1.5-3 times
 as long). Prints every fleet where the default's P99 time to Ready is above the seed
-rule's, or it killed a healthy pod (a false kill) or looped, then how many of each (false
-kills over the goal, and any at all); never fails.
+rule's, or it killed a healthy pod (a false kill) or looped, or its hedges took more than
+5% of the cold starts' GPU-minutes (`hedge_budget`'s bound, issue 20), then how many of
+each (false kills over the goal, and any at all) and the largest hedge share; never fails.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from remediator.sim.fleet.controllers import CorePolicy, SeedRule
 from remediator.sim.fleet.scenario import DeploymentSpec, Faults, ScaleLoad, Scenario, no_spare
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_sim import MAX_FALSE_KILL_PCT  # noqa: E402
+from bench_sim import MAX_FALSE_KILL_PCT, MAX_HEDGE_PCT  # noqa: E402
 
 # Models the simulator knows, by the TP they serve at (sim/fleet: their weights and steps).
 MODELS = (
@@ -102,7 +103,8 @@ def main() -> None:
         PolicySpec("seed-rule", lambda: SeedRule("seed-rule")),
         PolicySpec("default", lambda: CorePolicy("default", config)),
     ]
-    above = unsafe = any_kill = 0
+    above = unsafe = any_kill = over_budget = 0
+    most_hedged = (0.0, 0)  # (the largest hedge share, its fleet)
     for number in range(args.first, args.first + args.fleets):
         sc = fleet(number, args.hours)
         by = {s.policy: s for s in compare(sc, policies)[0]}
@@ -113,14 +115,19 @@ def main() -> None:
         above += worse
         unsafe += killed or d.kill_loops > 0
         any_kill += d.false_kill_pct > 0  # under the goal, still a healthy pod deleted
-        if worse or d.false_kill_pct > 0 or d.kill_loops:
+        share = 100 * d.hedge_gpu_minutes / d.gpu_minutes if d.gpu_minutes else 0.0
+        over_budget += share > MAX_HEDGE_PCT
+        most_hedged = max(most_hedged, (share, number))
+        if worse or d.false_kill_pct > 0 or d.kill_loops or share > MAX_HEDGE_PCT:
             print(f"fleet {number}: default P99 {dp:.0f}s, seed rule {sp:.0f}s; false kills "
-                  f"{d.false_kill_pct:.2f}%, kill loops {d.kill_loops}; "
-                  f"{describe(sc)}")  # fmt: skip
+                  f"{d.false_kill_pct:.2f}%, kill loops {d.kill_loops}; hedges "
+                  f"{share:.1f}% of GPU-min; {describe(sc)}")  # fmt: skip
     print(f"{args.fleets} fleets ({args.first}..{args.first + args.fleets - 1}, "
           f"{args.hours:g} h each): default above the seed rule's P99 in {above}; "
           f"false kills over the goal or kill loops in {unsafe}; "
-          f"a healthy pod deleted at all in {any_kill}")  # fmt: skip
+          f"a healthy pod deleted at all in {any_kill}; hedges over {MAX_HEDGE_PCT:g}% of "
+          f"cold-start GPU-minutes in {over_budget} (the most {most_hedged[0]:.1f}%, "
+          f"fleet {most_hedged[1]})")  # fmt: skip
 
 
 if __name__ == "__main__":
