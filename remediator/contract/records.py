@@ -100,14 +100,19 @@ class GpuNews(msgspec.Struct, frozen=True):
     hedging on: the GPU-seconds cold starts held, scheduled to Ready or to their end
     unready (what pays for hedges), the workloads short of GPUs: (workload, seen at, short
     until), the hedged pods whose stall ended (Ready, deleted, gone): (pod uid, when it was
-    seen), and which of those ended deleted (their hedge pod is their replacement: nothing of
+    seen), which of those ended deleted (their hedge pod is their replacement: nothing of
     the hedge is left to delete; a release before sent none, and its hedges settle as Ready
-    ones)."""
+    ones), and of those ended, when a new pod was first seen racing each (the hedge step's
+    annotation: it had a node; where none was, or a release before sent none, the hedge is
+    settled from its decision), and the hedged pods whose racer's decider saw it gone (failed,
+    deleted: its GPUs free), with when: a hedge its stalled pod won holds GPUs until then."""
 
     gpu_s: float = 0.0
     short: tuple[tuple[str, float, float], ...] = ()
     ended: tuple[tuple[str, float], ...] = ()
     replaced: tuple[str, ...] = ()
+    raced: tuple[tuple[str, float], ...] = ()
+    racer_gone: tuple[tuple[str, float], ...] = ()
 
 
 class Learned(msgspec.Struct, frozen=True, tag="learned"):

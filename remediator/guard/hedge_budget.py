@@ -21,10 +21,13 @@ nothing for a burst of stalls.
 
 The charge is a reservation, settled when the stalled pod's stall ends (it is Ready, deleted,
 or gone: the deciders' `GpuNews.ended`): a hedge is then charged what it can have held, its
-GPUs from when it was let through to that end, plus `SETTLE_SLACK_S` where the stalled pod
-won (its hedge pod is deleted then, and holds its GPUs through its termination), whether that
-is less than it was charged (the rest is given back to the hour it was charged in) or more
-(the rest is charged there too). So the budget counts what hedges held, as the simulator
+GPUs from when its new pod was seen racing (it had a node: `GpuNews.raced`, less
+`RACED_SLACK_S`; from when it was let through where that was not seen) to that end, plus
+`SETTLE_SLACK_S` where the stalled pod won (its hedge pod is deleted then, and holds its GPUs
+through its termination; to the racer's end instead where its decider, in another partition
+perhaps, is heard to see it gone sooner: `GpuNews.racer_gone`), whether that is less than it
+was charged (the rest is given back to the hour it was charged in) or more (the rest is
+charged there too). So the budget counts what hedges held, as the simulator
 measures it, and `charge_cold_starts` only says how much of the budget a hedge not settled
 yet keeps from the next. A hung pod's hedge is its replacement from the moment its stall is
 found, so what it held beside it is the stall's last stretch, not a cold start (the
@@ -53,11 +56,21 @@ from remediator.inputs.pods import GPU_RESOURCE
 Short = tuple[tuple[str, float, float], ...]  # (workload, seen at, short until)
 # Hedges let through and not yet settled: (stalled pod's uid, charged at, GPUs, GPU-s charged).
 Open = tuple[tuple[str, float, float, float], ...]
+# Hedges settled with their stalled pod Ready, charged to its end + SETTLE_SLACK_S, until
+# their racer is heard gone or that passes: (stalled pod's uid, the hour charged, held from,
+# GPUs, stalled pod's end).
+Won = tuple[tuple[str, float, float, float, float], ...]
 # What a settled hedge may hold past its stalled pod's end as the engine saw it, where that
 # pod won (Ready): the step's poll (2 s) before it deletes the loser, the hedge pod, whose
 # termination holds its GPUs for up to its grace period (Kubernetes' default 30 s); rounded up.
 # Where the stalled pod was deleted, the hedge pod is its replacement from then on: no slack.
 SETTLE_SLACK_S = 45.0
+# How long before its racer was seen a hedge pod may have held its GPUs: the hedge step names
+# its racer within a poll (2 s) of its node, and the annotation's way to the decider (its
+# watch) takes a moment more; rounded up. Before the racer had a node, the hedge held
+# nothing: the workflow's start and the pod's scheduling (tuned fleet, seed 1, 3 h: the guard
+# charged 27.0 GPU-min settled from the decision, the simulator measured 16.8).
+RACED_SLACK_S = 5.0
 # The counts are kept by the HOUR: a window is whole hours, plus the one going.
 
 
@@ -78,6 +91,7 @@ class HedgeBudgetState:
     hours: Hours = ()  # the window's hours, oldest first; an hour with nothing is left out
     short: Short = ()  # workloads short of GPUs, the last sighting of each
     open: Open = ()  # hedges charged and not settled, in the window
+    won: Won = ()  # hedges settled, their stalled pod Ready: their racer's end may lower them
 
     @property
     def paid(self) -> float:
@@ -109,21 +123,38 @@ class HedgeBudgetState:
         hours[hour] = (was_paid + paid, was_spent + spent)
         return tuple((h, p, s) for h, (p, s) in sorted(hours.items()) if p or s)
 
-    def settle(self, ended: tuple[tuple[str, float], ...], replaced: frozenset[str]) -> Hours:
-        """The hours with each ended hedge charged what it can have held (to its stalled
-        pod's end, and `SETTLE_SLACK_S` past it unless that pod was deleted: `replaced`)
-        instead of what it was charged, in the hour it was charged in."""
-        ends = dict(ended)
+    def settle(self, news: GpuNews, at: float) -> HedgeBudgetState:
+        """Each ended hedge charged what it can have held (from its racer seen, less
+        `RACED_SLACK_S`, or else from its charge; to its stalled pod's end, and
+        `SETTLE_SLACK_S` past it unless that pod was deleted: `replaced`) instead of what
+        it was charged, in the hour it was charged in; and each won one whose racer is heard
+        gone charged to that end instead, where it is sooner. Those won are kept until their
+        racer is heard gone or their slack has passed by `at`."""
+        ends, raced, replaced = dict(news.ended), dict(news.raced), frozenset(news.replaced)
         hours = {h[0]: [h[1], h[2]] for h in self.hours}
+        won = list(self.won)
         for uid, charged, gpus, charge in self.open:
             end = ends.get(uid)
             hour = hours.get(charged - charged % HOUR)
             if end is None or hour is None:
                 continue
+            start = max(charged, raced.get(uid, charged) - RACED_SLACK_S)
             slack = 0.0 if uid in replaced else SETTLE_SLACK_S
-            held = gpus * max(0.0, end - charged + slack)
+            held = gpus * max(0.0, end - start + slack)
             hour[1] = max(0.0, hour[1] - charge + held)
-        return tuple((h, p, s) for h, (p, s) in sorted(hours.items()) if p or s)
+            if slack:
+                won.append((uid, charged - charged % HOUR, start, gpus, end))
+        gone, kept = dict(news.racer_gone), []
+        for uid, hour_at, start, gpus, end in won:
+            hour, left = hours.get(hour_at), gone.get(uid)
+            if hour is not None and left is not None:
+                # (held to whichever came first: the racer gone, or the slack's end)
+                unheld = gpus * max(0.0, end + SETTLE_SLACK_S - max(left, end, start))
+                hour[1] = max(0.0, hour[1] - unheld)
+            elif hour is not None and at < end + SETTLE_SLACK_S:
+                kept.append((uid, hour_at, start, gpus, end))
+        rows = tuple((h, p, s) for h, (p, s) in sorted(hours.items()) if p or s)
+        return replace(self, hours=rows, won=tuple(kept))
 
     def still_open(self, ended: tuple[tuple[str, float], ...], window_s: float, at: float) -> Open:
         """The hedges left to settle: not ended, and charged in an hour still in the window."""
@@ -139,16 +170,19 @@ class HedgeBudgetState:
         }
         if self.open:  # (only then: a release from before settling reads the rest back)
             doc["open"] = [list(o) for o in self.open]
+        if self.won:  # (as above)
+            doc["won"] = [list(w) for w in self.won]
         return doc
 
     @classmethod
     def from_doc(cls, value: Any, path: str) -> HedgeBudgetState:
-        obj = read_object(value, path, {"hours", "short", "open", "paid", "spent"})
+        obj = read_object(value, path, {"hours", "short", "open", "won", "paid", "spent"})
         short = _read_short(obj.get("short", []), f"{path}.short")
         opened = _read_open(obj.get("open", []), f"{path}.open")
+        won = _read_won(obj.get("won", []), f"{path}.won")
         # An older release's counts ("paid", "spent": since its state began, or per deciding
         # engine) say nothing of when: they start from nothing (no hedge until paid again).
-        return cls(_read_hours(obj.get("hours", []), f"{path}.hours"), short, opened)
+        return cls(_read_hours(obj.get("hours", []), f"{path}.hours"), short, opened, won)
 
 
 def _read_hours(raw: Any, path: str) -> Hours:
@@ -176,6 +210,19 @@ def _read_open(raw: Any, path: str) -> Open:
     return tuple(out)
 
 
+def _read_won(raw: Any, path: str) -> Won:
+    out: list[tuple[str, float, float, float, float]] = []
+    shape = "[pod uid, hour charged, held from, GPUs, stalled pod's end]"
+    for where, item in read_rows(raw, path, shape, 5):
+        if not isinstance(item[0], str):
+            raise StateError(where, f"expected {shape}")
+        hour, start, gpus, end = (read_number(v, where) for v in item[1:])
+        if gpus < 0:
+            raise StateError(where, "GPUs must not be negative")
+        out.append((item[0], hour, start, gpus, end))
+    return tuple(out)
+
+
 def _read_short(raw: Any, path: str) -> Short:
     out: list[tuple[str, float, float]] = []
     for where, (workload, seen, until) in read_rows(raw, path, "[workload, seen_at, until]", 3):
@@ -191,7 +238,7 @@ def hear(state: GuardState, news: GpuNews, at: float, window_s: float = DAY) -> 
     sighting of each is kept; one over by `at` is forgotten), and hedged pods whose stall
     ended (their hedges settled)."""
     budget = before = state.of(HedgeBudget.name, HedgeBudgetState)
-    if not (news.short or news.ended or budget.short or budget.open):
+    if not (news.short or news.ended or budget.short or budget.open or budget.won):
         # (most calls: a cold start's pay, nothing short of GPUs, no hedge open; what the
         # rest below comes to then, at about half its cost: it runs once per cold start)
         hours = budget.add(at, window_s, paid=max(news.gpu_s, 0.0))
@@ -204,13 +251,14 @@ def hear(state: GuardState, news: GpuNews, at: float, window_s: float = DAY) -> 
         if until > at and seen >= short.get(workload, (seen, until))[0]:
             short[workload] = (seen, until)
     kept = tuple((w, seen, until) for w, (seen, until) in sorted(short.items()))
-    if news.ended:
-        budget = replace(budget, hours=budget.settle(news.ended, frozenset(news.replaced)))
+    if news.ended or budget.won:
+        budget = budget.settle(news, at)
     hours = budget.add(at, window_s, paid=max(news.gpu_s, 0.0))
     opened = budget.still_open(news.ended, window_s, at)
-    if (hours, kept, opened) == (before.hours, before.short, before.open):
+    after = HedgeBudgetState(hours, kept, opened, budget.won)
+    if after == before:
         return state
-    return state.put(HedgeBudget.name, HedgeBudgetState(hours, kept, opened))
+    return state.put(HedgeBudget.name, after)
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,4 +349,4 @@ class HedgeBudget:
         opened = budget.still_open((), window, now)
         if decision.uid:  # (settled when its stalled pod's end is heard)
             opened += ((decision.uid, now, float(decision.gpus or 0), charge),)
-        return state.put(self.name, HedgeBudgetState(hours, budget.short, opened))
+        return state.put(self.name, HedgeBudgetState(hours, budget.short, opened, budget.won))

@@ -133,6 +133,15 @@ class PolicyEngine:
         # told, with when: the guard settles each hedge's charge by it (guard.hedge_budget).
         self._hedge_open: set[str] = set()
         self._hedge_ended: dict[str, tuple[float, bool]] = {}  # uid -> (when, replaced)
+        # When a new pod was first seen racing each (the hedge step's annotation names it
+        # once it has a node): the hedge holds GPUs from then, not from its decision.
+        self._racing_since: dict[str, float] = {}
+        self._hedge_raced: dict[str, float] = {}  # of those ended, told with them
+        # New pods racing a stalled pod, this engine's (the annotation names them): their
+        # stalled pod's uid, until they end; and those that ended unready since the guard
+        # was last told, with when (a hedge whose stalled pod won held GPUs until then).
+        self._racers: dict[str, str] = {}
+        self._racer_gone: dict[str, float] = {}
         # Nodes a verification found with GPU memory unsettled: when, and the incident that
         # told of it; until one finds it settled. A pod stuck there is the node's
         # (Decision.unsettled_node), told in that incident's thread (Decision.told_under).
@@ -189,6 +198,7 @@ class PolicyEngine:
         self._hedged.discard(uid)
         self._left.discard(uid)
         self._reading.pop(uid, None)
+        self._racers.pop(uid, None)  # (not told: its hedge keeps its slack)
         self._stall_ended(uid)
         for held in self._holding.values():
             held.discard(uid)
@@ -427,6 +437,8 @@ class PolicyEngine:
         if after not in UNFINISHED:
             self._armed.pop(t.uid, None)
             self._stall_ended(t.uid, replaced=after in ("terminating", "deleted"))
+            if t.uid in self._racers:
+                self._racer_ended(t.uid, after)
             if after == "deleted":
                 self._deciding.pop(t.uid, None)
                 self._hedged.discard(t.uid)
@@ -526,7 +538,7 @@ class PolicyEngine:
 
     @property
     def has_gpu_news(self) -> bool:
-        return bool(self.fresh_gpu_s or self._fresh_short or self._hedge_ended)
+        return bool(self.fresh_gpu_s or self._fresh_short or self._hedge_ended or self._racer_gone)
 
     def take_gpu_news(self) -> GpuNews:
         """What the guard weighs hedges by, seen since the last call (with hedging on): the
@@ -537,8 +549,10 @@ class PolicyEngine:
         short = tuple((w, at, at + window) for w, at in self._fresh_short.items())
         ended = tuple((uid, at) for uid, (at, _) in self._hedge_ended.items())
         replaced = tuple(uid for uid, (_, by) in self._hedge_ended.items() if by)
-        news = GpuNews(self.fresh_gpu_s, short, ended, replaced)
+        raced, gone = tuple(self._hedge_raced.items()), tuple(self._racer_gone.items())
+        news = GpuNews(self.fresh_gpu_s, short, ended, replaced, raced, gone)
         self.fresh_gpu_s, self._fresh_short, self._hedge_ended = 0.0, {}, {}
+        self._hedge_raced, self._racer_gone = {}, {}
         return news
 
     def _stall_ended(self, uid: str, replaced: bool = False) -> None:
@@ -548,9 +562,34 @@ class PolicyEngine:
         `replaced`: its deletion seen (terminating or gone), so the hedge pod is its
         replacement from then on, and nothing of the hedge is left to delete (forgotten by the
         tracker says nothing)."""
+        raced = self._racing_since.pop(uid, None)
         if uid in self._hedge_open:
             self._hedge_open.discard(uid)
             self._hedge_ended[uid] = (self._now_hint, replaced)
+            if raced is not None:
+                self._hedge_raced[uid] = raced
+
+    def _note_racing(self, seen: WorkloadSeen, now: float) -> None:
+        """The hedges whose new pod is first seen racing their stalled pod (it has a node):
+        from then its GPUs are held beside the stalled pod's, and the guard settles the
+        hedge's charge from there (`GpuNews.raced`)."""
+        for hedge in seen.hedges:
+            uid, racer = hedge.uid, hedge.racing
+            if racer is None:
+                continue
+            if uid in self._hedge_open:
+                self._racing_since.setdefault(uid, now)
+            if racer not in self._racers and self.tracker.get(racer) is not None:
+                self._racers[racer] = uid  # (its own partition's, in Kafka: it may be another)
+
+    def _racer_ended(self, uid: str, after: str) -> None:
+        """A racer's cold start ended: Ready (it won, or ties: nothing to tell), or gone
+        unready (its GPUs free: told, `GpuNews.racer_gone`); terminating is not the end yet."""
+        if after == "terminating":
+            return
+        stalled = self._racers.pop(uid)
+        if after not in _DONE:
+            self._racer_gone[stalled] = self._now_hint
 
     def _note_gpus(self, item: PodSeen | PodEvent, now: float) -> None:
         """Remember a workload's pod unschedulable for want of GPUs."""
@@ -914,6 +953,8 @@ class PolicyEngine:
         if seen.watch == "DELETED":
             self.workloads.pop(key, None)
             return []
+        if self._hedging and seen.hedges:
+            self._note_racing(seen, now)
         cfg = self.config.image_update
         self.workloads[key] = workload_of(cfg, seen)
         outcome = image_update(cfg, before, seen, now, self.workloads.values())

@@ -3,6 +3,7 @@ cold starts' GPU-minutes; and blast_radius counting hedges beside deletions, eac
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,6 +12,7 @@ from remediator.contract.decision import Decision
 from remediator.contract.records import GpuNews
 from remediator.guard.blast_radius import BlastRadius, BlastRadiusConfig, BlastRadiusState
 from remediator.guard.hedge_budget import (
+    RACED_SLACK_S,
     SETTLE_SLACK_S,
     HedgeBudget,
     HedgeBudgetConfig,
@@ -131,6 +133,35 @@ def test_a_settled_hedge_is_charged_what_it_can_have_held() -> None:
     assert budget.spent == 2 * (60 + SETTLE_SLACK_S)
     assert budget.open == ()
     assert STAGE.check(hedge(uid="uid-1"), T0 + 60, settled).passed
+
+
+def test_a_hedge_is_charged_from_when_its_racer_was_seen() -> None:
+    """Its new pod seen racing 20 s after the hedge went (the workflow's start, the pod's
+    scheduling: no GPUs held): charged from then, less the step's poll."""
+    state = STAGE.record(hedge(uid="uid-0"), T0, paid(20000.0))
+    news = GpuNews(ended=(("uid-0", T0 + 60),), replaced=("uid-0",), raced=(("uid-0", T0 + 20),))
+    settled = hear(state, news, T0 + 60)
+    assert settled.of("hedge_budget", HedgeBudgetState).spent == 2 * (40 + RACED_SLACK_S)
+    # never from before it was let through:
+    early = msgspec.structs.replace(news, raced=(("uid-0", T0 + 1),))
+    assert hear(state, early, T0 + 60).of("hedge_budget", HedgeBudgetState).spent == 2 * 60
+
+
+def test_a_won_hedge_is_charged_to_its_racer_s_end_where_that_is_sooner() -> None:
+    """The stalled pod Ready first: its racer, deleted, holds its GPUs until it is gone,
+    which its own decider tells (perhaps another partition's, later): charged to then, where
+    that is within the slack; heard past the slack, or twice, it changes nothing."""
+    state = ended("uid-0", T0 + 60, STAGE.record(hedge(uid="uid-0"), T0, paid(20000.0)))
+    gone = hear(state, GpuNews(racer_gone=(("uid-0", T0 + 70),)), T0 + 72)
+    budget = gone.of("hedge_budget", HedgeBudgetState)
+    assert (budget.spent, budget.won) == (2 * 70, ())
+    again = hear(gone, GpuNews(racer_gone=(("uid-0", T0 + 71),)), T0 + 73)
+    assert again.of("hedge_budget", HedgeBudgetState).spent == 2 * 70
+    late = hear(state, GpuNews(racer_gone=(("uid-0", T0 + 200),)), T0 + 200)
+    budget = late.of("hedge_budget", HedgeBudgetState)
+    assert (budget.spent, budget.won) == (2 * (60 + SETTLE_SLACK_S), ())
+    replaced = ended("uid-1", T0 + 60, STAGE.record(hedge(uid="uid-1"), T0, paid(20000.0)), True)
+    assert replaced.of("hedge_budget", HedgeBudgetState).won == ()  # no racer left to end
 
 
 def test_a_hedge_whose_stalled_pod_was_deleted_is_charged_to_that_end_alone() -> None:
@@ -289,10 +320,19 @@ def test_the_state_round_trips_and_bad_state_is_refused() -> None:
     state = STAGE.record(hedge(), T0, hear(paid(), GpuNews(short=((SHORT, T0, T0 + 1),)), T0))
     assert state.of("hedge_budget", HedgeBudgetState).open  # an open hedge survives a restart
     assert pipeline.load_state(state.to_json()) == state
-    # With none open the record is as the release before settling wrote it (a rollback reads it).
+    # Settled and won, its racer's end awaited: that survives a restart too.
     settled = hear(state, GpuNews(ended=(("uid-0", T0 + 60),)), T0 + 60)
-    assert set(settled.of("hedge_budget", HedgeBudgetState).to_doc()) == {"hours", "short"}
+    assert set(settled.of("hedge_budget", HedgeBudgetState).to_doc()) == {"hours", "short", "won"}
     assert pipeline.load_state(settled.to_json()) == settled
+    # With none open or won the record is as the release before settling wrote it (a
+    # rollback reads it).
+    past = hear(settled, GpuNews(gpu_s=1.0), T0 + 60 + SETTLE_SLACK_S)
+    assert set(past.of("hedge_budget", HedgeBudgetState).to_doc()) == {"hours", "short"}
+    assert pipeline.load_state(past.to_json()) == past
+    with pytest.raises(ValueError, match=r"hedge_budget\.won\[0\].*negative"):
+        pipeline.load_state('{"version": 1, "hedge_budget": {"won": [["u", 0, 1, -2, 5]]}}')
+    with pytest.raises(ValueError, match=r"hedge_budget\.won\[0\]"):
+        pipeline.load_state('{"version": 1, "hedge_budget": {"won": [["u", 0, 1, 2]]}}')
     with pytest.raises(ValueError, match=r"hedge_budget\.open\[0\].*negative"):
         pipeline.load_state('{"version": 1, "hedge_budget": {"open": [["u", 1, 2, -5]]}}')
     with pytest.raises(ValueError, match=r"hedge_budget\.open\[0\]"):

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from remediator.contract.errors import ConfigError
 from remediator.core.guard import HedgeBudgetGauges
-from remediator.guard.hedge_budget import SETTLE_SLACK_S, HedgeBudgetState
+from remediator.guard.hedge_budget import RACED_SLACK_S, SETTLE_SLACK_S, HedgeBudgetState
 from remediator.inputs.hedge_annotation import HEDGE, Hedge, write_hedges
 from remediator.policy.hedge import hedge_incident
 from remediator.policy_file import load_policy
@@ -371,6 +371,36 @@ def test_a_stalled_pod_its_hedge_races_is_left_to_the_hedge() -> None:
     run.at(T0 + started + 1100)
     assert _acts(run) == ["hedge-pod", "delete-pod"]
     assert started + 1000 <= run.decisions[-1].at - T0 <= started + 1010
+
+
+def test_a_won_hedge_is_charged_from_its_racer_s_node_to_the_racer_s_end() -> None:
+    """What the hedge held beside its stalled pod: its new pod's GPUs from when the step
+    said it races (it had a node; the workflow's start and the scheduling before held
+    nothing), less the step's poll, to the stalled pod's Ready; and then to the racer's own
+    end (deleted as the loser), which its decider tells, sooner than the slack allows."""
+    run = _run()
+    started = _stalled(run)
+    run.at(T0 + started + STALL_AT + 1)
+    (hedge,) = run.decisions
+    raced = started + STALL_AT + 20
+    run.feed(pod("the-hedge-pod", RACER, created=raced - 3, scheduled=raced - 1))
+    _hedge_runs(run, raced)
+    won = raced + 10
+    run.feed(pod(_name(9), _uid(9), created=started - 10, scheduled=started - 9,
+                 started=started, ready=won))  # fmt: skip
+    run.at(T0 + won + 1)
+    budget = run.session.guard_state.of("hedge_budget", HedgeBudgetState)
+    from_ = T0 + raced - RACED_SLACK_S
+    assert from_ > hedge.at
+    assert budget.spent == pytest.approx(2 * (T0 + won - from_ + SETTLE_SLACK_S))
+    assert [w[0] for w in budget.won] == [_uid(9)]
+    gone = won + 8
+    run.at(T0 + gone)
+    run.feed(pod("the-hedge-pod", RACER, watch="DELETED", created=raced - 3, scheduled=raced - 1))
+    run.at(T0 + gone + 1)
+    budget = run.session.guard_state.of("hedge_budget", HedgeBudgetState)
+    assert budget.spent == pytest.approx(2 * (T0 + gone - from_))
+    assert budget.won == ()
 
 
 NO_RACE: dict[str, tuple[dict[str, object], bool]] = {
