@@ -208,7 +208,7 @@ def test_an_open_hedge_is_forgotten_with_the_hour_it_was_charged_in() -> None:
 HEDGED = st.lists(
     st.tuples(
         st.floats(0, 5_000, allow_nan=False),  # seconds since the last event
-        st.sampled_from(["paid", "hedge", "end"]),
+        st.sampled_from(["paid", "hedge", "end", "gone"]),
         st.floats(0, 50_000, allow_nan=False),  # GPU-s paid / which hedge ends (by index)
     ),
     max_size=60,
@@ -222,18 +222,24 @@ def test_settled_hedges_are_charged_at_least_what_they_held_and_stay_within_the_
 ) -> None:
     """Whatever comes in whatever order: the budget spends exactly each hedge's full charge
     until its end is heard, then its GPUs from its start to its end and the slack, more or
-    less than the charge; and each hedge is let through only while what hedges spent, its
-    charge included, stays within 5% of the window's pay."""
+    less than the charge, or to its racer's end where that is heard first and sooner; and
+    each hedge is let through only while what hedges spent, its charge included, stays
+    within 5% of the window's pay."""
     state, now = GuardState(), T0
     heard: list[tuple[float, float]] = []
-    hedges: list[list[float | None]] = []  # [charged at, end]
+    hedges: list[list[float | None]] = []  # [charged at, end, racer gone]
 
     def window(seen: list[tuple[float, float]]) -> float:
         return sum(v for at, v in seen if at - at % 3600 + 3600 > now - 86400)
 
+    def cost(at: float, end: float | None, gone: float | None) -> float:
+        if end is None:
+            return 600.0
+        held_to = end + SETTLE_SLACK_S if gone is None else min(end + SETTLE_SLACK_S, gone)
+        return 2 * (held_to - at)
+
     def costs() -> list[tuple[float, float]]:
-        return [(at, 600.0 if end is None else 2 * (end - at + SETTLE_SLACK_S))
-                for at, end in hedges]  # type: ignore[operator]  # fmt: skip
+        return [(h[0], cost(*h)) for h in hedges]  # type: ignore[arg-type]
 
     for i, (gap, what, value) in enumerate(events):
         now += gap
@@ -245,11 +251,17 @@ def test_settled_hedges_are_charged_at_least_what_they_held_and_stay_within_the_
             if hedges[j][1] is None and hedges[j][0] + 86400 > now - 3600:  # type: ignore[operator]
                 hedges[j][1] = now
             state = ended(f"uid-{j}", now, state)
+        elif what == "gone" and hedges:  # its racer's decider saw it gone (heard once)
+            j = int(value) % len(hedges)
+            end, gone = hedges[j][1], hedges[j][2]
+            if end is not None and gone is None and now < end + SETTLE_SLACK_S:
+                hedges[j][2] = now
+            state = hear(state, GpuNews(racer_gone=((f"uid-{j}", now),)), now)
         elif what == "hedge":
             decision = hedge(uid=f"uid-{len(hedges)}", target=f"vllm-{i}")
             if STAGE.check(decision, now, state).passed:
                 state = STAGE.record(decision, now, state)
-                hedges.append([now, None])
+                hedges.append([now, None, None])
                 assert window(costs()) <= window(heard) * 0.05 + 1e-6
         spent = state.of("hedge_budget", HedgeBudgetState).within(now, 86400)[1]
         assert spent == pytest.approx(window(costs()), abs=1e-6)
