@@ -16,6 +16,7 @@ from typing import Any, Final
 from remediator.contract.actions import action
 from remediator.contract.decision import Decision
 from remediator.contract.records import GpuNews
+from remediator.inputs.hedge_annotation import Hedge
 from remediator.inputs.records import (
     AlertSeen,
     EngineSpan,
@@ -38,7 +39,11 @@ from remediator.policy.hedge import (
     cold_start_gpu_s,
     decide_hedge,
     left_to_hedge,
+    racing_for,
     short_of_gpus,
+)
+from remediator.policy.hedge import (
+    stalled as stalled_text,
 )
 from remediator.policy.history import PhaseHistory, budget, expected_cold_start, step_key
 from remediator.policy.incident import incident_id
@@ -124,6 +129,7 @@ class PolicyEngine:
         self._hedging = config.stuck_pod.hedge.enabled and config.stuck_pod.progress.enabled
         self._hedged: set[str] = set()
         self._left: set[str] = set()  # stalled pods left to their hedge, told so
+        self._waiting: set[str] = set()  # racers stalled, waiting for their race's end, told so
         # Pods in engine init whose budget ran out while their log was never read (more in
         # engine init than `engine_logs.max_pods`): when their log was asked for
         # (`logs_wanted`), before anything is decided on the budget alone.
@@ -197,6 +203,7 @@ class PolicyEngine:
         self._deciding.pop(uid, None)
         self._hedged.discard(uid)
         self._left.discard(uid)
+        self._waiting.discard(uid)
         self._reading.pop(uid, None)
         self._racers.pop(uid, None)  # (not told: its hedge keeps its slack)
         self._stall_ended(uid)
@@ -443,6 +450,7 @@ class PolicyEngine:
                 self._deciding.pop(t.uid, None)
                 self._hedged.discard(t.uid)
                 self._left.discard(t.uid)
+                self._waiting.discard(t.uid)
             return
         armed = self._armed.get(t.uid)
         if armed is not None and armed[0] == after:
@@ -691,7 +699,11 @@ class PolicyEngine:
         sample = phase
         stall = self._stall(t, phase)
         if stall is not None and self._may_hedge(t, stall):
-            return self._hedge(t, stall, since, now)
+            racing = racing_for(t, self._hedges_of(t), now)
+            if racing is None:
+                return self._hedge(t, stall, since, now)
+            if now < stall.due(cfg.checks, cfg.check_interval_s):
+                return self._wait_to_hedge(t, stall, since, now, racing)
         if stall is not None and self.config.stuck_pod.hedge.leave_to_race:
             raced = self._raced(t, now)
             if raced is not None:
@@ -717,11 +729,32 @@ class PolicyEngine:
         stalled = stall.timed_as if stall is not None else None
         return decide_stuck(t, phase, why, facts, now, self._init_deletes, stalled)
 
-    def _raced(self, t: PodTimeline, now: float) -> str | None:
-        """Why the stalled pod is left to its hedge (`left_to_hedge`), or None."""
+    def _hedges_of(self, t: PodTimeline) -> tuple[Hedge, ...]:
+        """The hedges its workload's annotation says run."""
         workload = owner_workload(t.namespace, t.owner, t.labels)
         known = self.workloads.get(workload) if workload else None
-        return left_to_hedge(t, known.hedges if known else (), now)
+        return known.hedges if known else ()
+
+    def _raced(self, t: PodTimeline, now: float) -> str | None:
+        """Why the stalled pod is left to its hedge (`left_to_hedge`), or None."""
+        return left_to_hedge(t, self._hedges_of(t), now)
+
+    def _wait_to_hedge(
+        self, t: PodTimeline, stall: Stall, since: float, now: float, racing: Hedge
+    ) -> Outcome | None:
+        """A racer stalled while the hedge it races runs (`racing_for`): looked at again each
+        check, hedged once that hedge has ended, judged hung at its stall's end as any pod;
+        said once (an Ignored: why no hedge yet)."""
+        cfg = self.config.stuck_pod
+        self._arm(min(stall.due(cfg.checks, cfg.check_interval_s), now + cfg.check_interval_s),
+                  t, "engine_init", since)  # fmt: skip
+        if t.uid in self._waiting:
+            return None
+        self._waiting.add(t.uid)
+        said = stalled_text(stall, t.model or "unknown", now, cfg.hedge.at)
+        why = (f"no hedge yet: it races the hedge of {racing.pod}; hedged once that one "
+               "ends with it gone")  # fmt: skip
+        return Ignored(HEDGE_RULE, f"{t.namespace}/{t.name}", f"{said}; {why}", now)
 
     def _leave_to_hedge(
         self, t: PodTimeline, stall: Stall, since: float, now: float, why: str

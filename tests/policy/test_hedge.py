@@ -426,3 +426,54 @@ def test_a_stalled_pod_nothing_races_is_deleted_as_ever(case: str) -> None:
         ("delete-pod", started + STALL_AT + 20),
     ]
     assert not [n for n in run.notes if "not deleted" in n.reason]
+
+
+def _races_a_hedge(run: Run, at: float) -> None:
+    """Pod 9 is the new pod racing another pod's hedge, as the step's annotation says."""
+    _hedge_runs(run, at, pod="the-stalled-pod", uid="uid-of-the-stalled-pod", racing=_uid(9))
+
+
+def test_a_racer_that_stalls_is_hedged_once_the_hedge_it_races_has_ended() -> None:
+    """Both pods of a replica stalled: a third would race neither (the step's k-hedges would
+    start one, the simulator's refuses). It waits, said once, and is hedged at the first
+    check after the hedge it races ends (its stalled pod deleted for its hang): the replica's
+    next pod starts then, not after the racer's own hang as well."""
+    run = _run()
+    started = _stalled(run)
+    _races_a_hedge(run, started + 100)
+    run.at(T0 + started + STALL_AT + 5)
+    assert _acts(run) == []
+    (waits,) = [n for n in run.notes if "no hedge yet" in n.reason]
+    assert waits.rule == "hedge" and waits.subject == f"llm/{_name(9)}"
+    assert "stalled in vLLM step kv_cache (timed as cuda_graphs) for 120s" in waits.reason
+    assert "it races the hedge of the-stalled-pod" in waits.reason
+    ended = started + STALL_AT + 7
+    run.feed(deployment(IMAGE, at=ended))  # the stalled pod gone: the step ended its hedge
+    run.at(T0 + started + STALL_AT + 19)
+    (hedge,) = run.decisions
+    assert (hedge.action, hedge.uid) == ("hedge-pod", _uid(9))
+    assert ended < hedge.at - T0 <= ended + 10  # at the next check
+    run.at(T0 + started + 600)
+    assert _acts(run) == ["hedge-pod", "delete-pod"]  # hung: deleted at its stall's end
+    assert run.decisions[-1].at - T0 == started + STALL_AT + 20
+    assert len([n for n in run.notes if "no hedge yet" in n.reason]) == 1
+
+
+def test_a_racer_still_racing_when_hung_is_deleted_as_ever() -> None:
+    run = _run()
+    started = _stalled(run)
+    _races_a_hedge(run, started + 100)
+    run.at(T0 + started + 900)
+    assert [(d.action, d.at - T0) for d in run.decisions] == [
+        ("delete-pod", started + STALL_AT + 20)
+    ]
+
+
+def test_a_racer_of_a_hedge_past_its_deadline_is_hedged_at_its_stall() -> None:
+    """The step ends a hedge at its deadline: a racer is not kept waiting on a stale entry."""
+    run = _run()
+    started = _stalled(run)
+    _hedge_runs(run, started + 100, pod="the-stalled-pod", uid="uid-of-the-stalled-pod",
+                racing=_uid(9), deadline=T0 + started + STALL_AT - 1)  # fmt: skip
+    run.at(T0 + started + STALL_AT + 1)
+    assert [(d.action, d.at - T0) for d in run.decisions] == [("hedge-pod", started + STALL_AT)]
