@@ -105,7 +105,11 @@ class GpuNews(msgspec.Struct, frozen=True):
     ones), and of those ended, when a new pod was first seen racing each (the hedge step's
     annotation: it had a node; where none was, or a release before sent none, the hedge is
     settled from its decision), and the hedged pods whose racer's decider saw it gone (failed,
-    deleted: its GPUs free), with when: a hedge its stalled pod won holds GPUs until then."""
+    deleted: its GPUs free), with when: a hedge its stalled pod won holds GPUs until then.
+    `racer_scheduled`: of those raced, when that racer was scheduled, as the hedge step's
+    annotation says (its PodScheduled condition: the same in every partition; none from a
+    release before), from which the hedge is settled with no slack for the step's poll and
+    the watch."""
 
     gpu_s: float = 0.0
     short: tuple[tuple[str, float, float], ...] = ()
@@ -113,6 +117,7 @@ class GpuNews(msgspec.Struct, frozen=True):
     replaced: tuple[str, ...] = ()
     raced: tuple[tuple[str, float], ...] = ()
     racer_gone: tuple[tuple[str, float], ...] = ()
+    racer_scheduled: tuple[tuple[str, float], ...] = ()
 
 
 class Learned(msgspec.Struct, frozen=True, tag="learned"):

@@ -21,8 +21,9 @@ nothing for a burst of stalls.
 
 The charge is a reservation, settled when the stalled pod's stall ends (it is Ready, deleted,
 or gone: the deciders' `GpuNews.ended`): a hedge is then charged what it can have held, its
-GPUs from when its new pod was seen racing (it had a node: `GpuNews.raced`, less
-`RACED_SLACK_S`; from when it was let through where that was not seen) to that end, plus
+GPUs from when its new pod was scheduled (`GpuNews.racer_scheduled`, where the decider
+tracks that pod), or else seen racing (it had a node: `GpuNews.raced`, less `RACED_SLACK_S`;
+from when it was let through where that was not seen) to that end, plus
 `SETTLE_SLACK_S` where the stalled pod won (its hedge pod is deleted then, and holds its GPUs
 through its termination; to the racer's end instead where its decider, in another partition
 perhaps, is heard to see it gone sooner: `GpuNews.racer_gone`), whether that is less than it
@@ -124,13 +125,15 @@ class HedgeBudgetState:
         return tuple((h, p, s) for h, (p, s) in sorted(hours.items()) if p or s)
 
     def settle(self, news: GpuNews, at: float) -> HedgeBudgetState:
-        """Each ended hedge charged what it can have held (from its racer seen, less
-        `RACED_SLACK_S`, or else from its charge; to its stalled pod's end, and
+        """Each ended hedge charged what it can have held (from its racer's scheduling, or
+        its racer seen less `RACED_SLACK_S`, or else from its charge: `_held_from`; to its
+        stalled pod's end, and
         `SETTLE_SLACK_S` past it unless that pod was deleted: `replaced`) instead of what
         it was charged, in the hour it was charged in; and each won one whose racer is heard
         gone charged to that end instead, where it is sooner. Those won are kept until their
         racer is heard gone or their slack has passed by `at`."""
-        ends, raced, replaced = dict(news.ended), dict(news.raced), frozenset(news.replaced)
+        ends, replaced = dict(news.ended), frozenset(news.replaced)
+        raced, scheduled = dict(news.raced), dict(news.racer_scheduled)
         hours = {h[0]: [h[1], h[2]] for h in self.hours}
         won = list(self.won)
         for uid, charged, gpus, charge in self.open:
@@ -138,7 +141,7 @@ class HedgeBudgetState:
             hour = hours.get(charged - charged % HOUR)
             if end is None or hour is None:
                 continue
-            start = max(charged, raced.get(uid, charged) - RACED_SLACK_S)
+            start = _held_from(charged, raced.get(uid), scheduled.get(uid))
             slack = 0.0 if uid in replaced else SETTLE_SLACK_S
             held = gpus * max(0.0, end - start + slack)
             hour[1] = max(0.0, hour[1] - charge + held)
@@ -183,6 +186,15 @@ class HedgeBudgetState:
         # An older release's counts ("paid", "spent": since its state began, or per deciding
         # engine) say nothing of when: they start from nothing (no hedge until paid again).
         return cls(_read_hours(obj.get("hours", []), f"{path}.hours"), short, opened, won)
+
+
+def _held_from(charged: float, raced: float | None, scheduled: float | None) -> float:
+    """When a hedge began to hold GPUs: its racer's scheduling where that is known (no later
+    than it was seen racing: the API server's clock may run ahead of ours), or its racer
+    seen less `RACED_SLACK_S`, or its decision; never before its decision."""
+    if scheduled is not None:
+        return max(charged, min(scheduled, raced if raced is not None else scheduled))
+    return max(charged, (raced if raced is not None else charged) - RACED_SLACK_S)
 
 
 def _read_hours(raw: Any, path: str) -> Hours:

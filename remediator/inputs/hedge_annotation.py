@@ -26,9 +26,11 @@ class Hedge:
     Deployment's before any hedge running surged it: the same in every entry), the pods from
     before its surge (uids), the deadline (seconds since the epoch, the step's own clock),
     and the new pod racing the stalled one: scheduled, not going (the step keeps it current;
-    None while every new pod waits for a node). While one races, a core with
-    `stuck_pod.hedge.leave_to_race` leaves the stalled pod to the hedge
-    (policy.hedge.left_to_hedge)."""
+    None while every new pod waits for a node), with when it was scheduled (its PodScheduled
+    condition as the API server has it, seconds since the epoch; None where it has none, or
+    a release before wrote the entry): the hedge holds GPUs from then (guard.hedge_budget).
+    While one races, a core with `stuck_pod.hedge.leave_to_race` leaves the stalled pod to
+    the hedge (policy.hedge.left_to_hedge)."""
 
     pod: str
     uid: str
@@ -36,11 +38,12 @@ class Hedge:
     before: tuple[str, ...]
     deadline: float
     racing: str | None = None
+    racing_since: float | None = None
 
     def to_json(self) -> str:
         doc = {"pod": self.pod, "uid": self.uid, "replicas": self.replicas,
                "before": list(self.before), "deadline": self.deadline,
-               "racing": self.racing}  # fmt: skip
+               "racing": self.racing, "racing_since": self.racing_since}  # fmt: skip
         return json.dumps(doc, separators=(",", ":"))
 
     @classmethod
@@ -55,6 +58,7 @@ class Hedge:
                 tuple(str(u) for u in doc["before"]),
                 float(doc["deadline"]),
                 None if doc.get("racing") is None else str(doc["racing"]),
+                None if doc.get("racing_since") is None else float(doc["racing_since"]),
             )
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise ValueError(f"annotation {HEDGE} is not a hedge the step wrote: {e}") from e

@@ -140,9 +140,11 @@ class PolicyEngine:
         self._hedge_open: set[str] = set()
         self._hedge_ended: dict[str, tuple[float, bool]] = {}  # uid -> (when, replaced)
         # When a new pod was first seen racing each (the hedge step's annotation names it
-        # once it has a node): the hedge holds GPUs from then, not from its decision.
-        self._racing_since: dict[str, float] = {}
+        # once it has a node), and when it was scheduled as the annotation says: the hedge
+        # holds GPUs from then, not from its decision.
+        self._racing_since: dict[str, tuple[float, float | None]] = {}  # (when, scheduled)
         self._hedge_raced: dict[str, float] = {}  # of those ended, told with them
+        self._racer_scheduled: dict[str, float] = {}  # and when that pod was, if said
         # New pods racing a stalled pod, this engine's (the annotation names them): their
         # stalled pod's uid, until they end; and those that ended unready since the guard
         # was last told, with when (a hedge whose stalled pod won held GPUs until then).
@@ -558,9 +560,10 @@ class PolicyEngine:
         ended = tuple((uid, at) for uid, (at, _) in self._hedge_ended.items())
         replaced = tuple(uid for uid, (_, by) in self._hedge_ended.items() if by)
         raced, gone = tuple(self._hedge_raced.items()), tuple(self._racer_gone.items())
-        news = GpuNews(self.fresh_gpu_s, short, ended, replaced, raced, gone)
+        scheduled = tuple(self._racer_scheduled.items())
+        news = GpuNews(self.fresh_gpu_s, short, ended, replaced, raced, gone, scheduled)
         self.fresh_gpu_s, self._fresh_short, self._hedge_ended = 0.0, {}, {}
-        self._hedge_raced, self._racer_gone = {}, {}
+        self._hedge_raced, self._racer_gone, self._racer_scheduled = {}, {}, {}
         return news
 
     def _stall_ended(self, uid: str, replaced: bool = False) -> None:
@@ -575,18 +578,21 @@ class PolicyEngine:
             self._hedge_open.discard(uid)
             self._hedge_ended[uid] = (self._now_hint, replaced)
             if raced is not None:
-                self._hedge_raced[uid] = raced
+                self._hedge_raced[uid], scheduled = raced
+                if scheduled is not None:
+                    self._racer_scheduled[uid] = scheduled
 
     def _note_racing(self, seen: WorkloadSeen, now: float) -> None:
         """The hedges whose new pod is first seen racing their stalled pod (it has a node):
         from then its GPUs are held beside the stalled pod's, and the guard settles the
-        hedge's charge from there (`GpuNews.raced`)."""
+        hedge's charge from there (`GpuNews.raced`), or from when the annotation says it was
+        scheduled, where it says (`GpuNews.racer_scheduled`: the same in every partition)."""
         for hedge in seen.hedges:
             uid, racer = hedge.uid, hedge.racing
             if racer is None:
                 continue
             if uid in self._hedge_open:
-                self._racing_since.setdefault(uid, now)
+                self._racing_since.setdefault(uid, (now, hedge.racing_since))
             if racer not in self._racers and self.tracker.get(racer) is not None:
                 self._racers[racer] = uid  # (its own partition's, in Kafka: it may be another)
 

@@ -381,16 +381,28 @@ def _racer(fresh: list[Any], racing: str | None) -> str | None:
     return racing if racing in able else next(iter(able), None)
 
 
+def _scheduled_at(pod: Any) -> float | None:
+    """When the pod was scheduled: its PodScheduled condition's time (the API server's)."""
+    conditions = (pod.status.conditions if pod.status else None) or []
+    when = next((c.last_transition_time for c in conditions
+                 if c.type == "PodScheduled" and c.status == "True"), None)  # fmt: skip
+    return when.timestamp() if when is not None else None
+
+
 def _say_racing(
     apps: client.AppsV1Api, dep: Any, plans: tuple[Hedge, ...], plan: Hedge, fresh: list[Any]
 ) -> None:
     """Keep the annotation's `racing` current, so the core leaves the stalled pod to the
     hedge while a new pod races it, and deletes it for its stall when none does (the hedge
     pod waits for GPUs the stalled pod holds); and so no other hedge takes that pod for its
-    own. A conflict is left to the next look."""
+    own. A conflict is left to the next look. With it, when it was scheduled: the hedge holds
+    GPUs from then (guard.hedge_budget; the core sees the annotation a poll and a watch later)."""
     racing = _racer(fresh, plan.racing)
     if racing != plan.racing:
-        said = tuple(replace(p, racing=racing) if p.uid == plan.uid else p for p in plans)
+        pod = next((p for p in fresh if p.metadata.uid == racing), None)
+        since = _scheduled_at(pod) if pod is not None else None
+        said = tuple(replace(p, racing=racing, racing_since=since) if p.uid == plan.uid else p
+                     for p in plans)  # fmt: skip
         body = {"metadata": {"annotations": {HEDGE: write_hedges(said)}}}
         _patch(apps, dep, body, dry_run=False)
 

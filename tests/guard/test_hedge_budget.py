@@ -147,6 +147,23 @@ def test_a_hedge_is_charged_from_when_its_racer_was_seen() -> None:
     assert hear(state, early, T0 + 60).of("hedge_budget", HedgeBudgetState).spent == 2 * 60
 
 
+def test_a_hedge_is_charged_from_its_racer_s_scheduling_where_that_is_known() -> None:
+    """Its racer tracked by the decider that saw the end: charged from the racer's
+    scheduling as the API server stamped it, with no slack; never from after it was seen
+    racing (a control plane's clock ahead of ours), nor from before it was let through."""
+    state = STAGE.record(hedge(uid="uid-0"), T0, paid(20000.0))
+    news = GpuNews(ended=(("uid-0", T0 + 60),), replaced=("uid-0",), raced=(("uid-0", T0 + 20),),
+                   racer_scheduled=(("uid-0", T0 + 18),))  # fmt: skip
+
+    def spent(news: GpuNews) -> float:
+        return hear(state, news, T0 + 60).of("hedge_budget", HedgeBudgetState).spent
+
+    assert spent(news) == 2 * 42
+    assert spent(msgspec.structs.replace(news, racer_scheduled=(("uid-0", T0 + 25),))) == 2 * 40
+    assert spent(msgspec.structs.replace(news, racer_scheduled=(("uid-0", T0 - 5),))) == 2 * 60
+    assert spent(msgspec.structs.replace(news, raced=())) == 2 * 42
+
+
 def test_a_won_hedge_is_charged_to_its_racer_s_end_where_that_is_sooner() -> None:
     """The stalled pod Ready first: its racer, deleted, holds its GPUs until it is gone,
     which its own decider tells (perhaps another partition's, later): charged to then, where
@@ -221,22 +238,23 @@ def test_settled_hedges_are_charged_at_least_what_they_held_and_stay_within_the_
     events: list[tuple[float, str, float]],
 ) -> None:
     """Whatever comes in whatever order: the budget spends exactly each hedge's full charge
-    until its end is heard, then its GPUs from its start to its end and the slack, more or
-    less than the charge, or to its racer's end where that is heard first and sooner; and
+    until its end is heard, then its GPUs from its racer's scheduling to its end and the
+    slack, more or less than the charge, or to its racer's end where that is heard first and
+    sooner; and
     each hedge is let through only while what hedges spent, its charge included, stays
     within 5% of the window's pay."""
     state, now = GuardState(), T0
     heard: list[tuple[float, float]] = []
-    hedges: list[list[float | None]] = []  # [charged at, end, racer gone]
+    hedges: list[list[float | None]] = []  # [charged at, end, racer gone, held from]
 
     def window(seen: list[tuple[float, float]]) -> float:
         return sum(v for at, v in seen if at - at % 3600 + 3600 > now - 86400)
 
-    def cost(at: float, end: float | None, gone: float | None) -> float:
-        if end is None:
+    def cost(at: float, end: float | None, gone: float | None, start: float | None) -> float:
+        if end is None or start is None:
             return 600.0
         held_to = end + SETTLE_SLACK_S if gone is None else min(end + SETTLE_SLACK_S, gone)
-        return 2 * (held_to - at)
+        return 2 * max(0.0, held_to - start)
 
     def costs() -> list[tuple[float, float]]:
         return [(h[0], cost(*h)) for h in hedges]  # type: ignore[arg-type]
@@ -248,9 +266,12 @@ def test_settled_hedges_are_charged_at_least_what_they_held_and_stay_within_the_
             heard.append((now, value))
         elif what == "end" and hedges:
             j = int(value) % len(hedges)
+            # its racer scheduled a moment after it was let through, as its decider tells
+            scheduled = hedges[j][0] + value % 7  # type: ignore[operator]
             if hedges[j][1] is None and hedges[j][0] + 86400 > now - 3600:  # type: ignore[operator]
-                hedges[j][1] = now
-            state = ended(f"uid-{j}", now, state)
+                hedges[j][1], hedges[j][3] = now, scheduled
+            news = GpuNews(ended=((f"uid-{j}", now),), racer_scheduled=((f"uid-{j}", scheduled),))
+            state = hear(state, news, now)
         elif what == "gone" and hedges:  # its racer's decider saw it gone (heard once)
             j = int(value) % len(hedges)
             end, gone = hedges[j][1], hedges[j][2]
@@ -261,7 +282,7 @@ def test_settled_hedges_are_charged_at_least_what_they_held_and_stay_within_the_
             decision = hedge(uid=f"uid-{len(hedges)}", target=f"vllm-{i}")
             if STAGE.check(decision, now, state).passed:
                 state = STAGE.record(decision, now, state)
-                hedges.append([now, None, None])
+                hedges.append([now, None, None, None])
                 assert window(costs()) <= window(heard) * 0.05 + 1e-6
         spent = state.of("hedge_budget", HedgeBudgetState).within(now, 86400)[1]
         assert spent == pytest.approx(window(costs()), abs=1e-6)

@@ -28,6 +28,7 @@ hedge = st.builds(
     before=st.lists(uids, max_size=5).map(tuple),
     deadline=st.floats(0, 4.1e9, allow_nan=False),
     racing=st.none() | uids,
+    racing_since=st.none() | st.floats(0, 4.1e9, allow_nan=False),
 )
 
 
@@ -50,6 +51,11 @@ def test_a_release_before_wrote_one_hedge_as_an_object() -> None:
         ("[1]", "not a hedge the step wrote"),
         ('[{"pod": "p"}]', "not a hedge the step wrote"),
         ('{"pod": "p", "uid": "u", "replicas": "x", "before": [], "deadline": 1}', "not a hedge"),
+        (
+            '{"pod": "p", "uid": "u", "replicas": 1, "before": [], "deadline": 1, '
+            '"racing": "n", "racing_since": "soon"}',
+            "not a hedge",
+        ),
         (
             json.dumps([{"pod": "p", "uid": "u", "replicas": 1, "before": [], "deadline": 1}] * 2),
             "names a pod twice",

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -126,6 +127,14 @@ def _hedge_notes(cluster: LiveCluster, name: str) -> dict[str, dict[str, Any]]:
     return {h["uid"]: h for h in json.loads(note)} if note else {}
 
 
+def _scheduled_at(cluster: LiveCluster, name: str, uid: str) -> float:
+    """The PodScheduled condition's time of the workload's pod `uid`, seconds since the epoch."""
+    (pod,) = [p for p in _pods(cluster, name) if p["metadata"]["uid"] == uid]
+    (when,) = [c["lastTransitionTime"] for c in pod["status"]["conditions"]
+               if c["type"] == "PodScheduled"]  # fmt: skip
+    return datetime.fromisoformat(when).timestamp()
+
+
 def _settled(cluster: LiveCluster, name: str, *uids: str, replicas: int = 1) -> dict[str, Any]:
     """The Deployment back at its replicas, its hedges ended, as many pods left."""
 
@@ -164,6 +173,8 @@ def test_the_hedge_pod_ready_first_wins_and_the_stalled_pod_is_deleted(
         lambda: _hedge_notes(cluster, name)[uid].get("racing"), 30, "the hedge pod racing"
     )
     assert racing == hedge["metadata"]["uid"]
+    # with when it was scheduled, as the API server has it: the hedge budget charges from then
+    assert _hedge_notes(cluster, name)[uid]["racing_since"] == _scheduled_at(cluster, name, racing)
     _get_going(cluster, hedge)
     code, verdict = step.verdict()
     assert code == 0, verdict

@@ -373,24 +373,26 @@ def test_a_stalled_pod_its_hedge_races_is_left_to_the_hedge() -> None:
     assert started + 1000 <= run.decisions[-1].at - T0 <= started + 1010
 
 
-def test_a_won_hedge_is_charged_from_its_racer_s_node_to_the_racer_s_end() -> None:
-    """What the hedge held beside its stalled pod: its new pod's GPUs from when the step
-    said it races (it had a node; the workflow's start and the scheduling before held
-    nothing), less the step's poll, to the stalled pod's Ready; and then to the racer's own
-    end (deleted as the loser), which its decider tells, sooner than the slack allows."""
+@pytest.mark.parametrize("said", [True, False])
+def test_a_won_hedge_is_charged_from_its_racer_s_node_to_the_racer_s_end(said: bool) -> None:
+    """What the hedge held beside its stalled pod: its new pod's GPUs from its scheduling as
+    the step's annotation says (the workflow's start and the wait for a node held nothing),
+    or where it does not say (a release before), from when the annotation named its racer,
+    less the step's poll; to the stalled pod's Ready; and then to the racer's own end
+    (deleted as the loser), which its decider tells, sooner than the slack allows."""
     run = _run()
     started = _stalled(run)
     run.at(T0 + started + STALL_AT + 1)
     (hedge,) = run.decisions
     raced = started + STALL_AT + 20
     run.feed(pod("the-hedge-pod", RACER, created=raced - 3, scheduled=raced - 1))
-    _hedge_runs(run, raced)
+    _hedge_runs(run, raced, racing_since=T0 + raced - 1 if said else None)
     won = raced + 10
     run.feed(pod(_name(9), _uid(9), created=started - 10, scheduled=started - 9,
                  started=started, ready=won))  # fmt: skip
     run.at(T0 + won + 1)
     budget = run.session.guard_state.of("hedge_budget", HedgeBudgetState)
-    from_ = T0 + raced - RACED_SLACK_S
+    from_ = T0 + raced - (1 if said else RACED_SLACK_S)
     assert from_ > hedge.at
     assert budget.spent == pytest.approx(2 * (T0 + won - from_ + SETTLE_SLACK_S))
     assert [w[0] for w in budget.won] == [_uid(9)]

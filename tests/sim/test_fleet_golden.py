@@ -94,7 +94,8 @@ SCENARIO = Scenario(
 # budget was paid by every cold start's GPUs (a pod deleted unready held them too) and a
 # settled hedge was charged what it held, more or less than its reservation
 # (guard/hedge_budget.py): one hedge let through, 17 deletions against 18, none false; time to
-# Ready summed 17,612 s against 17,714.
+# Ready summed 17,612 s against 17,714. `core hedged`'s stream again when the hedge step's
+# annotation said when its racer was scheduled (`racing_since`): the same decisions.
 EXPECTED: dict[str, dict[str, Any]] = {
     "core": {
         "decisions": 29,
@@ -145,7 +146,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "decisions_sha256": "0934a6a82988013714a3b95f7bb381ce01332cad6104853b29d7a703b0d8eafa",
         "ready_s_sum": 17612.341054,
         "stream_lines": 1397,
-        "stream_sha256": "6c13f76c0b045833e15e67733449e13828372fd004ff9ed78bb07a274020dc46",
+        "stream_sha256": "b2c1d31899685c181667cb52c079834a8040f06680f21b7dd8ba8905a42b2b9f",
         "summary": {
             "actions": {
                 "cordon-node": 1,

@@ -15,7 +15,7 @@ from remediator.policy.config import MAX_HEDGE_S
 from remediator.policy_file import PolicyFile
 from remediator.sim.fleet.cluster import Pod
 from remediator.sim.fleet.compare import builtin_policies, without_hedging
-from remediator.sim.fleet.kube import BASE_TIME
+from remediator.sim.fleet.kube import BASE_TIME, wall
 from remediator.sim.fleet.scenario import DeploymentSpec, Faults, Scenario
 from remediator.sim.fleet.simulation import Simulation
 
@@ -105,7 +105,8 @@ def test_a_hedged_hung_pod_loses_to_its_hedge_and_the_deployment_returns_to_its_
     assert ctl.replicas.count(3) == 2
     (surged,), (racing,) = [h for h in ctl.hedges if h]
     assert (surged.uid, surged.pod, surged.racing) == (hung.uid, hung.name, None)
-    assert racing == replace(surged, racing=hedge.uid)
+    assert hedge.scheduled is not None  # (named with when it was scheduled)
+    assert racing == replace(surged, racing=hedge.uid, racing_since=wall(hedge.scheduled))
     assert hung.uid in surged.before and hedge.uid not in surged.before
     applied = BASE_TIME + hung.started + 30  # the decision's time (and the executor's delay)
     assert applied + MAX_HEDGE_S <= surged.deadline <= applied + MAX_HEDGE_S + 10  # (no param)

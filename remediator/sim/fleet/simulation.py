@@ -587,7 +587,8 @@ class Simulation:
             return
         note = dep.hedge_notes[stalled.uid]
         if note.racing is None:
-            dep.hedge_notes[stalled.uid] = replace(note, racing=pod.uid)
+            since = wall(pod.scheduled) if pod.scheduled is not None else None
+            dep.hedge_notes[stalled.uid] = replace(note, racing=pod.uid, racing_since=since)
             self._workload(dep)
 
     def _hedge_won(self, winner: Pod) -> None:
