@@ -21,8 +21,8 @@ nothing for a burst of stalls.
 
 The charge is a reservation, settled when the stalled pod's stall ends (it is Ready, deleted,
 or gone: the deciders' `GpuNews.ended`): a hedge is then charged what it can have held, its
-GPUs from when its new pod was scheduled (`GpuNews.racer_scheduled`, where the decider
-tracks that pod), or else seen racing (it had a node: `GpuNews.raced`, less `RACED_SLACK_S`;
+GPUs from when its new pod was scheduled (`GpuNews.racer_scheduled`, as the hedge step's
+annotation says), or else seen racing (it had a node: `GpuNews.raced`, less `RACED_SLACK_S`;
 from when it was let through where that was not seen) to that end, plus
 `SETTLE_SLACK_S` where the stalled pod won (its hedge pod is deleted then, and holds its GPUs
 through its termination; to the racer's end instead where its decider, in another partition

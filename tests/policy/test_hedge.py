@@ -436,8 +436,8 @@ def _races_a_hedge(run: Run, at: float) -> None:
 
 
 def test_a_racer_that_stalls_is_hedged_once_the_hedge_it_races_has_ended() -> None:
-    """Both pods of a replica stalled: a third would race neither (the step's k-hedges would
-    start one, the simulator's refuses). It waits, said once, and is hedged at the first
+    """Both pods of a replica stalled: it has two places taken already (the step would start
+    a third pod, the simulator's refuses). It waits, said once, and is hedged at the first
     check after the hedge it races ends (its stalled pod deleted for its hang): the replica's
     next pod starts then, not after the racer's own hang as well."""
     run = _run()
