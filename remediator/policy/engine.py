@@ -596,6 +596,19 @@ class PolicyEngine:
             if racer not in self._racers and self.tracker.get(racer) is not None:
                 self._racers[racer] = uid  # (its own partition's, in Kafka: it may be another)
 
+    def _races_ended(self, was: tuple[Hedge, ...], now_run: tuple[Hedge, ...], now: float) -> None:
+        """Hedges the annotation no longer names: their racers waiting to be hedged
+        (`_wait_to_hedge`) are looked at now, not at their next check."""
+        running = {h.uid for h in now_run}
+        for hedge in was:
+            racer = hedge.racing
+            if hedge.uid in running or racer is None or racer not in self._waiting:
+                continue
+            t = self.tracker.get(racer)
+            since = t.since("engine_init") if t is not None else None
+            if t is not None and since is not None and t.state() == "engine_init":
+                self._arm(now, t, "engine_init", since)
+
     def _racer_ended(self, uid: str, after: str) -> None:
         """A racer's cold start ended: Ready (it won, or ties: nothing to tell), or gone
         unready (its GPUs free: told, `GpuNews.racer_gone`); terminating is not the end yet."""
@@ -994,6 +1007,8 @@ class PolicyEngine:
             return []
         if self._hedging and seen.hedges:
             self._note_racing(seen, now)
+        if self._waiting and before is not None:
+            self._races_ended(before.hedges, seen.hedges, now)
         cfg = self.config.image_update
         self.workloads[key] = workload_of(cfg, seen)
         outcome = image_update(cfg, before, seen, now, self.workloads.values())
