@@ -103,7 +103,7 @@ def stalled(stall: Stall, model: str, now: float, share: float = 1.0) -> str:
     what += "" if stall.timed_as == stall.step else f"{stall.timed_as})"
     past = f"over its {stall.limit:.0f}s limit"
     if share < 1.0:
-        past = f"past {share:g} of its {stall.unpaced:.0f}s stall limit"
+        past = f"past {share:g} of its {stall.limit:.0f}s stall limit"
     return (
         f"engine_init stalled in vLLM step {what} for {now - stall.began:.0f}s, {past}: "
         f"{stall.samples} siblings of {model} took {stall.siblings_s:.0f}s there"
